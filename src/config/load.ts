@@ -1,0 +1,139 @@
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+import { DEFAULTS, type Config, type ConfigVariable, type ForgeProvider } from './schema.js';
+
+/** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const PROVIDERS: readonly ForgeProvider[] = ['forge_a', 'forge_b', 'forge_c', 'forge_d'];
+
+/** Reads one variable: the environment's value when set and non-empty, else the default. */
+function raw(env: Env, name: ConfigVariable): string | null {
+  const v = env[name];
+  if (v !== undefined && v.trim() !== '') return v.trim();
+  return DEFAULTS[name];
+}
+
+/** Whole number within [min, max]. */
+export function parseInteger(name: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value)) throw new ConfigError(`${name} must be a whole number, got "${value}"`);
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  }
+  return n;
+}
+
+const DURATION_UNITS: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Seconds, written as `90`, `90s`, `15m`, `2h` or `14d`. */
+export function parseDuration(name: string, value: string, min: number, max: number): number {
+  const m = /^(\d+)\s*([smhd]?)$/i.exec(value);
+  if (!m) throw new ConfigError(`${name} must be a duration such as 30, 30s, 15m, 2h or 14d, got "${value}"`);
+  const seconds = Number(m[1]) * DURATION_UNITS[m[2]!.toLowerCase()]!;
+  if (seconds < min || seconds > max) {
+    throw new ConfigError(`${name} must be between ${min} and ${max} seconds, got "${value}"`);
+  }
+  return seconds;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kib: 1024, m: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
+
+/** Bytes, written as `1000`, `64KiB`, `4M`, `5GiB`, `2T` (binary units). */
+export function parseSize(name: string, value: string, min: number, max: number): number {
+  const m = /^(\d+)\s*([a-z]*)$/i.exec(value);
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new ConfigError(`${name} must be a size such as 1000, 64KiB, 4MiB or 5GiB, got "${value}"`);
+  const bytes = Number(m[1]) * unit;
+  if (!Number.isSafeInteger(bytes) || bytes < min || bytes > max) {
+    throw new ConfigError(`${name} must be between ${min} and ${max} bytes, got "${value}"`);
+  }
+  return bytes;
+}
+
+export function parseBoolean(name: string, value: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off)$/i.test(value)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${value}"`);
+}
+
+/** An absolute http(s) URL without query or fragment; returned without a trailing slash. */
+export function parseHttpUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, got "${value}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`${name} must use http or https, got "${value}"`);
+  }
+  if (url.search || url.hash) throw new ConfigError(`${name} must not carry a query or fragment, got "${value}"`);
+  if (url.username || url.password) throw new ConfigError(`${name} must not carry credentials`);
+  return url.toString().replace(/\/+$/, '');
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object') {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+/** Environment → validated, fully defaulted, deep-frozen Config. Throws ConfigError with the exact reason. */
+export function loadConfig(env: Env): Config {
+  const port = parseInteger('SVC_PORT', raw(env, 'SVC_PORT')!, 0, 65535);
+  const baseUrlRaw = raw(env, 'SVC_BASE_URL');
+  const baseUrl = baseUrlRaw === null ? null : parseHttpUrl('SVC_BASE_URL', baseUrlRaw);
+
+  const provider = raw(env, 'SVC_AUTH')! as ForgeProvider;
+  if (!PROVIDERS.includes(provider)) {
+    throw new ConfigError(`SVC_AUTH must be one of ${PROVIDERS.join(', ')}, got "${provider}"`);
+  }
+  const forgeC = raw(env, 'SVC_FORGE_C_API_URL');
+  if ((provider === 'forge_c' || provider === 'forge_d') && forgeC === null) {
+    throw new ConfigError(`SVC_FORGE_C_API_URL is required when SVC_AUTH=${provider}; it has no default`);
+  }
+  const cacheTtl = parseDuration('SVC_AUTH_CACHE_TTL', raw(env, 'SVC_AUTH_CACHE_TTL')!, 1, 86400);
+  const rejectionTtl = parseDuration('SVC_AUTH_REJECTION_TTL', raw(env, 'SVC_AUTH_REJECTION_TTL')!, 0, 86400);
+  if (rejectionTtl >= cacheTtl) {
+    throw new ConfigError(`SVC_AUTH_REJECTION_TTL (${rejectionTtl}s) must be shorter than SVC_AUTH_CACHE_TTL (${cacheTtl}s)`);
+  }
+  const appId = raw(env, 'SVC_FORGE_A_APP_ID');
+  const appKeyFile = raw(env, 'SVC_FORGE_A_APP_KEY_FILE');
+  if ((appId === null) !== (appKeyFile === null)) {
+    throw new ConfigError('SVC_FORGE_A_APP_ID and SVC_FORGE_A_APP_KEY_FILE must be set together');
+  }
+  const workersRaw = raw(env, 'SVC_WORKERS');
+
+  const config: Config = {
+    host: raw(env, 'SVC_HOST')!,
+    port,
+    baseUrl,
+    dataDir: resolve(raw(env, 'SVC_DATA_DIR')!),
+    auth: {
+      provider,
+      forgeAApiUrl: parseHttpUrl('SVC_FORGE_A_API_URL', raw(env, 'SVC_FORGE_A_API_URL')!),
+      forgeBApiUrl: parseHttpUrl('SVC_FORGE_B_API_URL', raw(env, 'SVC_FORGE_B_API_URL')!),
+      forgeCApiUrl: forgeC === null ? null : parseHttpUrl('SVC_FORGE_C_API_URL', forgeC),
+      cacheTtl,
+      rejectionTtl,
+      lookupBudget: parseInteger('SVC_AUTH_LOOKUP_BUDGET', raw(env, 'SVC_AUTH_LOOKUP_BUDGET')!, 1, 1_000_000),
+      cacheEntries: parseInteger('SVC_AUTH_CACHE_ENTRIES', raw(env, 'SVC_AUTH_CACHE_ENTRIES')!, 16, 10_000_000),
+      forgeTimeout: parseDuration('SVC_FORGE_TIMEOUT', raw(env, 'SVC_FORGE_TIMEOUT')!, 1, 300),
+      forgeAAppId: appId,
+      forgeAAppKeyFile: appKeyFile === null ? null : resolve(appKeyFile),
+    },
+    shutdownGrace: parseDuration('SVC_SHUTDOWN_GRACE', raw(env, 'SVC_SHUTDOWN_GRACE')!, 0, 86400),
+    stagingMaxAge: parseDuration('SVC_STAGING_MAX_AGE', raw(env, 'SVC_STAGING_MAX_AGE')!, 60, 365 * 86400),
+    chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
+    workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
+    logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
+  };
+  return deepFreeze(config);
+}

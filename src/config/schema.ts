@@ -1,0 +1,74 @@
+/**
+ * The one table of configuration: every SVC_ variable, its type, its default and what it means.
+ * `load.ts` turns the environment into a validated, frozen `Config` from this table; the README's
+ * configuration table mirrors it (scripts/check-config-docs.ts keeps the two in step).
+ */
+
+export type ForgeProvider = 'forge_a' | 'forge_b' | 'forge_c' | 'forge_d';
+
+export interface Config {
+  /** Address the HTTP listener binds. */
+  readonly host: string;
+  readonly port: number;
+  /**
+   * Public URL of this server, used to build batch links; never ends with a slash. Null when unset:
+   * then it is http://{host}:{bound port} (localhost for a wildcard host), known once listening.
+   */
+  readonly baseUrl: string | null;
+  /** Root of the disk store and the SQLite index. */
+  readonly dataDir: string;
+  readonly auth: {
+    readonly provider: ForgeProvider;
+    readonly forgeAApiUrl: string;
+    readonly forgeBApiUrl: string;
+    readonly forgeCApiUrl: string | null;
+    /** Seconds a granted answer is cached. */
+    readonly cacheTtl: number;
+    /** Seconds a refusal is cached; always shorter than cacheTtl. */
+    readonly rejectionTtl: number;
+    /** Uncached forge lookups per minute, for the whole server. */
+    readonly lookupBudget: number;
+    /** Most (token, repository) answers kept in memory. */
+    readonly cacheEntries: number;
+    /** Seconds before a forge request is given up. */
+    readonly forgeTimeout: number;
+    readonly forgeAAppId: string | null;
+    readonly forgeAAppKeyFile: string | null;
+  };
+  /** Seconds in-flight requests get to finish after SIGTERM/SIGINT. */
+  readonly shutdownGrace: number;
+  /** Staging files older than this many seconds are litter, swept at start and hourly. */
+  readonly stagingMaxAge: number;
+  /** Objects of this size or more are uploaded chunked (the uWS build resets 10-digit Content-Length). */
+  readonly chunkedUploadThreshold: number;
+  /** Piscina pool size. */
+  readonly workers: number;
+  /** Log every request as a JSON line on stdout. */
+  readonly logRequests: boolean;
+}
+
+/** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */
+export const DEFAULTS = {
+  SVC_HOST: '0.0.0.0',
+  SVC_PORT: '8080',
+  SVC_BASE_URL: null, // http://localhost:$SVC_PORT (the bound port)
+  SVC_DATA_DIR: './data',
+  SVC_AUTH: 'forge_a',
+  SVC_FORGE_A_API_URL: 'https://api.github.com',
+  SVC_FORGE_B_API_URL: 'https://gitlab.com/api/v4',
+  SVC_FORGE_C_API_URL: null,
+  SVC_AUTH_CACHE_TTL: '300',
+  SVC_AUTH_REJECTION_TTL: '30',
+  SVC_AUTH_LOOKUP_BUDGET: '600',
+  SVC_AUTH_CACHE_ENTRIES: '100000',
+  SVC_FORGE_TIMEOUT: '10',
+  SVC_FORGE_A_APP_ID: null,
+  SVC_FORGE_A_APP_KEY_FILE: null,
+  SVC_SHUTDOWN_GRACE: '30',
+  SVC_STAGING_MAX_AGE: '86400',
+  SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
+  SVC_WORKERS: null, // number of cores
+  SVC_LOG_REQUESTS: 'false',
+} as const satisfies Record<string, string | null>;
+
+export type ConfigVariable = keyof typeof DEFAULTS;

@@ -1,0 +1,96 @@
+import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
+import { lfsError } from '../errors/errors.js';
+
+export interface ForgeResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: unknown; // parsed JSON, or the text when not JSON
+}
+
+/**
+ * The one way this server talks to a forge: undici with connect/header/body timeouts, bodies
+ * capped, and network failures mapped to LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7).
+ */
+export class ForgeHttpClient {
+  readonly #dispatcher: Dispatcher;
+  readonly #timeoutMs: number;
+
+  constructor(timeoutSeconds: number) {
+    this.#timeoutMs = timeoutSeconds * 1000;
+    this.#dispatcher = new Agent({
+      connect: { timeout: this.#timeoutMs },
+      headersTimeout: this.#timeoutMs,
+      bodyTimeout: this.#timeoutMs,
+      keepAliveTimeout: 30_000,
+      connections: 64,
+    });
+  }
+
+  async get(url: string, headers: Record<string, string>, signal?: AbortSignal): Promise<ForgeResponse> {
+    try {
+      const res = await request(url, {
+        method: 'GET',
+        headers: { 'user-agent': 'stowage-lfs', accept: 'application/json', ...headers },
+        dispatcher: this.#dispatcher,
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
+      });
+      const text = await readCapped(res.body, 1 << 20);
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // Not JSON (a proxy's error page, GitLab's plain "Retry later"): keep the text.
+      }
+      return { status: res.statusCode, headers: res.headers, body };
+    } catch (e) {
+      const code = (e as { code?: string }).code ?? (e instanceof undiciErrors.UndiciError ? e.name : 'unknown');
+      throw lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge could not be reached (${code})`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#dispatcher.close();
+  }
+}
+
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, cap: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of body) {
+    n += chunk.length;
+    if (n > cap) {
+      body.destroy();
+      throw Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** First value of a header that undici may give as a list. */
+export function header(headers: ForgeResponse['headers'], name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * Seconds to wait, per the spec's forge rate-limit rule 2: the forge's Retry-After, else its
+ * x-ratelimit-reset (absolute epoch seconds), else one minute; never zero.
+ */
+export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: number = Date.now()): number {
+  const ra = header(headers, 'retry-after');
+  if (ra !== undefined) {
+    if (/^\d+$/.test(ra.trim())) return Math.max(1, Number(ra.trim()));
+    const at = Date.parse(ra);
+    if (!Number.isNaN(at)) return Math.max(1, Math.ceil((at - nowMs) / 1000));
+  }
+  const reset = header(headers, 'x-ratelimit-reset') ?? header(headers, 'ratelimit-reset');
+  if (reset !== undefined && /^\d+$/.test(reset.trim())) {
+    return Math.max(1, Math.ceil(Number(reset.trim()) - nowMs / 1000));
+  }
+  return 60;
+}
+
+export function rateLimited(seconds: number): Error {
+  return lfsError('LFS_ERR_FORGE_RATE_LIMITED', undefined, { 'Retry-After': String(seconds) });
+}

@@ -1,0 +1,25 @@
+import type { RepoName } from '../protocol/repo-name.js';
+
+/** The forge's answer mapped onto the spec's permission table (rule 3). */
+export interface Permissions {
+  readonly pull: boolean;
+  readonly push: boolean;
+  readonly admin: boolean;
+}
+
+export type ForgeAnswer =
+  /** The forge answered with what this caller may do. `permissions.pull` may be false only for a refusal. */
+  | { readonly kind: 'granted'; readonly permissions: Permissions }
+  /** The token is unusable (forge 401): the client should be asked for credentials again. */
+  | { readonly kind: 'bad_token' }
+  /** The token works but cannot see the repository (forge 404 / no role). */
+  | { readonly kind: 'no_access' };
+
+/**
+ * One forge's repository lookup. Implementations throw LfsError LFS_ERR_FORGE_RATE_LIMITED (with
+ * Retry-After) or LFS_ERR_FORGE_UNREACHABLE; they never cache (AccessService does).
+ */
+export interface ForgeAdapter {
+  /** `token` null means an anonymous lookup (is the repository public?). */
+  lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer>;
+}

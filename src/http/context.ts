@@ -1,0 +1,92 @@
+import type { HttpRequest, HttpResponse } from '@trufflesuite/uws-js-unofficial';
+
+/**
+ * What a handler knows of one request. uWS's HttpRequest lives only during the synchronous part of
+ * the handler, so everything a handler may need later is copied here up front.
+ */
+export interface RequestContext {
+  readonly res: HttpResponse;
+  readonly method: string;
+  readonly url: string;
+  readonly query: string;
+  readonly params: readonly string[];
+  readonly requestId: string;
+  readonly route: string;
+  readonly startedAt: number;
+  /** Aborted when the client goes away (uWS onAborted) or the server is forced down. */
+  readonly signal: AbortSignal;
+  header(name: string): string;
+  /** True once the client disconnected; `res` must not be touched after that. */
+  readonly aborted: boolean;
+  /** True once a response was completed. */
+  responded: boolean;
+  /** Status of the response sent (for logs and metrics). */
+  status: number;
+  /** Bytes of request body still on the wire when the handler answered (drained or cut). */
+  bodyPending: boolean;
+}
+
+const HEADERS_KEPT = [
+  'authorization',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'accept',
+  'range',
+  'x-lfs-object-size',
+  'origin',
+  'cookie',
+  'host',
+] as const;
+
+let counter = 0;
+const prefix = Math.floor(Math.random() * 0xffffffff).toString(16).padStart(8, '0');
+
+export class UwsRequestContext implements RequestContext {
+  readonly res: HttpResponse;
+  readonly method: string;
+  readonly url: string;
+  readonly query: string;
+  readonly params: string[];
+  readonly requestId: string;
+  readonly route: string;
+  readonly startedAt = performance.now();
+  readonly #headers = new Map<string, string>();
+  readonly #abort = new AbortController();
+  responded = false;
+  status = 0;
+  bodyPending = false;
+
+  constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
+    this.res = res;
+    this.route = route;
+    this.method = req.getMethod();
+    this.url = req.getUrl();
+    this.query = req.getQuery() ?? '';
+    this.params = [];
+    for (let i = 0; i < paramCount; i++) this.params.push(req.getParameter(i) ?? '');
+    for (const h of HEADERS_KEPT) {
+      const v = req.getHeader(h);
+      if (v !== '') this.#headers.set(h, v);
+    }
+    this.requestId = `${prefix}-${(++counter).toString(16)}`;
+    res.onAborted(() => this.#abort.abort());
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#abort.signal.aborted;
+  }
+
+  header(name: string): string {
+    return this.#headers.get(name) ?? '';
+  }
+
+  /** Force the connection down (shutdown deadline); runs the abort path. */
+  forceClose(): void {
+    if (!this.aborted && !this.responded) this.res.close();
+  }
+}

@@ -1,0 +1,129 @@
+import { lfsError } from '../../errors/errors.js';
+import { parseBatchRequest } from '../../protocol/batch.js';
+import { acceptsLfsJson, isJsonRequestType } from '../../protocol/media-types.js';
+import { parseOid, type Oid } from '../../protocol/oid.js';
+import { parseRange } from '../../protocol/range.js';
+import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
+import type { AccessService } from '../../service/access-service.js';
+import { EXPECTED_SIZE_HEADER, type BatchService } from '../../service/batch-service.js';
+import type { TransferService } from '../../service/transfer-service.js';
+import { tokenFromAuthorization } from '../auth.js';
+import type { RequestContext } from '../context.js';
+import { collectBody, parseJson, requestBody } from '../request-body.js';
+import { sendJson, sendStream, send } from '../respond.js';
+import type { HttpServer } from '../server.js';
+
+/** JSON bodies of the API (batch of 1000 objects ≈ 100 KB) are capped well above need. */
+const JSON_BODY_CAP = 1 << 20;
+
+export interface ObjectRoutesDeps {
+  readonly access: AccessService;
+  readonly batch: BatchService;
+  readonly transfers: TransferService;
+}
+
+function repoOf(ctx: RequestContext): RepoName {
+  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
+  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
+  return repo;
+}
+
+function oidOf(value: string): Oid {
+  const oid = parseOid(value);
+  if (oid === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid object id (64 lowercase hex digits)');
+  return oid;
+}
+
+function checkJsonRequest(ctx: RequestContext): void {
+  if (!isJsonRequestType(ctx.header('content-type'))) throw lfsError('LFS_ERR_BAD_MEDIA_TYPE');
+  if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
+}
+
+/** A size from a header: digits only, exact in a double. */
+function parseSizeHeader(value: string): number | null {
+  if (!/^\d{1,16}$/.test(value)) return null;
+  return Number(value);
+}
+
+export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): void {
+  const { access, batch, transfers } = deps;
+
+  http.route('post', '/:org/:repo/objects/batch', 'batch', async (ctx) => {
+    const body = collectBody(ctx, JSON_BODY_CAP);
+    const repo = repoOf(ctx);
+    checkJsonRequest(ctx);
+    const request = parseBatchRequest(parseJson(await body));
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, request.operation === 'upload' ? 'push' : 'pull', ctx.signal);
+    sendJson(ctx, 200, batch.answer(repo, request));
+  });
+
+  http.route('post', '/:org/:repo/objects/verify', 'verify', async (ctx) => {
+    const body = collectBody(ctx, JSON_BODY_CAP);
+    const repo = repoOf(ctx);
+    checkJsonRequest(ctx);
+    const parsed = parseJson(await body) as { oid?: unknown; size?: unknown } | null;
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
+    const oid = parseOid(parsed?.oid);
+    const size = parsed?.size;
+    if (oid === null) throw lfsError('LFS_ERR_BAD_REQUEST', 'oid must be 64 lowercase hex digits');
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) throw lfsError('LFS_ERR_BAD_REQUEST', 'size must be a whole number of bytes');
+    transfers.verify(repo, oid, size);
+    sendJson(ctx, 200, { oid, size });
+  });
+
+  http.route('put', '/:org/:repo/objects/:oid', 'upload', async (ctx) => {
+    // Attach the body stream first: uWS delivers data only to a handler registered synchronously.
+    // Until the stream is read it buffers one highWaterMark, then pauses the socket.
+    const body = requestBody(ctx);
+    const repo = repoOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
+    // The client sniffs Content-Type from the file (../shared/git-lfs-client.md (d)): any is accepted.
+    const contentLength = ctx.header('content-length');
+    const announced = ctx.header('x-lfs-object-size');
+    let expected: number | null = null;
+    if (contentLength !== '') {
+      expected = parseSizeHeader(contentLength);
+      if (expected === null) throw lfsError('LFS_ERR_BAD_REQUEST', 'Content-Length is not a size');
+    }
+    if (announced !== '') {
+      const n = parseSizeHeader(announced);
+      if (n === null) throw lfsError('LFS_ERR_BAD_REQUEST', `${EXPECTED_SIZE_HEADER} is not a size`);
+      if (expected !== null && expected !== n) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Content-Length ${expected} differs from ${EXPECTED_SIZE_HEADER} ${n}`);
+      expected = n;
+    }
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
+    await transfers.upload(repo, oid, body, expected, ctx.signal);
+    sendJson(ctx, 200, {});
+  });
+
+  http.route('get', '/:org/:repo/objects/:oid', 'download', async (ctx) => {
+    const repo = repoOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx.signal);
+    const reader = await transfers.openForDownload(repo, oid);
+    let sent = 0;
+    try {
+      const total = reader.size;
+      const range = ctx.header('range') === '' ? ({ kind: 'none' } as const) : parseRange(ctx.header('range'), total);
+      if (range.kind === 'unsatisfiable') {
+        // Spec rule 4: 416 carries the object's real size.
+        throw lfsError('LFS_ERR_RANGE_NOT_SATISFIABLE', undefined, { 'Content-Range': `bytes */${total}` });
+      }
+      const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
+      if (range.kind === 'range') {
+        headers['Content-Range'] = `bytes ${range.start}-${range.end}/${total}`;
+        const length = range.end - range.start + 1;
+        await sendStream(ctx, 206, headers, reader.stream(range.start, range.end), length);
+        sent = length;
+      } else if (total === 0) {
+        send(ctx, 200, '', headers, null);
+      } else {
+        await sendStream(ctx, 200, headers, reader.stream(0, total - 1), total);
+        sent = total;
+      }
+    } finally {
+      await reader.close();
+      transfers.countDownloaded(sent, ctx.responded && !ctx.aborted);
+    }
+  });
+}

@@ -1,0 +1,120 @@
+import uws, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import { lfsError } from '../errors/errors.js';
+import type { Metrics } from '../metrics/registry.js';
+import { UwsRequestContext, type RequestContext } from './context.js';
+import { sendError } from './respond.js';
+
+export type Handler = (ctx: RequestContext) => void | Promise<void>;
+type Method = 'get' | 'post' | 'put' | 'del' | 'any';
+export type Logger = (msg: string, fields: object) => void;
+
+/**
+ * The only module that owns the uWS app: the route table, the abort wiring and the single error
+ * boundary (design rule 4). Handlers throw; this turns what they throw into the LFS error body.
+ */
+export class HttpServer {
+  readonly #app: TemplatedApp = uws.App();
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  readonly #logRequests: boolean;
+  readonly #inFlight = new Set<UwsRequestContext>();
+  #listenSocket: us_listen_socket | null = null;
+  #closing = false;
+  #idle: (() => void) | null = null;
+
+  constructor(metrics: Metrics, log: Logger, logRequests: boolean) {
+    this.#metrics = metrics;
+    this.#log = log;
+    this.#logRequests = logRequests;
+    if (typeof (uws as unknown as { getParts?: unknown }).getParts !== 'function') {
+      // The package silently falls back to a slow JS shim when the native build does not load.
+      throw new Error('uWebSockets.js native build did not load on this platform; refusing to run on the fallback');
+    }
+  }
+
+  route(method: Method, pattern: string, name: string, handler: Handler): this {
+    const paramCount = (pattern.match(/\/:/g) ?? []).length;
+    this.#app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+      const ctx = new UwsRequestContext(res, req, name, paramCount);
+      this.#run(ctx, handler);
+    });
+    return this;
+  }
+
+  #run(ctx: UwsRequestContext, handler: Handler): void {
+    this.#inFlight.add(ctx);
+    const done = (): void => {
+      this.#inFlight.delete(ctx);
+      this.#metrics.requests.inc({ route: ctx.route, status: String(ctx.aborted && !ctx.responded ? 499 : ctx.status) });
+      if (this.#logRequests) {
+        this.#log('request', {
+          request_id: ctx.requestId,
+          method: ctx.method,
+          route: ctx.route,
+          status: ctx.aborted && !ctx.responded ? 499 : ctx.status,
+          ms: Math.round((performance.now() - ctx.startedAt) * 10) / 10,
+        });
+      }
+      if (this.#inFlight.size === 0 && this.#idle) this.#idle();
+    };
+    const fail = (e: unknown): void => {
+      if (!ctx.responded && !ctx.aborted) sendError(ctx, e, this.#log);
+    };
+    try {
+      if (this.#closing) throw lfsError('LFS_ERR_SHUTTING_DOWN', undefined, { 'Retry-After': '5', Connection: 'close' });
+      const result = handler(ctx);
+      if (result instanceof Promise) {
+        result.then(
+          () => {
+            if (!ctx.responded && !ctx.aborted) fail(new Error(`handler for ${ctx.route} returned without answering`));
+            done();
+          },
+          (e: unknown) => {
+            fail(e);
+            done();
+          },
+        );
+        return;
+      }
+      if (!ctx.responded && !ctx.aborted) fail(new Error(`handler for ${ctx.route} returned without answering`));
+    } catch (e) {
+      fail(e);
+    }
+    done();
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.#app.listen(host, port, (socket) => {
+        if (!socket) {
+          reject(new Error(`could not listen on ${host}:${port}`));
+          return;
+        }
+        this.#listenSocket = socket;
+        resolve(uws.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  /**
+   * Graceful close: stop accepting, let in-flight requests finish until the deadline, then cut
+   * what is left (their staging files are removed by the abort path).
+   */
+  async close(graceMs: number): Promise<void> {
+    this.#closing = true;
+    if (this.#listenSocket) {
+      uws.us_listen_socket_close(this.#listenSocket);
+      this.#listenSocket = null;
+    }
+    if (this.#inFlight.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        this.#idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    for (const ctx of this.#inFlight) ctx.forceClose();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Batch API wire types and the request validator.
+ * https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md ; schemas in ../shared/spec/git-lfs-api/schemas.
+ */
+import { lfsError } from '../errors/errors.js';
+import { parseOid, type Oid } from './oid.js';
+
+export type Operation = 'upload' | 'download';
+
+export interface BatchRequestObject {
+  readonly oid: string;
+  readonly size: number;
+  /** Set when this entry cannot be served at all (bad oid or size): it is answered with this error. */
+  readonly invalid?: string;
+  readonly parsedOid: Oid | null;
+}
+
+export interface BatchRequest {
+  readonly operation: Operation;
+  readonly objects: readonly BatchRequestObject[];
+  readonly hashAlgo: string;
+  readonly refName: string | null;
+}
+
+export interface BatchAction {
+  href: string;
+  header?: Record<string, string>;
+  expires_in?: number;
+}
+
+export interface BatchResponseObject {
+  oid: string;
+  size: number;
+  authenticated?: boolean;
+  actions?: { upload?: BatchAction; verify?: BatchAction; download?: BatchAction };
+  error?: { code: number; message: string };
+}
+
+export interface BatchResponse {
+  transfer: 'basic';
+  objects: BatchResponseObject[];
+  hash_algo: 'sha256';
+}
+
+/** A batch of more than this many objects is refused with 413 (gitea MaxBatchSize; git-lfs sends ≤ 100). */
+export const MAX_BATCH_OBJECTS = 1000;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Validates a parsed JSON body. Whole-request problems throw (422/413); a single bad object is kept
+ * with `invalid` set, so the answer still echoes every requested oid (a missing entry leaves the
+ * client waiting forever: ../shared/git-lfs-client.md (b)).
+ */
+export function parseBatchRequest(body: unknown): BatchRequest {
+  if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Batch request must be a JSON object');
+  const { operation, objects, hash_algo: hashAlgo, ref } = body;
+  if (operation !== 'upload' && operation !== 'download') {
+    throw lfsError('LFS_ERR_BAD_REQUEST', 'operation must be "upload" or "download"');
+  }
+  if (!Array.isArray(objects)) throw lfsError('LFS_ERR_BAD_REQUEST', 'objects must be an array');
+  if (objects.length > MAX_BATCH_OBJECTS) {
+    throw lfsError('LFS_ERR_BATCH_TOO_LARGE', `A batch may name at most ${MAX_BATCH_OBJECTS} objects; this one names ${objects.length}`);
+  }
+  if (hashAlgo !== undefined && typeof hashAlgo !== 'string') throw lfsError('LFS_ERR_BAD_REQUEST', 'hash_algo must be a string');
+  if (body.transfers !== undefined && (!Array.isArray(body.transfers) || body.transfers.some((t) => typeof t !== 'string'))) {
+    throw lfsError('LFS_ERR_BAD_REQUEST', 'transfers must be an array of strings');
+  }
+  let refName: string | null = null;
+  if (ref !== undefined && ref !== null) {
+    if (!isRecord(ref)) throw lfsError('LFS_ERR_BAD_REQUEST', 'ref must be an object');
+    if (ref.name !== undefined && typeof ref.name !== 'string') throw lfsError('LFS_ERR_BAD_REQUEST', 'ref.name must be a string');
+    refName = typeof ref.name === 'string' ? ref.name : null;
+  }
+  const parsed: BatchRequestObject[] = objects.map((o): BatchRequestObject => {
+    if (!isRecord(o)) return { oid: '', size: 0, parsedOid: null, invalid: 'object entry must be a JSON object' };
+    const oid = typeof o.oid === 'string' ? o.oid : '';
+    const sizeOk = typeof o.size === 'number' && Number.isSafeInteger(o.size) && o.size >= 0;
+    const size = sizeOk ? (o.size as number) : 0;
+    const parsedOid = parseOid(o.oid);
+    if (parsedOid === null) return { oid, size, parsedOid, invalid: 'oid must be 64 lowercase hex digits (sha256)' };
+    if (!sizeOk) return { oid, size, parsedOid, invalid: 'size must be a whole number of bytes, at least zero' };
+    return { oid, size, parsedOid };
+  });
+  if (parsed.length > 0 && parsed.every((o) => o.invalid !== undefined && o.oid === '')) {
+    // Nothing usable at all: per batch.md, 422 means none of the requested objects are valid.
+    throw lfsError('LFS_ERR_BAD_REQUEST', 'No valid object in the batch');
+  }
+  return { operation, objects: parsed, hashAlgo: hashAlgo ?? 'sha256', refName };
+}

@@ -1,0 +1,69 @@
+import type { ObjectsRepo } from '../db/objects-repo.js';
+import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protocol/batch.js';
+import type { RepoName } from '../protocol/repo-name.js';
+
+export interface BatchLinks {
+  /** Public base URL, no trailing slash (set once the listener is bound when derived from the port). */
+  baseUrl: string;
+  /** Objects of this size or more are asked to upload chunked. */
+  readonly chunkedUploadThreshold: number;
+}
+
+/** Header carrying the announced size on a chunked upload, which has no Content-Length. */
+export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
+
+/**
+ * Negotiation: one entry per requested object, in request order, each with its requested oid and
+ * size echoed and either actions or an error (../shared/git-lfs-client.md (b): a missing entry
+ * hangs the client). Presence is per repository (proof of possession): an oid stored by another
+ * repository is invisible here, so the client uploads it and proves it holds the bytes.
+ */
+export class BatchService {
+  readonly #objects: ObjectsRepo;
+  readonly #links: BatchLinks;
+
+  constructor(objects: ObjectsRepo, links: BatchLinks) {
+    this.#objects = objects;
+    this.#links = links;
+  }
+
+  answer(repo: RepoName, req: BatchRequest): BatchResponse {
+    const base = `${this.#links.baseUrl}/${repo.org}/${repo.repo}/objects`;
+    const objects = req.objects.map((o): BatchResponseObject => {
+      if (o.invalid !== undefined || o.parsedOid === null) {
+        return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
+      }
+      if (req.hashAlgo !== 'sha256') {
+        // batch.md: 409 — the hash algorithm disagrees with the server's acceptable options.
+        return { oid: o.oid, size: o.size, error: { code: 409, message: `hash_algo "${req.hashAlgo}" is not supported; this server uses sha256` } };
+      }
+      const held = this.#objects.findInRepo(repo.key, o.parsedOid);
+      if (held !== null && held.size !== o.size) {
+        return { oid: o.oid, size: o.size, error: { code: 422, message: `size ${o.size} does not match the stored object's size` } };
+      }
+      if (req.operation === 'download') {
+        if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
+        return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
+      }
+      // Spec rule 1: already present in this repository → no actions, the client skips it.
+      if (held !== null) return { oid: o.oid, size: o.size };
+      const header: Record<string, string> = {};
+      if (o.size >= this.#links.chunkedUploadThreshold) {
+        // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the
+        // action says so (../shared/git-lfs-client.md (a), tq/basic_upload.go:58-62).
+        header['Transfer-Encoding'] = 'chunked';
+        header[EXPECTED_SIZE_HEADER] = String(o.size);
+      }
+      return {
+        oid: o.oid,
+        size: o.size,
+        actions: {
+          upload: Object.keys(header).length > 0 ? { href: `${base}/${o.oid}`, header } : { href: `${base}/${o.oid}` },
+          verify: { href: `${base}/verify` },
+        },
+      };
+    });
+    // Rule 14: links back to this server are never `authenticated: true`, so the client sends credentials.
+    return { transfer: 'basic', objects, hash_algo: 'sha256' };
+  }
+}

@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** dist/src/main.js, next to dist/test/helpers. */
+export const MAIN = resolve(here, '../../src/main.js');
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly child: ChildProcess;
+  readonly logs: string[];
+  /** SIGTERM and wait for exit; returns the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function tmpDir(prefix = 'stowage-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * Starts the real server (dist/src/main.js) as a child process on 127.0.0.1 with an ephemeral
+ * port and its own data directory, and resolves once it logs "listening".
+ */
+export async function startServer(env: Record<string, string> = {}, opts: { dataDir?: string; keepData?: boolean } = {}): Promise<RunningServer> {
+  const dataDir = opts.dataDir ?? tmpDir();
+  const child = spawn(process.execPath, [MAIN], {
+    env: { PATH: process.env.PATH ?? '', SVC_HOST: '127.0.0.1', SVC_PORT: '0', SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE: '5', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.on('line', (line) => {
+      logs.push(line);
+      try {
+        const ev = JSON.parse(line) as { msg?: string; port?: number };
+        if (ev.msg === 'listening' && typeof ev.port === 'number') resolve(ev.port);
+      } catch {
+        // not a log line
+      }
+    });
+    void exited.then((code) => reject(new Error(`server exited with ${code} before listening:\n${logs.join('\n')}`)));
+  });
+  const baseUrl = env.SVC_BASE_URL ?? `http://127.0.0.1:${port}`;
+  return {
+    url: baseUrl,
+    port,
+    dataDir,
+    child,
+    logs,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null) child.kill(signal);
+      const code = await exited;
+      if (!opts.keepData && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
