@@ -1,6 +1,6 @@
 import type { RepoName } from '../protocol/repo-name.js';
 import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient } from './client.js';
-import type { ForgeAdapter, ForgeAnswer } from './types.js';
+import type { ForgeAdapter, ForgeAnswer, Identity } from './types.js';
 
 /**
  * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §1).
@@ -45,6 +45,15 @@ export class GitHubAdapter implements ForgeAdapter {
     const admin = p.admin === true;
     const push = admin || p.push === true || p.maintain === true;
     return { kind: 'granted', permissions: { admin, push, pull: push || p.pull === true || p.triage === true } };
+  }
+
+  async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
+    const res = await this.#http.get(`${this.#api}/user`, { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28', authorization: `Bearer ${token}` }, signal);
+    if (res.status === 429 || (res.status === 403 && isRateLimit(res))) throw rateLimited(retryAfterSeconds(res.headers));
+    if (res.status !== 200) return null; // installation tokens cannot call /user (403 "Resource not accessible by integration")
+    const body = res.body as { id?: unknown; login?: unknown };
+    if (typeof body.login !== 'string') return null;
+    return { id: String(body.id ?? body.login), name: body.login };
   }
 }
 

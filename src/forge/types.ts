@@ -15,6 +15,14 @@ export type ForgeAnswer =
   /** The token works but cannot see the repository (forge 404 / no role). */
   | { readonly kind: 'no_access' };
 
+/** The person (or bot) behind a token, as the forge names them; used as lock owner. */
+export interface Identity {
+  /** Stable forge user id, as a string. */
+  readonly id: string;
+  /** Login / username shown as `owner.name`. */
+  readonly name: string;
+}
+
 /**
  * One forge's repository lookup. Implementations throw LfsError LFS_ERR_FORGE_RATE_LIMITED (with
  * Retry-After) or LFS_ERR_FORGE_UNREACHABLE; they never cache (AccessService does).
@@ -22,4 +30,6 @@ export type ForgeAnswer =
 export interface ForgeAdapter {
   /** `token` null means an anonymous lookup (is the repository public?). */
   lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer>;
+  /** Who the token belongs to (forge user endpoint); null when the forge does not say (e.g. an app token). */
+  identify(token: string, signal: AbortSignal): Promise<Identity | null>;
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isLfsError, lfsError } from '../errors/errors.js';
-import type { ForgeAdapter, ForgeAnswer, Permissions } from '../forge/types.js';
+import type { ForgeAdapter, ForgeAnswer, Identity, Permissions } from '../forge/types.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
@@ -38,6 +38,7 @@ export class AccessService {
   readonly #metrics: Metrics;
   readonly #cache = new Map<string, CacheEntry>();
   readonly #inFlight = new Map<string, Promise<ForgeAnswer>>();
+  readonly #identities = new Map<string, { identity: Identity | null; expiresAt: number }>();
   /** Times (ms) of the uncached lookups of the last minute, oldest first. */
   readonly #lookupTimes: number[] = [];
 
@@ -57,6 +58,21 @@ export class AccessService {
     if (need === 'push' && !p.push) throw lfsError('LFS_ERR_FORBIDDEN_WRITE');
     if (need === 'admin' && !p.admin) throw lfsError('LFS_ERR_FORBIDDEN', 'This needs admin permission on the repository');
     return { permissions: p };
+  }
+
+  /**
+   * Who is behind a token (lock ownership). Resolved from the forge's user endpoint once per token
+   * and cached for the grant TTL under the token's hash; null when the forge names nobody.
+   */
+  async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
+    const key = createHash('sha256').update(token).digest('base64url');
+    const hit = this.#identities.get(key);
+    if (hit !== undefined && hit.expiresAt > Date.now()) return hit.identity;
+    this.#spendBudget(Date.now());
+    const identity = await this.#forge.identify(token, signal);
+    this.#identities.set(key, { identity, expiresAt: Date.now() + this.#opts.cacheTtl * 1000 });
+    while (this.#identities.size > this.#opts.cacheEntries) this.#identities.delete(this.#identities.keys().next().value as string);
+    return identity;
   }
 
   async #answer(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
