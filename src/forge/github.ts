@@ -51,9 +51,9 @@ export class GitHubAdapter implements ForgeAdapter {
     const res = await this.#http.get(`${this.#api}/user`, { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28', authorization: `Bearer ${token}` }, signal);
     if (res.status === 429 || (res.status === 403 && isRateLimit(res))) throw rateLimited(retryAfterSeconds(res.headers));
     if (res.status !== 200) return null; // installation tokens cannot call /user (403 "Resource not accessible by integration")
-    const body = res.body as { id?: unknown; login?: unknown };
+    const body = res.body as { id?: unknown; login?: unknown; site_admin?: unknown };
     if (typeof body.login !== 'string') return null;
-    return { id: String(body.id ?? body.login), name: body.login };
+    return { id: String(body.id ?? body.login), name: body.login, siteAdmin: body.site_admin === true };
   }
 }
 

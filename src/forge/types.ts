@@ -21,6 +21,8 @@ export interface Identity {
   readonly id: string;
   /** Login / username shown as `owner.name`. */
   readonly name: string;
+  /** An administrator of the whole forge instance (GitHub site_admin, GitLab is_admin, Gitea is_admin). */
+  readonly siteAdmin: boolean;
 }
 
 /**
