@@ -1,0 +1,54 @@
+import t from 'tap';
+import { ConfigError, loadConfig, parseDuration, parseSize } from '../../src/config/load.js';
+
+t.test('defaults', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.host, '0.0.0.0');
+  t.equal(c.port, 8080);
+  t.equal(c.baseUrl, null, 'derived from the bound port once listening');
+  t.match(c.dataDir, /\/data$/);
+  t.equal(c.auth.provider, 'forge_a');
+  t.equal(c.auth.forgeAApiUrl, 'https://api.github.com');
+  t.ok(c.auth.rejectionTtl < c.auth.cacheTtl);
+  t.equal(c.chunkedUploadThreshold, 1_000_000_000);
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.auth), 'deep-frozen');
+});
+
+t.test('explicit values', async (t) => {
+  const c = loadConfig({ SVC_PORT: '9000', SVC_BASE_URL: 'https://lfs.example.com/', SVC_AUTH_CACHE_TTL: '10m', SVC_AUTH_REJECTION_TTL: '45s' });
+  t.equal(c.port, 9000);
+  t.equal(c.baseUrl, 'https://lfs.example.com', 'trailing slash dropped');
+  t.equal(c.auth.cacheTtl, 600);
+  t.equal(c.auth.rejectionTtl, 45);
+});
+
+const refusals: [Record<string, string>, RegExp][] = [
+  [{ SVC_PORT: 'eighty' }, /SVC_PORT must be a whole number/],
+  [{ SVC_PORT: '70000' }, /SVC_PORT must be between 0 and 65535/],
+  [{ SVC_BASE_URL: 'ftp://x' }, /SVC_BASE_URL must use http or https/],
+  [{ SVC_BASE_URL: 'not a url' }, /SVC_BASE_URL must be an absolute/],
+  [{ SVC_BASE_URL: 'http://x/?a=1' }, /query or fragment/],
+  [{ SVC_AUTH: 'forge_x' }, /SVC_AUTH must be one of forge_a, forge_b, forge_c, forge_d/],
+  [{ SVC_AUTH: 'forge_c' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_c/],
+  [{ SVC_AUTH: 'forge_d' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_d/],
+  [{ SVC_AUTH_CACHE_TTL: '30', SVC_AUTH_REJECTION_TTL: '30' }, /must be shorter than SVC_AUTH_CACHE_TTL/],
+  [{ SVC_AUTH_LOOKUP_BUDGET: '0' }, /SVC_AUTH_LOOKUP_BUDGET must be between/],
+  [{ SVC_FORGE_A_APP_ID: '12' }, /must be set together/],
+  [{ SVC_LOG_REQUESTS: 'maybe' }, /SVC_LOG_REQUESTS must be true or false/],
+  [{ SVC_CHUNKED_UPLOAD_THRESHOLD: '2GiB' }, /SVC_CHUNKED_UPLOAD_THRESHOLD must be between/],
+];
+for (const [env, message] of refusals) {
+  t.test(`refuses ${JSON.stringify(env)}`, async (t) => {
+    t.throws(() => loadConfig(env), ConfigError);
+    t.throws(() => loadConfig(env), { message });
+  });
+}
+
+t.test('size and duration parsers', async (t) => {
+  t.equal(parseSize('X', '64KiB', 0, 2 ** 50), 65536);
+  t.equal(parseSize('X', '5G', 0, 2 ** 50), 5 * 1024 ** 3);
+  t.throws(() => parseSize('X', '5 parsecs', 0, 10));
+  t.equal(parseDuration('X', '14d', 0, 10 ** 9), 14 * 86400);
+  t.equal(parseDuration('X', '90', 0, 10 ** 9), 90);
+  t.throws(() => parseDuration('X', '1w', 0, 10 ** 9));
+});
