@@ -106,15 +106,21 @@ export class HttpServer {
       uws.us_listen_socket_close(this.#listenSocket);
       this.#listenSocket = null;
     }
-    if (this.#inFlight.size > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, graceMs);
-        this.#idle = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+    await this.#waitIdle(graceMs);
     for (const ctx of this.#inFlight) ctx.forceClose();
+    // Cut transfers clean up after themselves (staging files removed); give that a moment.
+    await this.#waitIdle(2000);
+  }
+
+  #waitIdle(ms: number): Promise<void> {
+    if (this.#inFlight.size === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.#idle = () => {
+        clearTimeout(timer);
+        this.#idle = null;
+        resolve();
+      };
+    });
   }
 }

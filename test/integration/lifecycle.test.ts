@@ -1,0 +1,91 @@
+import { mkdirSync, readdirSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import t from 'tap';
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { basic, blob, http } from '../helpers/lfs-http.js';
+import { startServer, tmpDir } from '../helpers/start-server.js';
+
+const forge = new GitHubEmulator();
+await forge.start();
+t.teardown(() => forge.stop());
+forge.repos.set('acme/game', { private: true });
+forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
+const env = { SVC_FORGE_A_API_URL: forge.url };
+
+/** Starts a raw PUT and sends the first `sent` bytes; the rest is up to the caller. */
+async function startUpload(port: number, data: Buffer, sent: number): Promise<{ sock: Socket; response: Promise<string> }> {
+  const sock = connect(port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  const oid = (await import('node:crypto')).createHash('sha256').update(data).digest('hex');
+  sock.write(`PUT /acme/game/objects/${oid} HTTP/1.1\r\nHost: x\r\nAuthorization: ${basic('tok')}\r\nContent-Length: ${data.length}\r\n\r\n`);
+  sock.write(data.subarray(0, sent));
+  const response = new Promise<string>((resolve) => {
+    let text = '';
+    sock.on('data', (d) => { text += d.toString(); });
+    sock.on('close', () => resolve(text));
+    sock.on('error', () => resolve(text));
+  });
+  return { sock, response };
+}
+
+t.test('staging litter of a crash is swept at start; live files are kept', async (t) => {
+  const dataDir = tmpDir();
+  mkdirSync(join(dataDir, 'staging'), { recursive: true });
+  const old = join(dataDir, 'staging', `${'a'.repeat(64)}.0123456789abcdef.part`);
+  const fresh = join(dataDir, 'staging', `${'b'.repeat(64)}.0123456789abcdef.part`);
+  writeFileSync(old, 'half an object');
+  writeFileSync(fresh, 'someone is writing this');
+  const past = new Date(Date.now() - 10 * 60_000);
+  utimesSync(old, past, past);
+  const server = await startServer(env, { dataDir });
+  t.teardown(() => server.stop());
+  t.notOk(existsSync(old), 'old staging file removed');
+  t.ok(existsSync(fresh), 'recent staging file kept (may belong to a live writer)');
+  t.match(server.logs.join('\n'), /swept staging files/);
+});
+
+t.test('SIGTERM: stop accepting, let an in-flight upload finish, exit 0, index intact', async (t) => {
+  const dataDir = tmpDir();
+  const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '20' }, { dataDir });
+  const a = blob(4_000_000);
+  const { sock, response } = await startUpload(server.port, a.data, 1_000_000);
+  await new Promise((r) => setTimeout(r, 200));
+  server.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  const refused = await new Promise<boolean>((resolve) => {
+    const c = connect(server.port, '127.0.0.1');
+    c.once('connect', () => { c.destroy(); resolve(false); });
+    c.once('error', () => resolve(true));
+  });
+  t.ok(refused, 'new connections are refused while draining');
+  sock.write(a.data.subarray(1_000_000)); // no FIN: uWS treats a half-close as an abort, and real clients do not half-close
+  const text = await response;
+  t.match(text, /^HTTP\/1\.1 200 OK/, 'the in-flight upload completed');
+  t.equal(await server.stop(), 0, 'exit code 0');
+
+  const again = await startServer(env, { dataDir });
+  t.teardown(() => again.stop());
+  const got = await http('GET', `${again.url}/acme/game/objects/${a.oid}`, { headers: { authorization: basic('tok') } });
+  t.equal(got.status, 200, 'object recorded and served after restart');
+  t.ok(got.body.equals(a.data));
+});
+
+t.test('past the grace deadline an unfinished upload is cut and leaves nothing', async (t) => {
+  const dataDir = tmpDir();
+  const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '1' }, { dataDir });
+  const a = blob(2_000_000);
+  const { sock } = await startUpload(server.port, a.data, 500_000);
+  t.teardown(() => sock.destroy());
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')).length, 1, 'upload staging');
+  const started = Date.now();
+  t.equal(await server.stop('SIGTERM'), 0);
+  t.ok(Date.now() - started < 8000, 'the deadline is honoured');
+  t.same(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')), [], 'staging file removed');
+});
+
+t.test('a bad configuration refuses to start with a one-line reason', async (t) => {
+  await t.rejects(startServer({ ...env, SVC_PORT: 'http' }), /SVC_PORT must be a whole number/);
+  await t.rejects(startServer({ ...env, SVC_AUTH_CACHE_TTL: '10', SVC_AUTH_REJECTION_TTL: '20' }), /must be shorter than SVC_AUTH_CACHE_TTL/);
+});
