@@ -2,17 +2,28 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase } from './db/database.js';
+import { LocksRepo } from './db/locks-repo.js';
 import { ObjectsRepo } from './db/objects-repo.js';
 import { ForgeHttpClient } from './forge/client.js';
 import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
+import { registerLockRoutes } from './http/routes/locks.js';
 import { registerObjectRoutes } from './http/routes/objects.js';
+import { registerDashboardRoutes } from './http/routes/dashboard.js';
+import { registerRepoPageRoutes } from './http/routes/repo-page.js';
+import { SessionsRepo } from './db/sessions-repo.js';
+import { SettingsRepo } from './db/settings-repo.js';
+import { StatsRepo } from './db/stats-repo.js';
+import { parseRepoName } from './protocol/repo-name.js';
+import { SessionService } from './service/session-service.js';
+import { PolicedAccessService, SettingsService } from './service/settings-service.js';
+import { StatsService } from './service/stats-service.js';
 import { sendError } from './http/respond.js';
 import { HttpServer } from './http/server.js';
 import { lfsError } from './errors/errors.js';
 import { Metrics } from './metrics/registry.js';
-import { AccessService } from './service/access-service.js';
 import { BatchService } from './service/batch-service.js';
+import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { DiskBlobStore } from './store/disk.js';
 import { log as defaultLog } from './util/log.js';
@@ -35,16 +46,29 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
 
   const metrics = new Metrics();
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
-  const access = new AccessService(createForgeAdapter(config, forgeHttp), config.auth, metrics);
   const objects = new ObjectsRepo(db);
+  // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
+  const statsRepo = new StatsRepo(db);
+  const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
+  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), config.auth, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
-  const batch = new BatchService(objects, links);
+  const batch = new BatchService(objects, links, settings);
   const transfers = new TransferService(store, objects, metrics);
 
   const http = new HttpServer(metrics, log, config.logRequests);
   registerHealthRoutes(http, { store, metrics });
-  registerObjectRoutes(http, { access, batch, transfers });
-  http.route('any', '/*', 'not_found', (ctx) => sendError(ctx, lfsError('LFS_ERR_NOT_FOUND'), log));
+  registerObjectRoutes(http, { access, batch, transfers, limits: settings });
+  registerLockRoutes(http, { locks: new LockService(new LocksRepo(db), access, { maxAge: config.lockMaxAge }, log) });
+  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers });
+  const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
+  const sessions = new SessionService(new SessionsRepo(db), access, { adminRepo, ttlSeconds: config.sessionTtl });
+  registerRepoPageRoutes(http, { access, stats });
+  registerDashboardRoutes(http, { sessions, settings, stats, baseUrl: () => links.baseUrl });
+  stats.start();
+  http.route('any', '/*', 'not_found', (ctx) => {
+    const known = http.knownPath(ctx.url);
+    sendError(ctx, known ? lfsError('LFS_ERR_METHOD_NOT_ALLOWED', undefined, { Allow: known }) : lfsError('LFS_ERR_NOT_FOUND'), log);
+  });
 
   const sweeper = setInterval(() => {
     store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { err: String(e) }));
@@ -63,6 +87,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       clearInterval(sweeper);
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
       db.close();
     },
   };

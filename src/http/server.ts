@@ -19,6 +19,8 @@ export class HttpServer {
   readonly #logRequests: boolean;
   readonly #inFlight = new Set<UwsRequestContext>();
   #listenSocket: us_listen_socket | null = null;
+  /** Route shapes with their methods, to answer 405 (with Allow) rather than 404 for a known path. */
+  readonly #patterns: { re: RegExp; methods: string[] }[] = [];
   #closing = false;
   #idle: (() => void) | null = null;
 
@@ -34,6 +36,12 @@ export class HttpServer {
 
   route(method: Method, pattern: string, name: string, handler: Handler): this {
     const paramCount = (pattern.match(/\/:/g) ?? []).length;
+    if (method !== 'any') {
+      const re = new RegExp(`^${pattern.replace(/:[^/]+/g, '[^/]+')}$`);
+      const entry = this.#patterns.find((p) => p.re.source === re.source);
+      if (entry) entry.methods.push(method === 'del' ? 'DELETE' : method.toUpperCase());
+      else this.#patterns.push({ re, methods: [method === 'del' ? 'DELETE' : method.toUpperCase()] });
+    }
     this.#app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       const ctx = new UwsRequestContext(res, req, name, paramCount);
       this.#run(ctx, handler);
@@ -81,6 +89,12 @@ export class HttpServer {
       fail(e);
     }
     done();
+  }
+
+  /** The Allow header value when some route serves `url` with another method; null otherwise. */
+  knownPath(url: string): string | null {
+    const methods = this.#patterns.filter((p) => p.re.test(url)).flatMap((p) => p.methods);
+    return methods.length > 0 ? [...new Set(methods)].join(', ') : null;
   }
 
   listen(host: string, port: number): Promise<number> {

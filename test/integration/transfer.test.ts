@@ -283,3 +283,11 @@ t.test('metrics are exposed', async (t) => {
   t.match(res.body.toString(), /svc_requests_total\{route="batch",status="200"\} \d+/);
   t.match(res.body.toString(), /svc_transfer_bytes_total\{direction="upload"\} \d+/);
 });
+
+t.test('a known path with the wrong method is 405 with Allow', async (t) => {
+  const res = await http('GET', `${base}/${GAME}/objects/batch`);
+  t.equal(res.status, 405);
+  t.match(String(res.headers.allow), /POST/);
+  t.type(res.json().message, 'string');
+  t.equal((await http('DELETE', `${base}/${GAME}/objects/${'a'.repeat(64)}`)).status, 405);
+});
