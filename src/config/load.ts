@@ -1,5 +1,8 @@
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { parseRepoName } from '../protocol/repo-name.js';
 import { DEFAULTS, type Config, type ConfigVariable, type ForgeProvider } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
@@ -77,6 +80,43 @@ export function parseHttpUrl(name: string, value: string): string {
   return url.toString().replace(/\/+$/, '');
 }
 
+const PATTERN_SEGMENT_RE = /^[A-Za-z0-9_.*-]{1,100}$/;
+
+/**
+ * An allow list: organisations (`acme`) or `org/repo` patterns (`acme/game-*`), `*` matching any run
+ * of characters within one segment; separated by commas or whitespace. Returned lower-cased (forge
+ * names are case-insensitive) and de-duplicated; an empty value means "every repository".
+ */
+export function parseRepoPatterns(name: string, value: string): string[] {
+  const out: string[] = [];
+  for (const item of value.split(/[\s,]+/)) {
+    if (item === '') continue;
+    const parts = item.split('/');
+    if (parts.length > 2 || parts.some((p) => !PATTERN_SEGMENT_RE.test(p) || /^\.+$/.test(p))) {
+      throw new ConfigError(`${name} must list organisations or org/repo patterns such as acme, acme/game-*; got "${item}"`);
+    }
+    const normal = item.toLowerCase();
+    if (!out.includes(normal)) out.push(normal);
+  }
+  return out;
+}
+
+/** A readable PEM private key (the app identity's signing key, spec Authentication rule 11). */
+function checkPrivateKeyFile(name: string, path: string): void {
+  let pem: Buffer;
+  try {
+    pem = readFileSync(path);
+  } catch (e) {
+    throw new ConfigError(`${name} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)} (${path})`);
+  }
+  try {
+    const key = createPrivateKey(pem);
+    if (key.asymmetricKeyType !== 'rsa') throw new Error('not an RSA key');
+  } catch {
+    throw new ConfigError(`${name} is not a PEM RSA private key (${path})`);
+  }
+}
+
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === 'object') {
     for (const v of Object.values(o)) deepFreeze(v);
@@ -109,7 +149,20 @@ export function loadConfig(env: Env): Config {
   if ((appId === null) !== (appKeyFile === null)) {
     throw new ConfigError('SVC_FORGE_A_APP_ID and SVC_FORGE_A_APP_KEY_FILE must be set together');
   }
+  if (appId !== null && !/^[A-Za-z0-9._-]{1,100}$/.test(appId)) {
+    throw new ConfigError(`SVC_FORGE_A_APP_ID must be the app's id or client id, got "${appId}"`);
+  }
+  if (appKeyFile !== null) checkPrivateKeyFile('SVC_FORGE_A_APP_KEY_FILE', resolve(appKeyFile));
   const workersRaw = raw(env, 'SVC_WORKERS');
+  const lockMaxAgeRaw = raw(env, 'SVC_LOCK_MAX_AGE');
+  const adminRepo = raw(env, 'SVC_ADMIN_REPO');
+  if (adminRepo !== null) {
+    const [org, repo, ...rest] = adminRepo.split('/');
+    if (org === undefined || repo === undefined || rest.length > 0 || parseRepoName(org, repo) === null) {
+      throw new ConfigError(`SVC_ADMIN_REPO must name one repository as org/repo, got "${adminRepo}"`);
+    }
+  }
+  const allowedRaw = raw(env, 'SVC_ALLOWED_REPOS');
 
   const config: Config = {
     host: raw(env, 'SVC_HOST')!,
@@ -134,6 +187,15 @@ export function loadConfig(env: Env): Config {
     chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
     workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
+    lockMaxAge: lockMaxAgeRaw === null ? null : parseDuration('SVC_LOCK_MAX_AGE', lockMaxAgeRaw, 1, 10 * 365 * 86400),
+    access: {
+      anonymousRead: parseBoolean('SVC_ANONYMOUS_READ', raw(env, 'SVC_ANONYMOUS_READ')!),
+      allowedRepos: allowedRaw === null ? [] : parseRepoPatterns('SVC_ALLOWED_REPOS', allowedRaw),
+      maxObjectSize: parseSize('SVC_MAX_OBJECT_SIZE', raw(env, 'SVC_MAX_OBJECT_SIZE')!, 0, 2 ** 50),
+      repoQuota: parseSize('SVC_REPO_QUOTA', raw(env, 'SVC_REPO_QUOTA')!, 0, 2 ** 53 - 1),
+    },
+    adminRepo,
+    sessionTtl: parseDuration('SVC_SESSION_TTL', raw(env, 'SVC_SESSION_TTL')!, 60, 30 * 86400),
   };
   return deepFreeze(config);
 }

@@ -45,6 +45,26 @@ export interface Config {
   readonly workers: number;
   /** Log every request as a JSON line on stdout. */
   readonly logRequests: boolean;
+  /** Seconds after which a lock is stale and anyone with push may take it over; null (unset) = never. */
+  readonly lockMaxAge: number | null;
+  /**
+   * Defaults of the access settings the dashboard edits (issue 7). Saved settings in SQLite override
+   * them; DELETE /-/api/access returns to these.
+   */
+  readonly access: {
+    /** Anonymous (token-less) reads of public repositories. */
+    readonly anonymousRead: boolean;
+    /** Organisations or `org/repo` patterns (`*` wildcards) served; empty = all. */
+    readonly allowedRepos: readonly string[];
+    /** Largest object accepted, in bytes; 0 = no limit. */
+    readonly maxObjectSize: number;
+    /** Logical bytes one repository may hold; 0 = no limit. */
+    readonly repoQuota: number;
+  };
+  /** Repository whose admins may use the dashboard (besides forge site admins); null = site admins only. */
+  readonly adminRepo: string | null;
+  /** Seconds a dashboard session lasts. */
+  readonly sessionTtl: number;
 }
 
 /** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */
@@ -69,6 +89,13 @@ export const DEFAULTS = {
   SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
   SVC_WORKERS: null, // number of cores
   SVC_LOG_REQUESTS: 'false',
+  SVC_LOCK_MAX_AGE: null, // locks never go stale
+  SVC_ANONYMOUS_READ: 'true',
+  SVC_ALLOWED_REPOS: null, // empty: every repository
+  SVC_MAX_OBJECT_SIZE: '0', // 0: no limit
+  SVC_REPO_QUOTA: '0', // 0: no limit
+  SVC_ADMIN_REPO: null, // only forge site admins may sign in to the dashboard
+  SVC_SESSION_TTL: '8h',
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof DEFAULTS;

@@ -22,14 +22,29 @@ export const ERROR_CODES = {
   LFS_ERR_REPO_NOT_FOUND: { status: 404, message: 'Repository not found, or this token cannot see it' },
   LFS_ERR_FORBIDDEN_WRITE: { status: 403, message: 'This token may read but not write this repository' },
   LFS_ERR_FORBIDDEN: { status: 403, message: 'This token may not do that' },
-  LFS_ERR_FORGE_UNREACHABLE: { status: 502, message: 'The forge could not be reached to check these credentials' },
+  // 503 like the rate-limit case, but without Retry-After: the client sees a server-side outage
+  // (issue 3 item 6); the cause label forge_unreachable keeps the two apart in metrics.
+  LFS_ERR_FORGE_UNREACHABLE: { status: 503, message: 'The forge could not be reached to check these credentials' },
   LFS_ERR_FORGE_RATE_LIMITED: { status: 503, message: 'The forge is rate-limiting this server; retry later' },
   LFS_ERR_LOOKUP_BUDGET_SPENT: { status: 503, message: 'Too many credential lookups right now; retry later' },
   LFS_ERR_SHUTTING_DOWN: { status: 503, message: 'Server is shutting down; retry shortly' },
   LFS_ERR_UPLOAD_ABORTED: { status: 400, message: 'Upload ended before the whole object arrived' },
   LFS_ERR_NOT_READY: { status: 503, message: 'Storage is not writable' },
   LFS_ERR_STORAGE_FULL: { status: 507, message: 'The store has no room for this object' },
+  LFS_ERR_LOCK_BAD_PATH: { status: 422, message: 'Lock path must be a file path relative to the repository root' },
+  LFS_ERR_LOCK_EXISTS: { status: 409, message: 'This path is already locked' },
+  LFS_ERR_LOCK_NOT_FOUND: { status: 404, message: 'Lock not found' },
+  LFS_ERR_LOCK_NO_IDENTITY: { status: 403, message: 'This token names no forge user (an app or installation token), so it cannot hold locks' },
+  LFS_ERR_LOCK_NOT_OWNER: { status: 403, message: 'This lock belongs to someone else; releasing it needs force' },
+  LFS_ERR_LOCK_FORCE_NEEDS_ADMIN: { status: 403, message: "Releasing someone else's lock needs admin permission on the repository" },
   LFS_ERR_INTERNAL: { status: 500, message: 'Internal server error' },
+  // Dashboard, repository page and access settings (issue 7).
+  LFS_ERR_SESSION_REQUIRED: { status: 401, message: "Sign in to the dashboard, or send a forge administrator's token" },
+  LFS_ERR_NOT_ADMIN: { status: 403, message: 'Only an administrator of the forge, or of the repository named by SVC_ADMIN_REPO, may use the dashboard' },
+  LFS_ERR_ORIGIN_MISMATCH: { status: 403, message: "Origin does not match this server's SVC_BASE_URL" },
+  LFS_ERR_REPO_NOT_ALLOWED: { status: 403, message: 'This server does not serve this repository' },
+  LFS_ERR_OBJECT_TOO_LARGE: { status: 413, message: 'Object is larger than this server accepts' },
+  LFS_ERR_QUOTA_EXCEEDED: { status: 507, message: "The repository's storage quota is reached" },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

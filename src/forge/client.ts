@@ -1,6 +1,7 @@
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import { lfsError } from '../errors/errors.js';
 
+/** One forge HTTP answer, body already read (capped) and parsed when it is JSON. */
 export interface ForgeResponse {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
@@ -26,22 +27,33 @@ export class ForgeHttpClient {
     });
   }
 
-  async get(url: string, headers: Record<string, string>, signal?: AbortSignal): Promise<ForgeResponse> {
+  /** A GET (repository lookups, user endpoints); never throws for an HTTP status, only for no answer. */
+  get(url: string, headers: Record<string, string>, signal?: AbortSignal): Promise<ForgeResponse> {
+    return this.#send('GET', url, headers, undefined, signal);
+  }
+
+  /** A POST with a JSON body (forge_a's installation token mint). */
+  post(url: string, headers: Record<string, string>, body: unknown, signal?: AbortSignal): Promise<ForgeResponse> {
+    return this.#send('POST', url, { 'content-type': 'application/json', ...headers }, JSON.stringify(body ?? {}), signal);
+  }
+
+  async #send(method: 'GET' | 'POST', url: string, headers: Record<string, string>, body: string | undefined, signal?: AbortSignal): Promise<ForgeResponse> {
     try {
       const res = await request(url, {
-        method: 'GET',
+        method,
         headers: { 'user-agent': 'stowage-lfs', accept: 'application/json', ...headers },
+        body,
         dispatcher: this.#dispatcher,
         signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
       });
       const text = await readCapped(res.body, 1 << 20);
-      let body: unknown = text;
+      let parsed: unknown = text;
       try {
-        body = JSON.parse(text);
+        parsed = JSON.parse(text);
       } catch {
         // Not JSON (a proxy's error page, GitLab's plain "Retry later"): keep the text.
       }
-      return { status: res.statusCode, headers: res.headers, body };
+      return { status: res.statusCode, headers: res.headers, body: parsed };
     } catch (e) {
       const code = (e as { code?: string }).code ?? (e instanceof undiciErrors.UndiciError ? e.name : 'unknown');
       throw lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge could not be reached (${code})`);
@@ -91,6 +103,7 @@ export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: numb
   return 60;
 }
 
+/** The LfsError for a forge that is rate-limiting us (spec Errors, forge rules 1–2): 503 + Retry-After. */
 export function rateLimited(seconds: number): Error {
   return lfsError('LFS_ERR_FORGE_RATE_LIMITED', undefined, { 'Retry-After': String(seconds) });
 }

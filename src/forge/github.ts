@@ -1,55 +1,65 @@
 import type { RepoName } from '../protocol/repo-name.js';
-import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient } from './client.js';
-import type { ForgeAdapter, ForgeAnswer, Identity } from './types.js';
+import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
+import { GITHUB_HEADERS, isGitHubRateLimit, type GitHubAppIdentity } from './github-app.js';
+import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
  * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §1).
+ *
+ * - A user token's `permissions` flags map onto the spec table (rule 3): admin → admin; push or
+ *   maintain → push; pull or triage → pull.
+ * - An installation token (an app's, or Actions' GITHUB_TOKEN) comes back with every flag false or
+ *   with no `permissions` key at all (forges.md §1.3). The answer arriving proves read access,
+ *   since GitHub 404s what a token cannot see; it is granted read only, never write (rule 9).
+ * - Anonymous (token null): read only when the repository reports itself public (rules 10, 13),
+ *   asked as the app when one is configured (rule 11) and plainly otherwise (rule 12).
  */
 export class GitHubAdapter implements ForgeAdapter {
   readonly #api: string;
   readonly #http: ForgeHttpClient;
+  readonly #app: GitHubAppIdentity | null;
 
-  constructor(apiUrl: string, http: ForgeHttpClient) {
+  constructor(apiUrl: string, http: ForgeHttpClient, app: GitHubAppIdentity | null = null) {
     this.#api = apiUrl;
     this.#http = http;
+    this.#app = app;
   }
 
   async lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
-    const headers: Record<string, string> = {
-      accept: 'application/vnd.github+json',
-      'x-github-api-version': '2022-11-28',
-    };
-    if (token !== null) headers.authorization = `Bearer ${token}`;
+    // Rule 13: an authenticated client is always checked with its own token, never the app's.
+    const asApp = token === null && this.#app !== null ? await this.#app.tokenFor(repo, signal) : null;
+    const credential = token ?? asApp;
+    const headers: Record<string, string> = { ...GITHUB_HEADERS };
+    if (credential !== null) headers.authorization = `Bearer ${credential}`;
     // Segments are already restricted to [A-Za-z0-9._-]; encoding is belt and braces.
     const url = `${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`;
     const res = await this.#http.get(url, headers, signal);
 
     // Spec forge rule 3: forge_a signals rate limiting with 403 (or 429); it is never a refusal.
-    if (res.status === 429 || (res.status === 403 && isRateLimit(res))) throw rateLimited(retryAfterSeconds(res.headers));
-    if (res.status === 401) return { kind: 'bad_token' };
-    if (res.status === 404 || res.status === 403) return { kind: 'no_access' };
-    if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) {
-      throw Object.assign(new Error(`forge answered ${res.status}`), { forgeStatus: res.status });
+    if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
+    if (res.status === 401) {
+      // An installation token that expired under us is our problem, not the caller's: ask plainly.
+      return token === null ? this.#plainAnonymous(repo, signal) : { kind: 'bad_token' };
     }
-    const body = res.body as { permissions?: Record<string, unknown>; private?: unknown };
-    const p = body.permissions;
-    if (token === null) {
-      // Anonymous: the answer arriving means the repository is public (forge 404s private ones).
-      return { kind: 'granted', permissions: { pull: body.private === false, push: false, admin: false } };
-    }
-    if (p === undefined || (p.admin !== true && p.push !== true && p.maintain !== true && p.pull !== true)) {
-      // Spec rule 9: an installation token gets all flags false (or no key); the answer arriving at
-      // all proves read access, and nothing more.
-      return { kind: 'granted', permissions: { pull: true, push: false, admin: false } };
-    }
-    const admin = p.admin === true;
-    const push = admin || p.push === true || p.maintain === true;
-    return { kind: 'granted', permissions: { admin, push, pull: push || p.pull === true || p.triage === true } };
+    // 404 hides private repositories; other 403s are SSO enforcement or app-scope refusals; a 3xx
+    // is a renamed repository, which git-lfs should be pointed at under its new name.
+    if (res.status === 404 || res.status === 403 || (res.status >= 300 && res.status < 400)) return { kind: 'no_access' };
+    if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) throw forgeFailure(res.status);
+    return token === null ? anonymousAnswer(res) : userAnswer(res);
+  }
+
+  async #plainAnonymous(repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+    const res = await this.#http.get(`${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`, { ...GITHUB_HEADERS }, signal);
+    if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
+    if (res.status === 200 && typeof res.body === 'object' && res.body !== null) return anonymousAnswer(res);
+    if (res.status >= 500) throw forgeFailure(res.status);
+    return { kind: 'no_access' };
   }
 
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
-    const res = await this.#http.get(`${this.#api}/user`, { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28', authorization: `Bearer ${token}` }, signal);
-    if (res.status === 429 || (res.status === 403 && isRateLimit(res))) throw rateLimited(retryAfterSeconds(res.headers));
+    const res = await this.#http.get(`${this.#api}/user`, { ...GITHUB_HEADERS, authorization: `Bearer ${token}` }, signal);
+    if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
+    if (res.status >= 500) throw forgeFailure(res.status);
     if (res.status !== 200) return null; // installation tokens cannot call /user (403 "Resource not accessible by integration")
     const body = res.body as { id?: unknown; login?: unknown; site_admin?: unknown };
     if (typeof body.login !== 'string') return null;
@@ -57,9 +67,21 @@ export class GitHubAdapter implements ForgeAdapter {
   }
 }
 
-function isRateLimit(res: { headers: Record<string, string | string[] | undefined>; body: unknown }): boolean {
-  if (header(res.headers, 'x-ratelimit-remaining') === '0') return true;
-  if (header(res.headers, 'retry-after') !== undefined) return true;
-  const message = (res.body as { message?: unknown } | null)?.message;
-  return typeof message === 'string' && /rate limit/i.test(message);
+/** Rule 13: read only when the repository says it is public, never merely because an answer came. */
+function anonymousAnswer(res: ForgeResponse): ForgeAnswer {
+  const body = res.body as { private?: unknown; visibility?: unknown };
+  const isPublic = body.private === false && (body.visibility === undefined || body.visibility === 'public');
+  return isPublic ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
+}
+
+function userAnswer(res: ForgeResponse): ForgeAnswer {
+  const p = (res.body as { permissions?: Record<string, unknown> }).permissions;
+  if (p === undefined || p === null || typeof p !== 'object' || (p.admin !== true && p.push !== true && p.maintain !== true && p.pull !== true && p.triage !== true)) {
+    // Rule 9: an installation token gets all flags false (or no key); the answer arriving at all
+    // proves read access, and nothing more.
+    return { kind: 'granted', permissions: READ_ONLY };
+  }
+  const admin = p.admin === true;
+  const push = admin || p.push === true || p.maintain === true;
+  return { kind: 'granted', permissions: { admin, push, pull: true } };
 }

@@ -1,3 +1,4 @@
+import { lfsError, type LfsError } from '../errors/errors.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
 /** The forge's answer mapped onto the spec's permission table (rule 3). */
@@ -7,6 +8,7 @@ export interface Permissions {
   readonly admin: boolean;
 }
 
+/** What each kind of forge answer or token may do, before any mapping. */
 export type ForgeAnswer =
   /** The forge answered with what this caller may do. `permissions.pull` may be false only for a refusal. */
   | { readonly kind: 'granted'; readonly permissions: Permissions }
@@ -35,3 +37,14 @@ export interface ForgeAdapter {
   /** Who the token belongs to (forge user endpoint); null when the forge does not say (e.g. an app token). */
   identify(token: string, signal: AbortSignal): Promise<Identity | null>;
 }
+
+/**
+ * A forge that answered, but not usefully (5xx, a 503 without Retry-After, a body that is not the
+ * repository): counted as forge_unreachable and, like no answer at all, never cached (rule 7).
+ */
+export function forgeFailure(status: number): LfsError {
+  return lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge answered ${status} while checking these credentials`);
+}
+
+/** Read only: what an anonymous caller gets on a public repository (rule 10). */
+export const READ_ONLY: Permissions = Object.freeze({ pull: true, push: false, admin: false });

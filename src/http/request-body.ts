@@ -1,40 +1,117 @@
-import { Readable } from 'node:stream';
 import { lfsError } from '../errors/errors.js';
+import type { ObjectWriter } from '../store/types.js';
 import type { RequestContext } from './context.js';
 
+/** Bytes copied and held while the writer is not ready yet (authorization, opening the file). */
+const PRE_BUFFER = 1 << 20;
+
+/** The most bytes a body of unknown size may carry, and the error to answer past it. */
+export interface BodyCap {
+  readonly bytes: number;
+  readonly error: () => Error;
+}
+
 /**
- * The request body as a Node Readable. uWS neuters each chunk's ArrayBuffer when onData returns, so
- * every chunk is copied once here; when the consumer stops reading (push() returns false) the socket
- * is paused and it resumes on the next _read — backpressure from disk to the client's TCP window.
- * Must be called synchronously in the route handler, before any await.
+ * Feeds an upload body from uWS to an ObjectWriter with backpressure: when the writer has enough in
+ * flight the socket is paused, and it resumes on the writer's drain. uWS delivers data only to an
+ * onData registered synchronously in the route handler, so the pump is created first and the body is
+ * held (one MiB, then the socket pauses) until authorization is done and the writer exists.
  */
-export function requestBody(ctx: RequestContext, highWaterMark = 1 << 20): Readable {
-  const res = ctx.res;
-  let paused = false;
-  ctx.bodyPending = true;
-  const stream = new Readable({
-    highWaterMark,
-    read() {
-      if (paused && !ctx.aborted && !ctx.responded) {
-        paused = false;
-        res.resume();
-      }
-    },
-  });
-  res.onData((chunk, isLast) => {
-    if (chunk.byteLength > 0 && !stream.destroyed) {
-      if (!stream.push(Buffer.from(new Uint8Array(chunk))) && !paused && !isLast) {
-        paused = true;
-        res.pause();
+export class BodyPump {
+  readonly #ctx: RequestContext;
+  #writer: ObjectWriter | null = null;
+  #held: Uint8Array[] = [];
+  #heldBytes = 0;
+  #paused = false;
+  #ended = false;
+  #received = 0;
+  #cap: BodyCap | null = null;
+  #settle: { resolve: () => void; reject: (e: unknown) => void } | null = null;
+  #failure: unknown = null;
+
+  constructor(ctx: RequestContext) {
+    this.#ctx = ctx;
+    ctx.bodyPending = true;
+    ctx.res.onData((chunk, isLast) => this.#onData(new Uint8Array(chunk), isLast));
+    ctx.signal.addEventListener('abort', () => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')), { once: true });
+  }
+
+  /** Cuts the body at `cap.bytes` (uploads of unknown size under an access-settings limit). */
+  limit(cap: BodyCap | null): void {
+    this.#cap = cap;
+  }
+
+  #onData(chunk: Uint8Array, isLast: boolean): void {
+    if (this.#failure !== null) return;
+    this.#received += chunk.byteLength;
+    if (this.#cap !== null && this.#received > this.#cap.bytes) {
+      this.#fail(this.#cap.error());
+      return;
+    }
+    if (chunk.byteLength > 0) {
+      if (this.#writer === null) {
+        this.#held.push(chunk.slice()); // uWS reuses the memory after this callback returns
+        this.#heldBytes += chunk.byteLength;
+        if (this.#heldBytes >= PRE_BUFFER) this.#pause();
+      } else {
+        try {
+          if (!this.#writer.write(chunk)) this.#pause();
+        } catch (e) {
+          this.#fail(e);
+          return;
+        }
       }
     }
     if (isLast) {
-      ctx.bodyPending = false;
-      stream.push(null);
+      this.#ended = true;
+      this.#ctx.bodyPending = false;
+      if (this.#writer !== null) this.#settle?.resolve();
     }
-  });
-  ctx.signal.addEventListener('abort', () => stream.destroy(lfsError('LFS_ERR_UPLOAD_ABORTED')), { once: true });
-  return stream;
+  }
+
+  #pause(): void {
+    if (!this.#paused) {
+      this.#paused = true;
+      this.#ctx.res.pause();
+    }
+  }
+
+  #resume(): void {
+    if (this.#paused && !this.#ctx.aborted && !this.#ctx.responded) {
+      this.#paused = false;
+      this.#ctx.res.resume();
+    }
+  }
+
+  #fail(e: unknown): void {
+    if (this.#failure !== null) return;
+    this.#failure = e;
+    this.#settle?.reject(e);
+  }
+
+  /** Streams the whole body into `writer`; resolves once every byte was given to it. */
+  into(writer: ObjectWriter): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.#failure !== null) {
+        reject(this.#failure);
+        return;
+      }
+      this.#settle = { resolve, reject };
+      this.#writer = writer;
+      writer.onDrain(() => this.#resume());
+      let more = true;
+      try {
+        for (const chunk of this.#held) more = writer.write(chunk) && more;
+      } catch (e) {
+        this.#fail(e);
+        return;
+      }
+      this.#held = [];
+      this.#heldBytes = 0;
+      if (this.#ended) resolve();
+      else if (more) this.#resume();
+    });
+  }
 }
 
 /**

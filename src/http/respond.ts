@@ -1,8 +1,8 @@
 import { STATUS_CODES } from 'node:http';
-import type { Readable } from 'node:stream';
 import { ERROR_CODES } from '../errors/codes.js';
 import { isLfsError } from '../errors/errors.js';
 import { LFS_JSON } from '../protocol/media-types.js';
+import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
 
 const statusLine = (status: number): string => `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
@@ -46,97 +46,73 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
 }
 
 /**
- * Streams `body` (exactly `length` bytes) as the response, honouring uWS backpressure: a chunk that
- * tryEnd could not take is retried from onWritable, and the source is paused meanwhile, so at most
- * one chunk plus the source's read-ahead is held per connection whatever the object size.
+ * Streams `length` bytes from `source` as the response, honouring uWS backpressure: a chunk tryEnd
+ * could not take whole is finished from onWritable before the next is asked for, so a connection
+ * holds at most the source's read-ahead (two pooled buffers) whatever the object size. On any
+ * failure after the head went out the connection is cut, so a client never takes a short or
+ * damaged body for a whole one.
  */
-export function sendStream(
+export async function sendStream(
   ctx: RequestContext,
   status: number,
   headers: Record<string, string>,
-  body: Readable,
+  source: ChunkSource,
   length: number,
 ): Promise<void> {
   const res = ctx.res;
-  return new Promise<void>((resolve, reject) => {
-    let headWritten = false;
-    let pending: Buffer | null = null;
-    let pendingOffset = 0;
-    let finished = false;
-
-    const finish = (err?: unknown): void => {
-      if (finished) return;
-      finished = true;
-      ctx.signal.removeEventListener('abort', onAbort);
-      body.destroy();
-      if (err === undefined) resolve();
-      else reject(err);
-    };
-    const onAbort = (): void => finish(new Error('client went away'));
-    ctx.signal.addEventListener('abort', onAbort);
-
-    const writeHead = (): void => {
-      if (headWritten) return;
-      headWritten = true;
-      ctx.responded = true;
-      ctx.status = status;
-      res.writeStatus(statusLine(status));
-      res.writeHeader('X-Request-Id', ctx.requestId);
-      for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
-    };
-
-    if (length === 0) {
-      res.cork(() => {
-        writeHead();
-        res.end();
-      });
-      finish();
-      return;
+  let headWritten = false;
+  // The chunk uWS has not fully taken yet, and the write offset where it started.
+  let pending: Uint8Array | null = null;
+  let pendingOffset = 0;
+  let wake: { resolve: () => void; reject: (e: unknown) => void } | null = null;
+  let finished = false; // tryEnd reported the whole response sent: `res` must not be touched again
+  const onAbort = (): void => wake?.reject(new Error('client went away'));
+  ctx.signal.addEventListener('abort', onAbort);
+  res.onWritable((offset) => {
+    if (pending === null) return true;
+    const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
+    if (done) finished = true;
+    if (ok || done) {
+      pending = null;
+      wake?.resolve();
     }
-
-    res.onWritable((offset) => {
-      if (pending === null) return true;
-      const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
-      if (done) {
-        finish();
-        return true;
-      }
-      if (ok) {
-        pending = null;
-        body.resume();
-      }
-      return ok;
-    });
-
-    body.on('data', (chunk: Buffer) => {
-      if (finished || ctx.aborted) return;
+    return ok;
+  });
+  try {
+    for (;;) {
+      const chunk = await source.next();
+      if (ctx.aborted) throw new Error('client went away');
+      if (chunk === null) throw new Error(`source ended before ${length} bytes were sent`);
       res.cork(() => {
-        writeHead();
+        if (!headWritten) {
+          headWritten = true;
+          ctx.responded = true;
+          ctx.status = status;
+          res.writeStatus(statusLine(status));
+          res.writeHeader('X-Request-Id', ctx.requestId);
+          for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+        }
         const offset = res.getWriteOffset();
         const [ok, done] = res.tryEnd(chunk, length);
-        if (done) {
-          finish();
-        } else if (!ok) {
+        if (done) finished = true;
+        if (!ok && !done) {
           pending = chunk;
           pendingOffset = offset;
-          body.pause();
         }
       });
-    });
-    body.on('error', (err) => {
-      // Headers may be out already: cut the connection so the client sees a short body, never wrong bytes.
-      if (!ctx.aborted) {
-        if (headWritten) res.close();
-        else ctx.responded = false;
+      if (finished) return;
+      if (pending !== null) {
+        await new Promise<void>((resolve, reject) => (wake = { resolve, reject }));
+        wake = null;
+        if (finished) return;
       }
-      finish(err);
-    });
-    body.on('end', () => {
-      if (!finished && !ctx.aborted) {
-        // The source ended short of `length`: never let the client take a short body for a whole one.
-        res.close();
-        finish(new Error(`source ended before ${length} bytes were sent`));
-      }
-    });
-  });
+    }
+  } catch (e) {
+    if (!ctx.aborted && headWritten && !finished) res.close();
+    else if (!headWritten) ctx.responded = false;
+    throw e;
+  } finally {
+    ctx.signal.removeEventListener('abort', onAbort);
+    await source.close();
+  }
 }

@@ -6,8 +6,11 @@ import type { RepoName } from '../protocol/repo-name.js';
 
 export type Need = 'pull' | 'push' | 'admin';
 
+/** What a caller may do on one repository, as the forge said. */
 export interface Grant {
   readonly permissions: Permissions;
+  /** True when no token was sent and the repository is public (spec Authentication rule 10): read only. */
+  readonly anonymous: boolean;
 }
 
 export interface AccessOptions {
@@ -20,44 +23,107 @@ export interface AccessOptions {
 /** The challenge that makes git-lfs ask its credential helper (../shared/git-lfs-client.md (b)). */
 export const CHALLENGE = { 'LFS-Authenticate': 'Basic realm="Stowage"', 'WWW-Authenticate': 'Basic realm="Stowage"' };
 
-interface CacheEntry {
-  readonly answer: ForgeAnswer;
+/** The key under which anonymous answers are cached, per repository (design §3). Not a possible sha256. */
+const ANONYMOUS = 'anonymous';
+
+interface CacheEntry<T> {
+  readonly value: T;
   readonly expiresAt: number;
 }
 
 /**
+ * A Map used as a bounded LRU with per-entry expiry: an attacker spraying random tokens evicts old
+ * entries instead of growing memory (issue 3 item 4). Insertion order is recency order.
+ */
+class BoundedCache<T> {
+  readonly #map = new Map<string, CacheEntry<T>>();
+  readonly #max: number;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  get(key: string, now: number): CacheEntry<T> | undefined {
+    const hit = this.#map.get(key);
+    if (hit === undefined) return undefined;
+    this.#map.delete(key);
+    if (hit.expiresAt <= now) return undefined;
+    this.#map.set(key, hit);
+    return hit;
+  }
+
+  set(key: string, value: T, expiresAt: number): void {
+    this.#map.delete(key);
+    this.#map.set(key, { value, expiresAt });
+    while (this.#map.size > this.#max) this.#map.delete(this.#map.keys().next().value as string);
+  }
+}
+
+/** Waits for `work`, but gives up as soon as this caller's own request is aborted. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
  * Token → permissions on one repository, asked of the forge and cached (spec Authentication rules
- * 5–8): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures never. Keys are
- * sha256 of the token, so no raw token is kept; the cache is a bounded LRU so a spray of random
- * tokens cannot grow memory. Concurrent misses for the same key share one forge lookup, and misses
- * are capped by a server-wide budget per minute.
+ * 5–10): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
+ * forge never. Keys are sha256 of the token, so no raw token is kept; the caches are bounded LRUs.
+ * Concurrent misses for the same key share one forge lookup, which runs detached from any one
+ * client so a caller hanging up does not fail the others. Misses are capped by a server-wide
+ * budget per minute; answers from a cache never touch the budget.
  */
 export class AccessService {
   readonly #forge: ForgeAdapter;
   readonly #opts: AccessOptions;
   readonly #metrics: Metrics;
-  readonly #cache = new Map<string, CacheEntry>();
+  readonly #answers: BoundedCache<ForgeAnswer>;
+  readonly #identities: BoundedCache<Identity | null>;
   readonly #inFlight = new Map<string, Promise<ForgeAnswer>>();
-  readonly #identities = new Map<string, { identity: Identity | null; expiresAt: number }>();
-  /** Times (ms) of the uncached lookups of the last minute, oldest first. */
+  readonly #identifying = new Map<string, Promise<Identity | null>>();
+  /** Times (ms) of the uncached lookups of the last minute, oldest first; at most lookupBudget long. */
   readonly #lookupTimes: number[] = [];
+  /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
+  readonly #detached = new AbortController().signal;
 
   constructor(forge: ForgeAdapter, opts: AccessOptions, metrics: Metrics) {
     this.#forge = forge;
     this.#opts = opts;
     this.#metrics = metrics;
+    this.#answers = new BoundedCache(opts.cacheEntries);
+    this.#identities = new BoundedCache(opts.cacheEntries);
   }
 
-  /** Resolves with the grant when `token` may do `need` on `repo`; otherwise throws the LfsError to answer. */
+  /**
+   * Resolves with the grant when `token` may do `need` on `repo`; otherwise throws the LfsError to
+   * answer. Without a token, a public repository is readable (rule 10); anything else asks for
+   * credentials with a 401 challenge, so a private repository looks the same as a missing one.
+   */
   async authorize(token: string | null, repo: RepoName, need: Need, signal: AbortSignal): Promise<Grant> {
-    if (token === null) throw lfsError('LFS_ERR_AUTH_REQUIRED', undefined, CHALLENGE);
     const answer = await this.#answer(token, repo, signal);
+    if (token === null) {
+      if (answer.kind === 'granted' && answer.permissions.pull && need === 'pull') return { permissions: answer.permissions, anonymous: true };
+      throw lfsError('LFS_ERR_AUTH_REQUIRED', undefined, CHALLENGE);
+    }
     if (answer.kind === 'bad_token') throw lfsError('LFS_ERR_AUTH_REJECTED', undefined, CHALLENGE);
     if (answer.kind === 'no_access' || !answer.permissions.pull) throw lfsError('LFS_ERR_REPO_NOT_FOUND');
     const p = answer.permissions;
     if (need === 'push' && !p.push) throw lfsError('LFS_ERR_FORBIDDEN_WRITE');
     if (need === 'admin' && !p.admin) throw lfsError('LFS_ERR_FORBIDDEN', 'This needs admin permission on the repository');
-    return { permissions: p };
+    return { permissions: p, anonymous: false };
   }
 
   /**
@@ -65,61 +131,64 @@ export class AccessService {
    * and cached for the grant TTL under the token's hash; null when the forge names nobody.
    */
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
-    const key = createHash('sha256').update(token).digest('base64url');
-    const hit = this.#identities.get(key);
-    if (hit !== undefined && hit.expiresAt > Date.now()) return hit.identity;
-    this.#spendBudget(Date.now());
-    const identity = await this.#forge.identify(token, signal);
-    this.#identities.set(key, { identity, expiresAt: Date.now() + this.#opts.cacheTtl * 1000 });
-    while (this.#identities.size > this.#opts.cacheEntries) this.#identities.delete(this.#identities.keys().next().value as string);
-    return identity;
-  }
-
-  async #answer(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
-    const key = `${createHash('sha256').update(token).digest('base64url')}\0${repo.key}`;
-    const now = Date.now();
-    const hit = this.#cache.get(key);
-    if (hit !== undefined) {
-      if (hit.expiresAt > now) {
-        // LRU: re-insert so the entry moves to the young end.
-        this.#cache.delete(key);
-        this.#cache.set(key, hit);
-        this.#metrics.authCacheHits.inc({ kind: hit.answer.kind === 'granted' ? 'granted' : 'refused' });
-        return hit.answer;
-      }
-      this.#cache.delete(key);
+    const key = hashToken(token);
+    const hit = this.#identities.get(key, Date.now());
+    if (hit !== undefined) return hit.value;
+    let pending = this.#identifying.get(key);
+    if (pending === undefined) {
+      this.#spendBudget(Date.now());
+      pending = this.#forge.identify(token, this.#detached).then((identity) => {
+        this.#identities.set(key, identity, Date.now() + this.#opts.cacheTtl * 1000);
+        return identity;
+      }, (e: unknown) => {
+        throw this.#countFailure(e);
+      }).finally(() => this.#identifying.delete(key));
+      this.#identifying.set(key, pending);
+      pending.catch(() => undefined); // every waiter may have hung up: never an unhandled rejection
     }
-    const pending = this.#inFlight.get(key);
-    if (pending !== undefined) return pending;
-
-    this.#spendBudget(now);
-    const lookup = this.#lookup(token, repo, signal, key).finally(() => this.#inFlight.delete(key));
-    this.#inFlight.set(key, lookup);
-    return lookup;
+    return untilAborted(pending, signal);
   }
 
-  async #lookup(token: string, repo: RepoName, signal: AbortSignal, key: string): Promise<ForgeAnswer> {
+  async #answer(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+    const key = `${token === null ? ANONYMOUS : hashToken(token)}\0${repo.key}`;
+    const now = Date.now();
+    const hit = this.#answers.get(key, now);
+    if (hit !== undefined) {
+      this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
+      return hit.value;
+    }
+    let pending = this.#inFlight.get(key);
+    if (pending === undefined) {
+      this.#spendBudget(now);
+      pending = this.#lookup(token, repo, key).finally(() => this.#inFlight.delete(key));
+      this.#inFlight.set(key, pending);
+      pending.catch(() => undefined); // every waiter may have hung up: never an unhandled rejection
+    }
+    return untilAborted(pending, signal);
+  }
+
+  async #lookup(token: string | null, repo: RepoName, key: string): Promise<ForgeAnswer> {
     let answer: ForgeAnswer;
     try {
-      answer = await this.#forge.lookup(token, repo, signal);
+      answer = await this.#forge.lookup(token, repo, this.#detached);
     } catch (e) {
-      const code = isLfsError(e) ? e.code : 'LFS_ERR_FORGE_UNREACHABLE';
-      const cause = code === 'LFS_ERR_FORGE_RATE_LIMITED' ? 'forge_rate_limited' : 'forge_unreachable';
-      this.#metrics.forgeLookups.inc({ result: cause });
-      this.#metrics.rejections.inc({ cause });
-      throw isLfsError(e) ? e : lfsError('LFS_ERR_FORGE_UNREACHABLE', undefined);
+      // Rule 7: neither an outage nor a rate limit is remembered; the next request asks again.
+      throw this.#countFailure(e);
     }
     this.#metrics.forgeLookups.inc({ result: answer.kind });
-    const ttl = answer.kind === 'granted' && answer.permissions.pull ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
-    if (ttl > 0) this.#remember(key, { answer, expiresAt: Date.now() + ttl * 1000 });
+    const granted = answer.kind === 'granted' && answer.permissions.pull;
+    const ttl = granted ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
+    if (ttl > 0) this.#answers.set(key, answer, Date.now() + ttl * 1000);
     return answer;
   }
 
-  #remember(key: string, entry: CacheEntry): void {
-    this.#cache.set(key, entry);
-    while (this.#cache.size > this.#opts.cacheEntries) {
-      this.#cache.delete(this.#cache.keys().next().value as string);
-    }
+  /** Counts a failed forge call by cause and returns the LfsError to answer with. */
+  #countFailure(e: unknown): Error {
+    const limited = isLfsError(e) && e.code === 'LFS_ERR_FORGE_RATE_LIMITED';
+    const cause = limited ? 'forge_rate_limited' : 'forge_unreachable';
+    this.#metrics.forgeLookups.inc({ result: cause });
+    this.#metrics.rejections.inc({ cause });
+    return isLfsError(e) ? e : lfsError('LFS_ERR_FORGE_UNREACHABLE');
   }
 
   /** Spec rule 8: past the budget the caller gets 503 with a Retry-After of our own; it lifts as the minute slides. */
@@ -127,10 +196,15 @@ export class AccessService {
     const windowStart = now - 60_000;
     while (this.#lookupTimes.length > 0 && this.#lookupTimes[0]! <= windowStart) this.#lookupTimes.shift();
     if (this.#lookupTimes.length >= this.#opts.lookupBudget) {
+      // The oldest lookup in the window leaves it first; that is when one more fits.
       const retry = Math.max(1, Math.ceil((this.#lookupTimes[0]! + 60_000 - now) / 1000));
       this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
       throw lfsError('LFS_ERR_LOOKUP_BUDGET_SPENT', undefined, { 'Retry-After': String(retry) });
     }
     this.#lookupTimes.push(now);
   }
+}
+
+function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
 }

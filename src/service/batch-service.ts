@@ -1,6 +1,7 @@
 import type { ObjectsRepo } from '../db/objects-repo.js';
 import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protocol/batch.js';
 import type { RepoName } from '../protocol/repo-name.js';
+import type { UploadLimits } from './settings-service.js';
 
 export interface BatchLinks {
   /** Public base URL, no trailing slash (set once the listener is bound when derived from the port). */
@@ -21,14 +22,18 @@ export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
 export class BatchService {
   readonly #objects: ObjectsRepo;
   readonly #links: BatchLinks;
+  /** Access settings: max object size and repository quota (issue 7); none when absent. */
+  readonly #limits: UploadLimits | null;
 
-  constructor(objects: ObjectsRepo, links: BatchLinks) {
+  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null) {
     this.#objects = objects;
     this.#links = links;
+    this.#limits = limits;
   }
 
   answer(repo: RepoName, req: BatchRequest): BatchResponse {
     const base = `${this.#links.baseUrl}/${repo.org}/${repo.repo}/objects`;
+    const budget = req.operation === 'upload' ? this.#limits?.uploadBudget(repo) ?? null : null;
     const objects = req.objects.map((o): BatchResponseObject => {
       if (o.invalid !== undefined || o.parsedOid === null) {
         return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
@@ -47,6 +52,10 @@ export class BatchService {
       }
       // Spec rule 1: already present in this repository → no actions, the client skips it.
       if (held !== null) return { oid: o.oid, size: o.size };
+      // --- access settings (issue 7): an over-size object gets 422, one past the quota 507, each in its own entry.
+      const refusal = budget?.admit(o.size) ?? null;
+      if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
+      // --- end access settings
       const header: Record<string, string> = {};
       if (o.size >= this.#links.chunkedUploadThreshold) {
         // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the

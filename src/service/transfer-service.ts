@@ -1,10 +1,14 @@
-import type { Readable } from 'node:stream';
 import type { ObjectsRepo } from '../db/objects-repo.js';
 import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { BlobReader, BlobStore } from '../store/types.js';
+import type { BlobReader, BlobStore, ObjectWriter } from '../store/types.js';
+
+/** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
+export interface UploadBody {
+  into(writer: ObjectWriter): Promise<void>;
+}
 
 /**
  * Uploads, downloads and verification of single objects. The store verifies bytes; this layer
@@ -25,17 +29,20 @@ export class TransferService {
    * Streams an upload into the shared store and records this repository's reference. A second
    * upload of bytes the store already holds proves possession and adds only the reference.
    */
-  async upload(repo: RepoName, oid: Oid, body: Readable, expectedSize: number | null, signal: AbortSignal): Promise<number> {
+  async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null): Promise<number> {
     const started = performance.now();
     this.#metrics.inFlight.inc({ direction: 'upload' });
+    const writer = await this.#store.createWriter(oid, { expectedSize });
     try {
-      const put = await this.#store.put(oid, body, { expectedSize, signal });
+      await body.into(writer);
+      const put = await writer.finish();
       this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
       this.#metrics.transferBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
       this.#metrics.uploadSeconds.observe((performance.now() - started) / 1000);
       return put.size;
     } catch (e) {
+      await writer.abort();
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'failed' });
       throw e;
     } finally {

@@ -1,21 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
 import { mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { isLfsError, lfsError } from '../errors/errors.js';
 import { shardPath, type Oid } from '../protocol/oid.js';
 import { DirSyncer } from './dir-sync.js';
-import type { BlobReader, BlobStore, PutOptions, PutResult } from './types.js';
-import { VerifyStream } from './verify-stream.js';
-
-const IO_CHUNK = 1 << 20;
+import { RawChunkSource } from './raw-reader.js';
+import { RawWriter } from './raw-writer.js';
+import { StagingFile } from './staging-file.js';
+import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from './types.js';
 
 /**
  * The shared content-addressed store on a local disk: `objects/ab/cd/<oid>`, one copy per oid.
  * Uploads stream into `staging/` (same file system, so the final rename is atomic), are verified,
- * fsync'd, then renamed into place; the directory fsync is group-committed.
+ * fsync'd, then renamed into place; directory fsyncs are group-committed.
  */
 export class DiskBlobStore implements BlobStore {
   readonly #objects: string;
@@ -36,44 +32,41 @@ export class DiskBlobStore implements BlobStore {
     return store;
   }
 
-  /** Final path of an oid; the Oid brand guarantees it is 64 hex digits, so no traversal is possible. */
+  /** Final path of an oid; the Oid brand guarantees 64 hex digits, so no traversal is possible. */
   pathOf(oid: Oid): string {
     return join(this.#objects, shardPath(oid));
   }
 
-  async put(oid: Oid, body: Readable, options: PutOptions): Promise<PutResult> {
-    const tmp = join(this.#staging, `${oid}.${randomBytes(8).toString('hex')}.part`);
-    this.#inFlight.add(tmp);
-    let fh: FileHandle | null = null;
-    let placed = false;
-    try {
-      fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
-      const verify = new VerifyStream(oid, options.expectedSize);
-      // flush: the stream fsyncs before it closes the file, and pipeline resolves only after that.
-      const sink = fh.createWriteStream({ highWaterMark: IO_CHUNK, flush: true });
-      fh = null; // owned by the stream from here: it closes the file on finish and on error
-      await pipeline(body, verify, sink, { signal: options.signal });
-      const size = verify.count;
-      const final = this.pathOf(oid);
-      const created = await mkdir(dirname(final), { recursive: true });
-      if (created === undefined && (await exists(final))) {
-        // Already stored (by another repository or a concurrent PUT): keep one copy.
-        return { size, storedSize: size, created: false };
-      }
-      await rename(tmp, final);
-      placed = true;
-      // A new fan-out directory must itself be made durable in its parent.
-      const syncs = [this.#dirs.sync(dirname(final))];
-      if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
-      await Promise.all(syncs);
-      return { size, storedSize: size, created: true };
-    } catch (e) {
-      throw mapStoreError(e, options.signal);
-    } finally {
-      this.#inFlight.delete(tmp);
-      if (fh !== null) await fh.close().catch(() => undefined);
-      if (!placed) await unlink(tmp).catch(() => undefined);
+  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    const file = await StagingFile.create(this.#staging, oid);
+    this.#inFlight.add(file.path);
+    const writer = new RawWriter(oid, options.expectedSize, file, (f, r) => this.#commit(oid, f, r));
+    // Forget the staging path whatever the outcome.
+    const forget = (): void => void this.#inFlight.delete(file.path);
+    return {
+      write: (c) => writer.write(c),
+      onDrain: (l) => writer.onDrain(l),
+      finish: () => writer.finish().finally(forget),
+      abort: () => writer.abort().finally(forget),
+    };
+  }
+
+  /** Renames a sealed staging file into place (unless the oid is already stored) and makes it durable. */
+  async #commit(oid: Oid, file: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> {
+    const final = this.pathOf(oid);
+    const created = await mkdir(dirname(final), { recursive: true });
+    if (created === undefined && (await exists(final))) {
+      // Already stored (another repository or a concurrent PUT): keep one copy.
+      await file.dispose();
+      return { ...r, created: false };
     }
+    await rename(file.path, final);
+    file.keep();
+    // A new fan-out directory must itself be made durable in its parent.
+    const syncs = [this.#dirs.sync(dirname(final))];
+    if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
+    await Promise.all(syncs);
+    return { ...r, created: true };
   }
 
   async open(oid: Oid): Promise<BlobReader | null> {
@@ -87,7 +80,7 @@ export class DiskBlobStore implements BlobStore {
     const { size } = await fh.stat();
     return {
       size,
-      stream: (start, end) => fh.createReadStream({ start, end, highWaterMark: IO_CHUNK, autoClose: false }),
+      read: (start, end) => new RawChunkSource(fh.fd, start, end),
       close: () => fh.close(),
     };
   }
@@ -130,15 +123,4 @@ async function exists(path: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/** Store failures a client should see as themselves: verification errors, a full disk, an abort. */
-function mapStoreError(e: unknown, signal: AbortSignal): unknown {
-  if (isLfsError(e)) return e;
-  const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') return lfsError('LFS_ERR_STORAGE_FULL');
-  if (signal.aborted || code === 'ABORT_ERR' || code === 'ERR_STREAM_PREMATURE_CLOSE') {
-    return lfsError('LFS_ERR_UPLOAD_ABORTED');
-  }
-  return e;
 }

@@ -285,7 +285,7 @@ t.test('metrics are exposed', async (t) => {
 });
 
 t.test('a known path with the wrong method is 405 with Allow', async (t) => {
-  const res = await http('GET', `${base}/${GAME}/objects/batch`);
+  const res = await http('DELETE', `${base}/${GAME}/objects/batch`);
   t.equal(res.status, 405);
   t.match(String(res.headers.allow), /POST/);
   t.type(res.json().message, 'string');

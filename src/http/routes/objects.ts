@@ -6,10 +6,11 @@ import { parseRange } from '../../protocol/range.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
 import { EXPECTED_SIZE_HEADER, type BatchService } from '../../service/batch-service.js';
+import type { UploadLimits } from '../../service/settings-service.js';
 import type { TransferService } from '../../service/transfer-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { collectBody, parseJson, requestBody } from '../request-body.js';
+import { BodyPump, collectBody, parseJson } from '../request-body.js';
 import { sendJson, sendStream, send } from '../respond.js';
 import type { HttpServer } from '../server.js';
 
@@ -20,6 +21,8 @@ export interface ObjectRoutesDeps {
   readonly access: AccessService;
   readonly batch: BatchService;
   readonly transfers: TransferService;
+  /** Access settings: max object size and repository quota (issue 7). */
+  readonly limits?: UploadLimits;
 }
 
 function repoOf(ctx: RequestContext): RepoName {
@@ -72,9 +75,9 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
   });
 
   http.route('put', '/:org/:repo/objects/:oid', 'upload', async (ctx) => {
-    // Attach the body stream first: uWS delivers data only to a handler registered synchronously.
-    // Until the stream is read it buffers one highWaterMark, then pauses the socket.
-    const body = requestBody(ctx);
+    // Attach the body pump first: uWS delivers data only to a handler registered synchronously.
+    // Until the writer exists it holds one MiB, then pauses the socket.
+    const body = new BodyPump(ctx);
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
     // The client sniffs Content-Type from the file (../shared/git-lfs-client.md (d)): any is accepted.
@@ -92,7 +95,10 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       expected = n;
     }
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
-    await transfers.upload(repo, oid, body, expected, ctx.signal);
+    // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
+    body.limit(deps.limits?.admitPut(repo, oid, expected) ?? null);
+    // --- end access settings
+    await transfers.upload(repo, oid, body, expected);
     sendJson(ctx, 200, {});
   });
 
@@ -113,12 +119,12 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       if (range.kind === 'range') {
         headers['Content-Range'] = `bytes ${range.start}-${range.end}/${total}`;
         const length = range.end - range.start + 1;
-        await sendStream(ctx, 206, headers, reader.stream(range.start, range.end), length);
+        await sendStream(ctx, 206, headers, reader.read(range.start, range.end), length);
         sent = length;
       } else if (total === 0) {
         send(ctx, 200, '', headers, null);
       } else {
-        await sendStream(ctx, 200, headers, reader.stream(0, total - 1), total);
+        await sendStream(ctx, 200, headers, reader.read(0, total - 1), total);
         sent = total;
       }
     } finally {

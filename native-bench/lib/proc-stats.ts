@@ -1,0 +1,67 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+
+const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat reports CPU time in 1/100 s
+
+/** Resident set size of a process in bytes, from /proc/<pid>/status (VmRSS), and its high-water mark. */
+export function rssOf(pid: number): { rss: number; hwm: number } {
+  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? 0) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+/** Resets VmHWM to the current RSS (clear_refs 5), so a later VmHWM is the peak of one phase. */
+export function resetPeakRss(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** User + system CPU seconds a process has used so far. */
+export function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+const SAMPLER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { readFileSync } = require('node:fs');
+let max = 0, n = 0;
+const read = () => {
+  try {
+    const m = /^VmRSS:\\s+(\\d+) kB/m.exec(readFileSync('/proc/' + workerData.pid + '/status', 'utf8'));
+    if (m) { const v = Number(m[1]) * 1024; if (v > max) max = v; n++; }
+  } catch {}
+};
+read();
+const t = setInterval(read, workerData.every);
+parentPort.on('message', () => { clearInterval(t); read(); parentPort.postMessage({ max, n }); });
+`;
+
+/**
+ * Samples a process's VmRSS every `everyMs` on its own thread, so that a busy benchmark loop does
+ * not delay the samples; `stop()` returns the peak seen and the number of samples.
+ */
+export class RssSampler {
+  readonly #worker: Worker;
+
+  constructor(pid: number, everyMs = 50) {
+    this.#worker = new Worker(SAMPLER, { eval: true, workerData: { pid, every: everyMs } });
+  }
+
+  stop(): Promise<{ max: number; samples: number }> {
+    return new Promise((resolve, reject) => {
+      this.#worker.once('message', (m: { max: number; n: number }) => {
+        void this.#worker.terminate();
+        resolve({ max: m.max, samples: m.n });
+      });
+      this.#worker.once('error', reject);
+      this.#worker.postMessage('stop');
+    });
+  }
+}

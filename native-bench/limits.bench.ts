@@ -1,0 +1,308 @@
+/**
+ * Raw limits of this machine: what any LFS server here could at best reach. Each function records
+ * its figures through `ctx.record` and returns the headline value for the comparisons.
+ */
+import { Blake3Hasher } from '@napi-rs/blake-hash';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { open, rename, rm, unlink } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+import { Compressor, Decompressor } from 'zstd-napi';
+import { GiB, MiB, SeededBytes, meshLike, textLike } from './lib/data-gen.js';
+import { fmt, type Measurement } from './lib/report.js';
+
+/** What every benchmark gets: sizes for the mode, a scratch dir on the data disk, a recorder. */
+export interface BenchContext {
+  readonly quick: boolean;
+  /** Scratch directory on the same file system as the server's data dir. */
+  readonly scratch: string;
+  /** With --profile: where the servers write their V8 CPU profiles (node --cpu-prof). */
+  readonly profileDir: string | null;
+  record(m: Measurement): void;
+  note(text: string): void;
+}
+
+/** MB/s with MB = 10^6 bytes, as dd reports and as the targets are written. */
+export const mbps = (bytes: number, ms: number): number => bytes / 1e6 / (ms / 1000);
+
+export function percentile(values: number[], p: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+/** node:crypto sha256 over `total` bytes fed in 1 MiB updates, as an upload's hashing sees them. */
+export function benchSha256(ctx: BenchContext): number {
+  const total = ctx.quick ? 256 * MiB : GiB;
+  const buf = new SeededBytes('sha').bytes(64 * MiB);
+  createHash('sha256').update(buf.subarray(0, 8 * MiB)).digest(); // warm-up
+  const h = createHash('sha256');
+  const t0 = performance.now();
+  for (let done = 0; done < total; done += MiB) h.update(buf.subarray(done % buf.length, (done % buf.length) + MiB));
+  h.digest();
+  const ms = performance.now() - t0;
+  const rate = mbps(total, ms);
+  ctx.record({ key: 'limits.sha256', group: 'limits', label: 'sha256 (node:crypto), 1 MiB updates', value: rate, unit: 'MB/s', detail: `${fmt(ms / (total / MiB))} ms per MiB over ${total / MiB} MiB` });
+  return rate;
+}
+
+/** BLAKE3 (@napi-rs/blake-hash) streaming in 1 MiB updates, and one-shot over 4 MiB frames. */
+export function benchBlake3(ctx: BenchContext): number {
+  const total = ctx.quick ? 256 * MiB : GiB;
+  const buf = new SeededBytes('blake').bytes(64 * MiB);
+  new Blake3Hasher().update(buf.subarray(0, 8 * MiB)).digest('hex');
+  const h = new Blake3Hasher();
+  let t0 = performance.now();
+  for (let done = 0; done < total; done += MiB) h.update(buf.subarray(done % buf.length, (done % buf.length) + MiB));
+  h.digest('hex');
+  const ms = performance.now() - t0;
+  const rate = mbps(total, ms);
+  t0 = performance.now();
+  for (let done = 0; done < total; done += 4 * MiB) {
+    const at = done % buf.length;
+    new Blake3Hasher().update(buf.subarray(at, at + 4 * MiB)).digestBuffer();
+  }
+  const frameMs = performance.now() - t0;
+  ctx.record({ key: 'limits.blake3', group: 'limits', label: 'BLAKE3 (@napi-rs/blake-hash), 1 MiB updates', value: rate, unit: 'MB/s', detail: `${fmt(ms / (total / MiB))} ms per MiB; one digest per 4 MiB frame: ${fmt(mbps(total, frameMs))} MB/s` });
+  return rate;
+}
+
+/**
+ * zstd (zstd-napi) at levels 1, 3 and 9 on three kinds of data, compressing independent 4 MiB frames
+ * as the store does (issue 5 item 1); decompression is timed over the same frames.
+ */
+export function benchZstd(ctx: BenchContext): void {
+  const size = ctx.quick ? 8 * MiB : 32 * MiB;
+  const frame = 4 * MiB;
+  const kinds: [string, Buffer][] = [
+    ['incompressible', new SeededBytes('zstd').bytes(size)],
+    ['mesh-like', meshLike(size)],
+    ['text-like', textLike(size)],
+  ];
+  for (const level of [1, 3, 9]) {
+    const cmp = new Compressor();
+    cmp.setParameters({ compressionLevel: level });
+    const dec = new Decompressor();
+    for (const [kind, data] of kinds) {
+      // Warm-up: allocate the contexts at this level and fault in the output buffers.
+      dec.decompress(cmp.compress(data.subarray(0, frame)));
+      const frames: Buffer[] = [];
+      let t0 = performance.now();
+      for (let at = 0; at < data.length; at += frame) frames.push(cmp.compress(data.subarray(at, at + frame)));
+      const cms = performance.now() - t0;
+      const stored = frames.reduce((n, f) => n + f.length, 0);
+      t0 = performance.now();
+      let out = 0;
+      for (const f of frames) out += dec.decompress(f).length;
+      const dms = performance.now() - t0;
+      if (out !== data.length) throw new Error(`zstd round trip lost bytes: ${out} of ${data.length}`);
+      const ratio = data.length / stored;
+      ctx.record({ key: `limits.zstd${level}.${kind}.compress`, group: 'limits', label: `zstd-${level} compress, ${kind}`, value: mbps(data.length, cms), unit: 'MB/s', detail: `ratio ${ratio.toFixed(2)} (4 MiB frames, ${size / MiB} MiB)` });
+      ctx.record({ key: `limits.zstd${level}.${kind}.decompress`, group: 'limits', label: `zstd-${level} decompress, ${kind}`, value: mbps(data.length, dms), unit: 'MB/s', detail: `output MB/s` });
+    }
+  }
+}
+
+/** Runs per limit in a full run: the machine is shared, so a limit is the best of a few tries. */
+export const tries = (ctx: BenchContext): number => (ctx.quick ? 1 : 2);
+
+/** Sequential 1 MiB writes of `total` bytes into a new file, then one fdatasync: the durable write rate. */
+export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
+  const total = ctx.quick ? 256 * MiB : GiB;
+  const path = join(ctx.scratch, 'disk-write.bin');
+  const pattern = new SeededBytes('disk').bytes(16 * MiB);
+  const runs: { ms: number; writeMs: number }[] = [];
+  for (let i = 0; i < tries(ctx); i++) {
+    const fh = await open(path, 'w');
+    try {
+      const t0 = performance.now();
+      for (let done = 0; done < total; done += MiB) await fh.write(pattern, done % pattern.length, MiB);
+      const writeMs = performance.now() - t0;
+      await fh.datasync();
+      runs.push({ ms: performance.now() - t0, writeMs });
+    } finally {
+      await fh.close();
+      await unlink(path).catch(() => undefined);
+    }
+  }
+  const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
+  const rate = mbps(total, best.ms);
+  ctx.record({
+    key: 'limits.disk_write',
+    group: 'limits',
+    label: `disk write ${total / MiB} MiB + fdatasync (node:fs, 1 MiB writes)`,
+    value: rate,
+    unit: 'MB/s',
+    detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(total, r.ms))).join(', ')}); writes ${fmt(best.writeMs)} ms, then fdatasync ${fmt(best.ms - best.writeMs)} ms`,
+  });
+  return rate;
+}
+
+/** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick issue 5 names. */
+export function benchDd(ctx: BenchContext): number | null {
+  const count = ctx.quick ? 256 : 1024;
+  const path = join(ctx.scratch, 'dd.bin');
+  const runs: { rate: number; says: string }[] = [];
+  for (let i = 0; i < tries(ctx); i++) {
+    const t0 = performance.now();
+    const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { encoding: 'utf8' });
+    const ms = performance.now() - t0;
+    spawnSync('rm', ['-f', path]);
+    if (r.status !== 0) {
+      ctx.note(`dd failed: ${r.stderr}`);
+      return null;
+    }
+    runs.push({ rate: mbps(count * MiB, ms), says: (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '') });
+  }
+  const best = runs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  ctx.record({ key: 'limits.dd', group: 'limits', label: `dd bs=1M count=${count} conv=fdatasync`, value: best.rate, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(r.rate)).join(', ')}); dd says: ${best.says}` });
+  return best.rate;
+}
+
+/**
+ * What one durable small object costs the disk: a new 64 KiB file written and fsync'd, and the whole
+ * floor a store pays (create, write, fsync, close, rename into place, fsync the directory).
+ */
+export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; floorMs: number; parallelPerSec: number }> {
+  const n = ctx.quick ? 50 : 200;
+  const dir = join(ctx.scratch, 'fsync');
+  const final = join(dir, 'final');
+  mkdirSync(final, { recursive: true });
+  const body = randomBytes(64 * 1024);
+  const syncs: number[] = [];
+  const floors: number[] = [];
+  const dirFh = await open(final, 'r');
+  try {
+    for (let i = 0; i < n; i++) {
+      const tmp = join(dir, `obj-${i}.part`);
+      const t0 = performance.now();
+      const fh = await open(tmp, 'wx');
+      await fh.write(body);
+      const t1 = performance.now();
+      await fh.sync();
+      syncs.push(performance.now() - t1);
+      await fh.close();
+      await rename(tmp, join(final, `obj-${i}`));
+      await dirFh.sync();
+      floors.push(performance.now() - t0);
+    }
+  } finally {
+    await dirFh.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+  const fsyncMs = percentile(syncs, 50);
+  const floorMs = percentile(floors, 50);
+  const parallelPerSec = await parallelDurableFiles(ctx, body, 8, ctx.quick ? 200 : 800);
+  ctx.record({ key: 'limits.fsync_64k', group: 'limits', label: 'fsync of a new 64 KiB file (median)', value: fsyncMs, unit: 'ms', detail: `p90 ${fmt(percentile(syncs, 90))} ms over ${n} files` });
+  ctx.record({ key: 'limits.durable_64k_floor', group: 'limits', label: 'durable 64 KiB object floor: create+write+fsync+rename+dir fsync (median)', value: floorMs, unit: 'ms', detail: `p90 ${fmt(percentile(floors, 90))} ms; one at a time` });
+  ctx.record({ key: 'limits.durable_64k_parallel', group: 'limits', label: 'durable 64 KiB files, 8 writers, directory fsync group-committed', value: parallelPerSec, unit: 'files/s', detail: 'what 8 parallel uploads could reach with no HTTP, hashing or index' });
+  return { fsyncMs, floorMs, parallelPerSec };
+}
+
+/**
+ * `writers` concurrent loops each creating, writing and fsyncing 64 KiB files and renaming them into
+ * one directory, whose fsync is shared by every rename that happened before it started (group commit).
+ */
+async function parallelDurableFiles(ctx: BenchContext, body: Buffer, writers: number, total: number): Promise<number> {
+  const dir = join(ctx.scratch, 'fsync-par');
+  const final = join(dir, 'final');
+  mkdirSync(final, { recursive: true });
+  const dirFh = await open(final, 'r');
+  let round: Promise<void> | null = null;
+  let next: Promise<void> | null = null;
+  // A rename is durable once a directory fsync that *started after it* has finished.
+  const dirSync = (): Promise<void> => {
+    if (round === null) {
+      round = dirFh.sync().finally(() => (round = null));
+      return round;
+    }
+    next ??= round.then(() => {
+      next = null;
+      return dirSync();
+    });
+    return next;
+  };
+  let issued = 0;
+  try {
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: writers }, async () => {
+        while (issued < total) {
+          const i = issued++;
+          const tmp = join(dir, `p-${i}.part`);
+          const fh = await open(tmp, 'wx');
+          await fh.write(body);
+          await fh.sync();
+          await fh.close();
+          await rename(tmp, join(final, `p-${i}`));
+          await dirSync();
+        }
+      }),
+    );
+    return total / ((performance.now() - t0) / 1000);
+  } finally {
+    await dirFh.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Starts the loopback peer process; resolves with its port and a stopper. */
+async function startPeer(): Promise<{ port: number; stop: () => void }> {
+  const child = spawn(process.execPath, [resolve(here, 'loopback-peer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((ok, fail) => {
+    createInterface({ input: child.stdout! }).once('line', (l) => ok((JSON.parse(l) as { port: number }).port));
+    child.once('exit', (c) => fail(new Error(`loopback peer exited ${c}`)));
+  });
+  return { port, stop: () => child.kill('SIGTERM') };
+}
+
+/**
+ * Loopback limits with undici as the client and a plain node:http peer in its own process:
+ * receive (undici PUTs `total` bytes chunked, the peer discards them) and send (the peer serves
+ * `total` bytes, undici discards them). These bound what our upload and download can reach here.
+ */
+export async function benchLoopback(ctx: BenchContext): Promise<{ receive: number; send: number }> {
+  const total = ctx.quick ? 256 * MiB : GiB;
+  const block = new SeededBytes('loop').bytes(MiB);
+  const peer = await startPeer();
+  const dispatcher = new Agent({ connections: 1, bodyTimeout: 0, headersTimeout: 0 });
+  try {
+    async function* body(): AsyncGenerator<Buffer> {
+      for (let done = 0; done < total; done += MiB) yield block;
+    }
+    const recv: number[] = [];
+    const sent: number[] = [];
+    for (let i = 0; i < tries(ctx); i++) {
+      let t0 = performance.now();
+      const res = await request(`http://127.0.0.1:${peer.port}/sink`, { method: 'PUT', dispatcher, body: body() as never });
+      const got = (await res.body.json()) as { received: number };
+      recv.push(performance.now() - t0);
+      if (got.received !== total) throw new Error(`loopback sink received ${got.received} of ${total}`);
+      t0 = performance.now();
+      const down = await request(`http://127.0.0.1:${peer.port}/bytes/${total}`, { dispatcher });
+      let n = 0;
+      await new Promise<void>((ok, fail) => {
+        down.body.on('data', (c: Buffer) => (n += c.length));
+        down.body.once('end', ok);
+        down.body.once('error', fail);
+      });
+      sent.push(performance.now() - t0);
+      if (n !== total) throw new Error(`loopback source sent ${n} of ${total}`);
+    }
+    const recvMs = Math.min(...recv);
+    const sendMs = Math.min(...sent);
+    const receive = mbps(total, recvMs);
+    const send = mbps(total, sendMs);
+    ctx.record({ key: 'limits.loopback_receive', group: 'limits', label: `loopback receive: undici PUT ${total / MiB} MiB → node:http sink`, value: receive, unit: 'MB/s', detail: `chunked, peer in its own process; best of ${recv.length} (${recv.map((ms) => fmt(mbps(total, ms))).join(', ')})` });
+    ctx.record({ key: 'limits.loopback_send', group: 'limits', label: `loopback send: node:http ${total / MiB} MiB → undici null sink`, value: send, unit: 'MB/s', detail: `what a download could reach from a node:http server; best of ${sent.length} (${sent.map((ms) => fmt(mbps(total, ms))).join(', ')})` });
+    return { receive, send };
+  } finally {
+    await dispatcher.close();
+    peer.stop();
+  }
+}

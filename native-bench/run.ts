@@ -1,0 +1,202 @@
+/**
+ * `npm run bench`: the raw limits of this machine, our server's figures, and each figure as a ratio
+ * to its limit with PASS/MISS against the targets of issues 2 and 5, in one run, as one table.
+ *
+ *   npm run bench                    full run (1 GiB / 5 GiB objects; a few minutes on 2 cores)
+ *   npm run bench -- --quick         smaller sizes, for a smoke test
+ *   npm run bench -- --only=upload,dd   just these measures (names: see NAMES below)
+ *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
+ *   npm run bench -- --profile       servers run under node --cpu-prof; profiles in native-bench/results/profiles/
+ *                                    (summarize: node dist/native-bench/profile-summary.js FILE)
+ *
+ * Results: native-bench/results/latest.json and latest.md (machine description included).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { MiB } from './lib/data-gen.js';
+import { describeMachine } from './lib/machine-info.js';
+import { fmt, renderMarkdown, writeResults, type BenchResults, type Comparison } from './lib/report.js';
+import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchSha256, benchZstd, type BenchContext } from './limits.bench.js';
+import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigures, type RssFigures, type ServerFigures } from './server.bench.js';
+
+/** Every measure --only accepts. */
+const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed'] as const;
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** dist/native-bench → native-bench/results in the source tree. */
+const RESULTS = resolve(here, '../../native-bench/results');
+
+function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; dataDir: string; profile: boolean } {
+  let quick = false;
+  let profile = false;
+  let only: string[] | null = null;
+  let dataDir = tmpdir();
+  for (const a of argv) {
+    if (a === '--quick') quick = true;
+    else if (a === '--profile') profile = true;
+    else if (a.startsWith('--only=')) only = a.slice(7).split(',').filter(Boolean);
+    else if (a.startsWith('--data-dir=')) dataDir = resolve(a.slice(11));
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write(`usage: npm run bench -- [--quick] [--only=${NAMES.join(',')}] [--data-dir=DIR] [--profile]\n`);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  for (const n of only ?? []) if (!(NAMES as readonly string[]).includes(n)) throw new Error(`--only: unknown measure "${n}"; known: ${NAMES.join(', ')}`);
+  return { quick, only, dataDir, profile };
+}
+
+/** Does the built server know SVC_COMPRESSION (issue 5)? Only then is the compressed run meaningful. */
+async function serverSupportsCompression(): Promise<boolean> {
+  const schema = (await import(resolve(here, '../src/config/schema.js'))) as { DEFAULTS?: Record<string, unknown> };
+  return schema.DEFAULTS !== undefined && 'SVC_COMPRESSION' in schema.DEFAULTS;
+}
+
+const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
+
+/** Sets each of our figures against its limit and target (issue 2 "Benchmarks", issue 5 "Targets"). */
+function compare(l: Limits, s: ServerFigures, rss: RssFigures | null, z: CompressedFigures | null, zr: RssFigures | null, quick: boolean): Comparison[] {
+  const out: Comparison[] = [];
+  const mb = (x: number): string => `${fmt(x)} MB/s`;
+  if (s.upload1g !== undefined) {
+    if (l.dd !== undefined) out.push({ label: 'durable upload 1 GiB vs dd conv=fdatasync', ours: mb(s.upload1g), limit: `dd ${mb(l.dd)}`, ratio: `${pct(s.upload1g / l.dd)} of dd`, ratioValue: s.upload1g / l.dd, target: '≥ 90% of dd', pass: s.upload1g >= 0.9 * l.dd });
+    if (l.disk !== undefined) out.push({ label: 'durable upload 1 GiB vs node write + fdatasync', ours: mb(s.upload1g), limit: mb(l.disk), ratio: pct(s.upload1g / l.disk), ratioValue: s.upload1g / l.disk, target: '—', pass: null });
+    if (l.sha256 !== undefined) out.push({ label: 'durable upload 1 GiB vs sha256 rate (one thread)', ours: mb(s.upload1g), limit: mb(l.sha256), ratio: pct(s.upload1g / l.sha256), ratioValue: s.upload1g / l.sha256, target: '—', pass: null });
+  }
+  if (s.download1g !== undefined) {
+    const lim = l.loopbackReceive !== undefined ? `loopback receive ${mb(l.loopbackReceive)}${l.loopbackSend !== undefined ? `, send ${mb(l.loopbackSend)}` : ''}` : '—';
+    out.push({ label: 'download 1 GiB vs loopback', ours: mb(s.download1g), limit: lim, ratio: l.loopbackReceive !== undefined ? `${pct(s.download1g / l.loopbackReceive)} of receive` : '—', ratioValue: l.loopbackReceive !== undefined ? s.download1g / l.loopbackReceive : null, target: '≥ 1,500 MB/s', pass: s.download1g >= 1500 });
+  }
+  const floor = l.durableFloorMs;
+  if (s.seqMsPerObject !== undefined) {
+    out.push({ label: '64 KiB objects sequential (git-lfs pattern)', ours: `${fmt(s.seqMsPerObject)} ms/object`, limit: floor !== undefined ? `durable floor ${fmt(floor)} ms` : '—', ratio: floor !== undefined ? `floor is ${pct(floor / s.seqMsPerObject)} of ours` : '—', ratioValue: floor !== undefined ? floor / s.seqMsPerObject : null, target: '≤ 0.8 ms', pass: s.seqMsPerObject <= 0.8 });
+  }
+  if (s.seqMsPerObjectOwnBatch !== undefined) {
+    out.push({ label: '64 KiB objects sequential, one batch each (stricter)', ours: `${fmt(s.seqMsPerObjectOwnBatch)} ms/object`, limit: floor !== undefined ? `durable floor ${fmt(floor)} ms` : '—', ratio: floor !== undefined ? `floor is ${pct(floor / s.seqMsPerObjectOwnBatch)} of ours` : '—', ratioValue: floor !== undefined ? floor / s.seqMsPerObjectOwnBatch : null, target: '(≤ 0.8 ms applies above)', pass: null });
+  }
+  if (s.parObjectsPerSec !== undefined) {
+    const lim = l.durableParallelPerSec;
+    out.push({ label: '64 KiB objects, 8 parallel uploaders', ours: `${fmt(s.parObjectsPerSec)} objects/s`, limit: lim !== undefined ? `${fmt(lim)} durable files/s, 8 writers` : '—', ratio: lim !== undefined ? pct(s.parObjectsPerSec / lim) : '—', ratioValue: lim !== undefined ? s.parObjectsPerSec / lim : null, target: '≥ 3,000 objects/s', pass: s.parObjectsPerSec >= 3000 });
+  }
+  const moved = quick ? '1.1 GB' : '5 GiB';
+  if (rss !== null) {
+    out.push({ label: `server RSS growth while ${moved} move (up, down, slow reader)`, ours: `${fmt(rss.peak / MiB)} MiB`, limit: '16 MiB budget', ratio: `${pct(rss.peak / (16 * MiB))} of budget`, ratioValue: rss.peak / (16 * MiB), target: '≤ 16 MiB', pass: rss.peak <= 16 * MiB });
+    out.push({ label: `Range read, last MiB of a ${moved} raw object`, ours: `${fmt(rss.range5gMs)} ms`, limit: '—', ratio: '—', ratioValue: null, target: '< 50 ms (set for compressed)', pass: null });
+  }
+  if (s.range1gMs !== undefined && rss === null) {
+    out.push({ label: 'Range read, last MiB of a 1 GiB raw object', ours: `${fmt(s.range1gMs)} ms`, limit: '—', ratio: '—', ratioValue: null, target: '< 50 ms (set for compressed)', pass: null });
+  }
+  if (z !== null) {
+    if (z.uploadIncompressible !== undefined && l.dd !== undefined) out.push({ label: '[zstd:3] durable upload 1 GiB incompressible vs dd', ours: mb(z.uploadIncompressible), limit: `dd ${mb(l.dd)}`, ratio: `${pct(z.uploadIncompressible / l.dd)} of dd`, ratioValue: z.uploadIncompressible / l.dd, target: '≥ 70% of dd', pass: z.uploadIncompressible >= 0.7 * l.dd });
+    if (z.downloadText !== undefined) out.push({ label: '[zstd:3] download 1 GiB text-like', ours: mb(z.downloadText), limit: l.zstd3TextDecompress !== undefined ? `zstd-3 decompress ${mb(l.zstd3TextDecompress)}` : '—', ratio: l.zstd3TextDecompress !== undefined ? pct(z.downloadText / l.zstd3TextDecompress) : '—', ratioValue: l.zstd3TextDecompress !== undefined ? z.downloadText / l.zstd3TextDecompress : null, target: '≥ 800 MB/s', pass: z.downloadText >= 800 });
+    if (z.range5gMs !== undefined) out.push({ label: `[zstd:3] Range read, last MiB of a ${moved} compressed object`, ours: `${fmt(z.range5gMs)} ms`, limit: '—', ratio: '—', ratioValue: null, target: '< 50 ms', pass: z.range5gMs < 50 });
+  }
+  if (zr !== null) out.push({ label: `[zstd:3] server RSS growth while ${moved} move`, ours: `${fmt(zr.peak / MiB)} MiB`, limit: '16 MiB budget', ratio: `${pct(zr.peak / (16 * MiB))} of budget`, ratioValue: zr.peak / (16 * MiB), target: '≤ 16 MiB', pass: zr.peak <= 16 * MiB });
+  return out;
+}
+
+interface Limits {
+  sha256?: number;
+  blake3?: number;
+  disk?: number;
+  dd?: number;
+  fsyncMs?: number;
+  durableFloorMs?: number;
+  durableParallelPerSec?: number;
+  loopbackReceive?: number;
+  loopbackSend?: number;
+  zstd3TextDecompress?: number;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const only = (name: string): boolean => args.only === null || args.only.includes(name);
+  const scratch = mkdtempSync(join(args.dataDir, 'stowage-bench-'));
+  const started = performance.now();
+  const results: BenchResults = { machine: describeMachine(scratch), mode: args.quick ? 'quick' : 'full', only: args.only, measurements: [], comparisons: [], notes: [], durationSeconds: 0 };
+  const ctx: BenchContext = {
+    quick: args.quick,
+    scratch,
+    profileDir: args.profile ? join(RESULTS, 'profiles') : null,
+    record(m) {
+      results.measurements.push(m);
+      process.stderr.write(`  ${m.label}: ${fmt(m.value)} ${m.unit}${m.detail ? `  (${m.detail})` : ''}\n`);
+    },
+    note(text) {
+      results.notes.push(text);
+    },
+  };
+  // Temp data (multi-GB objects, the scratch files) goes whatever happens, even on Ctrl-C.
+  const cleanup = (): void => rmSync(scratch, { recursive: true, force: true });
+  process.once('SIGINT', () => {
+    cleanup();
+    process.exit(130);
+  });
+  const step = (name: string): void => {
+    process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)}s] ${name}\n`);
+  };
+  const l: Limits = {};
+  let server: ServerFigures = {};
+  let rss: RssFigures | null = null;
+  let z: CompressedFigures | null = null;
+  let zr: RssFigures | null = null;
+  try {
+    if (only('sha256')) (step('sha256'), (l.sha256 = benchSha256(ctx)));
+    if (only('blake3')) (step('blake3'), (l.blake3 = benchBlake3(ctx)));
+    if (only('zstd')) {
+      step('zstd');
+      benchZstd(ctx);
+      l.zstd3TextDecompress = results.measurements.find((m) => m.key === 'limits.zstd3.text-like.decompress')?.value;
+    }
+    if (only('disk')) (step('disk write + fdatasync'), (l.disk = await benchDiskWrite(ctx)));
+    if (only('dd')) (step('dd'), (l.dd = benchDd(ctx) ?? undefined));
+    if (only('fsync')) {
+      step('fsync 64 KiB');
+      const f = await benchFsync(ctx);
+      l.fsyncMs = f.fsyncMs;
+      l.durableFloorMs = f.floorMs;
+      l.durableParallelPerSec = f.parallelPerSec;
+    }
+    if (only('loopback')) {
+      step('loopback');
+      const lb = await benchLoopback(ctx);
+      l.loopbackReceive = lb.receive;
+      l.loopbackSend = lb.send;
+    }
+    const forge = await startForge();
+    try {
+      if (['upload', 'download', 'range', 'seq64k', 'par64k'].some(only)) (step('server: upload/download/range/64 KiB'), (server = await benchServer(ctx, forge, only)));
+      if (only('rss')) (step(`server: ${args.quick ? '1.1 GB' : '5 GiB'} object, RSS`), (rss = await benchRss(ctx, forge)));
+      if (only('compressed')) {
+        if (await serverSupportsCompression()) {
+          step('server: zstd:3 store');
+          z = await benchCompressed(ctx, forge);
+          const zrss = results.measurements.find((m) => m.key === 'server.rss_zstd3');
+          zr = zrss ? ({ peak: zrss.value * MiB } as RssFigures) : null;
+        } else {
+          ctx.note('Compressed-store targets (issue 5) not measured: the built server has no SVC_COMPRESSION yet.');
+        }
+      }
+    } finally {
+      await forge.stop();
+    }
+  } finally {
+    cleanup();
+  }
+  results.comparisons.push(...compare(l, server, rss, z, zr, args.quick));
+  if (l.sha256 !== undefined && l.blake3 !== undefined) results.notes.push(`BLAKE3 runs at ${fmt(l.blake3 / l.sha256)}× the speed of node:crypto sha256 on this CPU.`);
+  results.notes.push('Rates are MB/s with MB = 10^6 bytes. Client (undici), server and forge emulator share this machine\'s cores; "load average" above shows what else ran.');
+  results.machine.loadAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
+  results.durationSeconds = (performance.now() - started) / 1000;
+  const md = renderMarkdown(results);
+  process.stdout.write(`\n${md}\n`);
+  const suffix = args.quick || args.only ? `-${args.quick ? 'quick' : 'partial'}` : '';
+  writeResults(results, join(RESULTS, `latest${suffix}.json`), join(RESULTS, `latest${suffix}.md`));
+  process.stderr.write(`results written to ${join(RESULTS, `latest${suffix}.{json,md}`)}\n`);
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`bench failed: ${(e as Error)?.stack ?? String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,457 @@
+/**
+ * Our server measured end to end: the real process (`startServer` spawns dist/src/main.js), the
+ * GitHub emulator as its forge, and undici speaking the Git LFS protocol the way git-lfs does
+ * (batch → PUT with the action's headers → verify). Every figure includes the protocol round trips.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
+import { startServer, type RunningServer } from '../test/helpers/start-server.js';
+import { GiB, MiB, SeededBytes, textLike } from './lib/data-gen.js';
+import { LfsClient, type BatchObject } from './lib/lfs-client.js';
+import { cpuSecondsOf, resetPeakRss, rssOf, RssSampler } from './lib/proc-stats.js';
+import { fmt } from './lib/report.js';
+import { mbps, percentile, tries, type BenchContext } from './limits.bench.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const REPO = 'bench/assets';
+const TOKEN = 'bench-push-token';
+
+/** A running server with its forge and a client holding a token with push on one repository. */
+export interface Stowage {
+  readonly server: RunningServer;
+  readonly client: LfsClient;
+  readonly pid: number;
+  /** Stops the server and removes its data; with `failure`, prints the server's last log lines first. */
+  stop(failure?: unknown): Promise<void>;
+}
+
+/** The forge emulator shared by every server of the run. */
+export async function startForge(): Promise<GitHubEmulator> {
+  const forge = new GitHubEmulator();
+  forge.tokens.set(TOKEN, { login: 'bench', repos: { [REPO]: 'push' } });
+  forge.repos.set(REPO, { private: true });
+  await forge.start();
+  return forge;
+}
+
+/** Starts a server whose data dir lives under the scratch dir (same disk as the limits). */
+export async function startStowage(ctx: BenchContext, forge: GitHubEmulator, name: string, env: Record<string, string> = {}): Promise<Stowage> {
+  const dataDir = join(ctx.scratch, `server-${name}`);
+  mkdirSync(dataDir, { recursive: true });
+  const profiling: Record<string, string> = {};
+  if (ctx.profileDir !== null) {
+    mkdirSync(ctx.profileDir, { recursive: true });
+    profiling.NODE_OPTIONS = `--import=${pathToFileURL(join(here, 'cpu-profile.preload.js')).href}`;
+    profiling.STOWAGE_CPU_PROFILE = join(ctx.profileDir, `server-${name}.cpuprofile`);
+  }
+  const server = await startServer({ SVC_AUTH: 'forge_a', SVC_FORGE_A_API_URL: forge.url, ...profiling, ...env }, { dataDir });
+  const client = new LfsClient(server.url, REPO, TOKEN, 8);
+  return {
+    server,
+    client,
+    pid: server.child.pid!,
+    async stop(failure?: unknown) {
+      if (failure !== undefined) {
+        process.stderr.write(`server ${name} failed (${String(failure)}); exit code ${server.child.exitCode}; last log lines:\n${server.logs.slice(-15).join('\n')}\n`);
+      }
+      await client.close();
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** An object kept in the benchmark's memory, sent as 1 MiB chunks. */
+export interface MemObject {
+  readonly oid: string;
+  readonly size: number;
+  readonly data: Buffer;
+}
+
+export function memObject(data: Buffer): MemObject {
+  return { oid: createHash('sha256').update(data).digest('hex'), size: data.length, data };
+}
+
+async function* slices(data: Buffer, chunk = MiB): AsyncGenerator<Buffer> {
+  for (let at = 0; at < data.length; at += chunk) yield data.subarray(at, at + chunk);
+}
+
+async function* generated(gen: SeededBytes, size: number): AsyncGenerator<Buffer> {
+  for (const c of gen.chunks(size)) yield c;
+}
+
+interface Timed {
+  batchMs: number;
+  putMs: number;
+  verifyMs: number;
+  totalMs: number;
+}
+
+/** One large upload, timed phase by phase: batch, PUT (streamed), verify. */
+async function timedUpload(client: LfsClient, oid: string, size: number, body: () => AsyncIterable<Buffer>): Promise<Timed> {
+  const t0 = performance.now();
+  const [entry] = await client.batch('upload', [{ oid, size }]);
+  const t1 = performance.now();
+  if (entry?.actions?.upload === undefined) throw new Error(`server already holds ${oid}: the upload would not be measured`);
+  await client.put(entry.actions.upload, body(), size);
+  const t2 = performance.now();
+  if (entry.actions.verify) await client.verify(entry.actions.verify, oid, size);
+  const t3 = performance.now();
+  return { batchMs: t1 - t0, putMs: t2 - t1, verifyMs: t3 - t2, totalMs: t3 - t0 };
+}
+
+/** batch(download) then GET into a null sink; returns ms and the href for later Range reads. */
+async function timedDownload(client: LfsClient, oid: string, size: number): Promise<{ ms: number; href: string }> {
+  const t0 = performance.now();
+  const [entry] = await client.batch('download', [{ oid, size }]);
+  const href = entry!.actions!.download!.href;
+  const got = await client.download(href);
+  const ms = performance.now() - t0;
+  if (got !== size) throw new Error(`download returned ${got} of ${size} bytes`);
+  return { ms, href };
+}
+
+/** Median and p90 of `n` Range reads of the last MiB. */
+async function rangeLastMiB(client: LfsClient, href: string, size: number, n: number): Promise<{ p50: number; p90: number }> {
+  const times: number[] = [];
+  const range = `bytes=${size - MiB}-${size - 1}`;
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const got = await client.download(href, { range });
+    times.push(performance.now() - t0);
+    if (got !== MiB) throw new Error(`Range read returned ${got} bytes, expected ${MiB}`);
+  }
+  return { p50: percentile(times, 50), p90: percentile(times, 90) };
+}
+
+/** The figures of the raw-store server run, for the comparisons. */
+export interface ServerFigures {
+  upload1g?: number;
+  download1g?: number;
+  range1gMs?: number;
+  seqMsPerObject?: number;
+  seqMsPerObjectOwnBatch?: number;
+  parObjectsPerSec?: number;
+}
+
+/**
+ * 1 GiB upload and download, Range reads, 64 KiB objects sequential and 8-parallel, against one
+ * server with compression off (the default).
+ */
+export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only: (name: string) => boolean): Promise<ServerFigures> {
+  const figures: ServerFigures = {};
+  const s = await startStowage(ctx, forge, 'raw');
+  let failed: unknown;
+  try {
+    const client = s.client;
+    // Warm-up: the first request pays the forge lookup (then cached per token) and JIT compilation.
+    const warm = new SeededBytes('warm').bytes(20 * 64 * 1024);
+    for (let i = 0; i < 20; i++) {
+      const o = memObject(warm.subarray(i * 65536, (i + 1) * 65536));
+      await client.upload(o.oid, o.size, () => o.data);
+    }
+
+    const bigSize = ctx.quick ? 128 * MiB : GiB;
+    const needBig = only('upload') || only('download') || only('range');
+    let big: MemObject | null = null;
+    let bigHref = '';
+    if (needBig) {
+      // A new object per try (the server keeps each), the best try counts: the machine is shared.
+      const runs: { t: Timed; cpu: number }[] = [];
+      for (let i = 0; i < (only('upload') ? tries(ctx) : 1); i++) {
+        big = memObject(new SeededBytes(`big-${i}`).bytes(bigSize));
+        const cpu0 = cpuSecondsOf(s.pid);
+        const obj = big;
+        const t = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data));
+        runs.push({ t, cpu: cpuSecondsOf(s.pid) - cpu0 });
+      }
+      if (only('upload')) {
+        const { t, cpu } = runs.reduce((a, b) => (b.t.totalMs < a.t.totalMs ? b : a));
+        figures.upload1g = mbps(bigSize, t.totalMs);
+        ctx.record({
+          key: 'server.upload_1g',
+          group: 'server',
+          label: `durable upload of ${bigSize / MiB} MiB (batch + PUT + verify)`,
+          value: figures.upload1g,
+          unit: 'MB/s',
+          detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.t.totalMs))).join(', ')}); batch ${fmt(t.batchMs)} ms, PUT ${fmt(t.putMs)} ms, verify ${fmt(t.verifyMs)} ms; server CPU ${fmt(cpu)} s (${fmt((cpu * 1000 * 100) / t.totalMs)}% of a core)`,
+        });
+      }
+    }
+    if (big !== null && (only('download') || only('range'))) {
+      const runs: { ms: number; cpu: number }[] = [];
+      for (let i = 0; i < (only('download') ? tries(ctx) : 1); i++) {
+        const cpu0 = cpuSecondsOf(s.pid);
+        const d = await timedDownload(client, big.oid, big.size);
+        runs.push({ ms: d.ms, cpu: cpuSecondsOf(s.pid) - cpu0 });
+        bigHref = d.href;
+      }
+      if (only('download')) {
+        const { ms, cpu } = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
+        figures.download1g = mbps(bigSize, ms);
+        ctx.record({ key: 'server.download_1g', group: 'server', label: `download of ${bigSize / MiB} MiB to a null sink (batch + GET)`, value: figures.download1g, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.ms))).join(', ')}); server CPU ${fmt(cpu)} s (${fmt((cpu * 1000 * 100) / ms)}% of a core)` });
+      }
+    }
+    if (big !== null && only('range')) {
+      const r = await rangeLastMiB(client, bigHref, big.size, 20);
+      figures.range1gMs = r.p50;
+      ctx.record({ key: 'server.range_1g', group: 'server', label: `Range read of the last MiB of a ${bigSize / MiB} MiB object (median)`, value: r.p50, unit: 'ms', detail: `p90 ${fmt(r.p90)} ms over 20 reads` });
+    }
+    big = null;
+
+    if (only('seq64k')) {
+      const n = ctx.quick ? 100 : 500;
+      const pool = new SeededBytes('seq64k').bytes(2 * n * 65536);
+      const objs = Array.from({ length: 2 * n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
+      // git-lfs's pattern: one batch per 100 objects (lfs.transfer.batchSize), then PUT + verify each.
+      const groupA = objs.slice(0, n);
+      const t0 = performance.now();
+      for (let g = 0; g < n; g += 100) {
+        const group = groupA.slice(g, g + 100);
+        const entries = await client.batch('upload', group.map((o) => ({ oid: o.oid, size: o.size })));
+        for (let i = 0; i < entries.length; i++) await client.transfer(entries[i]!, () => group[i]!.data);
+      }
+      const msA = (performance.now() - t0) / n;
+      figures.seqMsPerObject = msA;
+      // Stricter: a batch of its own for every object, with the phases timed.
+      const per: number[] = [];
+      const phase = { batch: 0, put: 0, verify: 0 };
+      for (const o of objs.slice(n)) {
+        const t = await timedUpload(client, o.oid, o.size, () => slices(o.data));
+        per.push(t.totalMs);
+        phase.batch += t.batchMs;
+        phase.put += t.putMs;
+        phase.verify += t.verifyMs;
+      }
+      const meanB = per.reduce((a, b) => a + b, 0) / n;
+      figures.seqMsPerObjectOwnBatch = meanB;
+      ctx.record({ key: 'server.seq_64k', group: 'server', label: `${n} × 64 KiB sequential, git-lfs pattern (batch per 100, PUT + verify each)`, value: msA, unit: 'ms/object', detail: `${fmt(1000 / msA)} objects/s` });
+      ctx.record({
+        key: 'server.seq_64k_own_batch',
+        group: 'server',
+        label: `${n} × 64 KiB sequential, one batch per object`,
+        value: meanB,
+        unit: 'ms/object',
+        detail: `p50 ${fmt(percentile(per, 50))}, p99 ${fmt(percentile(per, 99))} ms; mean batch ${fmt(phase.batch / n)}, PUT ${fmt(phase.put / n)}, verify ${fmt(phase.verify / n)} ms`,
+      });
+    }
+
+    if (only('par64k')) {
+      const n = ctx.quick ? 400 : 2000;
+      const pool = new SeededBytes('par64k').bytes(n * 65536);
+      const objs = Array.from({ length: n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
+      const cpu0 = cpuSecondsOf(s.pid);
+      const t0 = performance.now();
+      await parallelUpload(client, objs, 8);
+      const ms = performance.now() - t0;
+      const cpu = cpuSecondsOf(s.pid) - cpu0;
+      figures.parObjectsPerSec = n / (ms / 1000);
+      ctx.record({ key: 'server.par_64k', group: 'server', label: `${n} × 64 KiB, 8 parallel uploaders (batch per 100)`, value: figures.parObjectsPerSec, unit: 'objects/s', detail: `${fmt(ms / n)} ms/object wall; server CPU ${fmt((cpu * 1000) / n)} ms/object` });
+    }
+  } catch (e) {
+    failed = e;
+    throw e;
+  } finally {
+    await s.stop(failed);
+  }
+  return figures;
+}
+
+/**
+ * git-lfs's upload loop: a producer asks for batches of 100 while 8 transfer workers PUT + verify
+ * whatever the batches handed out (tq/transfer_queue.go: lfs.concurrenttransfers = 8).
+ */
+async function parallelUpload(client: LfsClient, objs: MemObject[], workers: number): Promise<void> {
+  const queue: { entry: BatchObject; obj: MemObject }[] = [];
+  let producing = true;
+  const sleepers: (() => void)[] = [];
+  const wakeAll = (): void => {
+    for (const w of sleepers.splice(0)) w();
+  };
+  const producer = (async () => {
+    try {
+      for (let g = 0; g < objs.length; g += 100) {
+        const group = objs.slice(g, g + 100);
+        const entries = await client.batch('upload', group.map((o) => ({ oid: o.oid, size: o.size })));
+        entries.forEach((entry, i) => queue.push({ entry, obj: group[i]! }));
+        wakeAll();
+        // Keep at most two batches ahead of the transfers, as the client does.
+        while (queue.length > 200) await new Promise((r) => setTimeout(r, 1));
+      }
+    } finally {
+      producing = false;
+      wakeAll();
+    }
+  })();
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const job = queue.shift();
+      if (job === undefined) {
+        if (!producing) return;
+        await new Promise<void>((r) => sleepers.push(r));
+        continue;
+      }
+      await client.transfer(job.entry, () => job.obj.data);
+    }
+  };
+  await Promise.all([producer, ...Array.from({ length: workers }, worker)]);
+}
+
+/** Peak RSS growth of the server over its idle baseline, per phase. */
+export interface RssFigures {
+  baseline: number;
+  upload: number;
+  download: number;
+  slowReader: number;
+  peak: number;
+  upload5gMbps: number;
+  download5gMbps: number;
+  range5gMs: number;
+}
+
+/** Measures one phase: peak VmRSS by 50 ms sampling and by VmHWM (reset before), minus the baseline. */
+async function phasePeak(pid: number, baseline: number, run: () => Promise<void>): Promise<number> {
+  const hwmReset = resetPeakRss(pid);
+  const sampler = new RssSampler(pid, 50);
+  await run();
+  const sampled = await sampler.stop();
+  const peak = Math.max(sampled.max, hwmReset ? rssOf(pid).hwm : 0);
+  return peak - baseline;
+}
+
+/**
+ * A multi-gigabyte object through a fresh server: upload (streamed from the seeded generator after a
+ * first pass computed its sha256), full download, a slow reader, and Range reads of its last MiB,
+ * with the server's RSS growth over its idle baseline for each phase.
+ */
+export async function benchRss(ctx: BenchContext, forge: GitHubEmulator, env: Record<string, string> = {}, tag = 'raw', source: 'random' | 'text' = 'random'): Promise<RssFigures> {
+  // ≥ 1,000,000,000 bytes even in quick mode, so the chunked large-object path is what runs.
+  const size = ctx.quick ? 1_100_000_000 : 5 * GiB;
+  const s = await startStowage(ctx, forge, `rss-${tag}`, env);
+  let failed: unknown;
+  try {
+    const client = s.client;
+    // Warm the code paths (batch, auth cache, PUT, GET) so that the baseline is the idle steady state.
+    const w = memObject(new SeededBytes('rss-warm').bytes(MiB));
+    await client.upload(w.oid, w.size, () => slices(w.data));
+    const [we] = await client.batch('download', [{ oid: w.oid, size: w.size }]);
+    await client.download(we!.actions!.download!.href);
+
+    const chunks = source === 'random' ? (n: number) => generated(new SeededBytes(`rss-${tag}`), n) : (n: number) => cycledText(n);
+    const oid = source === 'random' ? new SeededBytes(`rss-${tag}`).sha256(size) : await sha256Of(cycledText(size));
+    await new Promise((r) => setTimeout(r, 1000));
+    const idle: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      idle.push(rssOf(s.pid).rss);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const baseline = percentile(idle, 50);
+
+    let up: Timed | null = null;
+    const upload = await phasePeak(s.pid, baseline, async () => {
+      up = await timedUpload(client, oid, size, () => chunks(size));
+    });
+    let downMs = 0;
+    let href = '';
+    const download = await phasePeak(s.pid, baseline, async () => {
+      const d = await timedDownload(client, oid, size);
+      downMs = d.ms;
+      href = d.href;
+    });
+    // A slow reader (50 MB/s for 3 s, then it hangs up): the server must hold only a bounded window.
+    const slowReader = await phasePeak(s.pid, baseline, async () => {
+      await client.download(href, { throttle: 50e6, limit: ctx.quick ? 50e6 : 150e6 });
+    });
+    const range = await rangeLastMiB(client, href, size, 10);
+    const figures: RssFigures = {
+      baseline,
+      upload,
+      download,
+      slowReader,
+      peak: Math.max(upload, download, slowReader),
+      upload5gMbps: mbps(size, up!.totalMs),
+      download5gMbps: mbps(size, downMs),
+      range5gMs: range.p50,
+    };
+    const gib = (size / GiB).toFixed(2);
+    const what = tag === 'raw' ? '' : ` [${tag}]`;
+    ctx.record({ key: `server.rss_${tag}`, group: 'server', label: `server RSS growth while ${gib} GiB move (peak of all phases)${what}`, value: figures.peak / MiB, unit: 'MiB', detail: `idle baseline ${fmt(baseline / MiB)} MiB; upload +${fmt(upload / MiB)}, download +${fmt(download / MiB)}, slow reader +${fmt(slowReader / MiB)} MiB (50 ms VmRSS samples and VmHWM)` });
+    ctx.record({ key: `server.upload_5g_${tag}`, group: 'server', label: `upload of ${gib} GiB, streamed${what}`, value: figures.upload5gMbps, unit: 'MB/s', detail: `PUT ${fmt(up!.putMs)} ms; generated while sent (AES-CTR on the client's CPU)` });
+    ctx.record({ key: `server.download_5g_${tag}`, group: 'server', label: `download of ${gib} GiB${what}`, value: figures.download5gMbps, unit: 'MB/s' });
+    ctx.record({ key: `server.range_5g_${tag}`, group: 'server', label: `Range read of the last MiB of the ${gib} GiB object (median)${what}`, value: range.p50, unit: 'ms', detail: `p90 ${fmt(range.p90)} ms over 10 reads` });
+    return figures;
+  } catch (e) {
+    failed = e;
+    throw e;
+  } finally {
+    await s.stop(failed);
+  }
+}
+
+let textBlock: Buffer | null = null;
+
+/** Text-like bytes of any length: a 32 MiB text block repeated (each 4 MiB frame still compresses alone). */
+async function* cycledText(size: number): AsyncGenerator<Buffer> {
+  textBlock ??= textLike(32 * MiB);
+  for (let at = 0; at < size; at += MiB) {
+    const off = at % textBlock.length;
+    yield textBlock.subarray(off, off + Math.min(MiB, size - at));
+  }
+}
+
+async function sha256Of(chunks: AsyncIterable<Buffer>): Promise<string> {
+  const h = createHash('sha256');
+  for await (const c of chunks) h.update(c);
+  return h.digest('hex');
+}
+
+/** Figures of the compressed-store run (issue 5), when the server supports SVC_COMPRESSION. */
+export interface CompressedFigures {
+  uploadIncompressible?: number;
+  downloadText?: number;
+  range5gMs?: number;
+}
+
+/**
+ * Issue 5's compressed targets, with `SVC_COMPRESSION=zstd:3`: 1 GiB incompressible upload, 1 GiB
+ * text-like download, and a Range read at the end of a multi-GiB compressed object.
+ */
+export async function benchCompressed(ctx: BenchContext, forge: GitHubEmulator): Promise<CompressedFigures> {
+  const env = { SVC_COMPRESSION: 'zstd:3' };
+  const size = ctx.quick ? 128 * MiB : GiB;
+  const figures: CompressedFigures = {};
+  const s = await startStowage(ctx, forge, 'zstd', env);
+  let failed: unknown;
+  try {
+    const client = s.client;
+    const w = memObject(new SeededBytes('z-warm').bytes(MiB));
+    await client.upload(w.oid, w.size, () => slices(w.data));
+    const rnd = memObject(new SeededBytes('z-rnd').bytes(size));
+    let cpu0 = cpuSecondsOf(s.pid);
+    const u = await timedUpload(client, rnd.oid, rnd.size, () => slices(rnd.data));
+    let cpu = cpuSecondsOf(s.pid) - cpu0;
+    figures.uploadIncompressible = mbps(size, u.totalMs);
+    ctx.record({ key: 'server.zstd3.upload_incompressible', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB incompressible`, value: figures.uploadIncompressible, unit: 'MB/s', detail: `server CPU ${fmt(cpu)} s` });
+    const text: Buffer[] = [];
+    for await (const c of cycledText(size)) text.push(c);
+    const txt = memObject(Buffer.concat(text));
+    const ut = await timedUpload(client, txt.oid, txt.size, () => slices(txt.data));
+    ctx.record({ key: 'server.zstd3.upload_text', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB text-like`, value: mbps(size, ut.totalMs), unit: 'MB/s' });
+    cpu0 = cpuSecondsOf(s.pid);
+    const d = await timedDownload(client, txt.oid, txt.size);
+    cpu = cpuSecondsOf(s.pid) - cpu0;
+    figures.downloadText = mbps(size, d.ms);
+    ctx.record({ key: 'server.zstd3.download_text', group: 'server', label: `[zstd:3] download of ${size / MiB} MiB text-like`, value: figures.downloadText, unit: 'MB/s', detail: `server CPU ${fmt(cpu)} s` });
+  } catch (e) {
+    failed = e;
+    throw e;
+  } finally {
+    await s.stop(failed);
+  }
+  const rss = await benchRss(ctx, forge, env, 'zstd3', 'text');
+  figures.range5gMs = rss.range5gMs;
+  return figures;
+}

@@ -1,0 +1,135 @@
+import type { Statement } from 'better-sqlite3';
+import type { Db } from './database.js';
+
+/** One held lock as stored. */
+export interface LockRow {
+  /** Monotonic position (never reused): the paging key. */
+  readonly seq: number;
+  readonly id: string;
+  readonly repo: string;
+  readonly path: string;
+  readonly ref: string | null;
+  readonly ownerId: string;
+  readonly ownerName: string;
+  /** ms since epoch. */
+  readonly lockedAt: number;
+}
+
+/** What a caller asks to lock. */
+export interface NewLock {
+  readonly id: string;
+  readonly repo: string;
+  readonly path: string;
+  readonly ref: string | null;
+  readonly ownerId: string;
+  readonly ownerName: string;
+  readonly lockedAt: number;
+}
+
+/** Outcome of `create`: the new lock, the lock that is in the way, or a stale lock replaced. */
+export type CreateOutcome =
+  | { readonly kind: 'created'; readonly lock: LockRow }
+  | { readonly kind: 'conflict'; readonly existing: LockRow }
+  | { readonly kind: 'taken_over'; readonly lock: LockRow; readonly previous: LockRow };
+
+interface RawRow {
+  seq: number;
+  id: string;
+  repo: string;
+  path: string;
+  ref: string | null;
+  owner_id: string;
+  owner_name: string;
+  locked_at: number;
+}
+
+const COLUMNS = 'seq, id, repo, path, ref, owner_id, owner_name, locked_at';
+
+function toRow(r: RawRow): LockRow {
+  return { seq: r.seq, id: r.id, repo: r.repo, path: r.path, ref: r.ref, ownerId: r.owner_id, ownerName: r.owner_name, lockedAt: r.locked_at };
+}
+
+/** SQLite's answer when the unique (repo, path) index refuses a second lock. */
+function isUniqueViolation(e: unknown): boolean {
+  return (e as { code?: unknown })?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+/**
+ * Locks per repository. Every statement is prepared once (design rule 9). Every lookup by id also
+ * names the repository, so an id from another repository is simply not found.
+ */
+export class LocksRepo {
+  readonly #byPath: Statement<[string, string], RawRow>;
+  readonly #byId: Statement<[string, string], RawRow>;
+  readonly #page: Statement<[string, number, number], RawRow>;
+  readonly #insert: Statement<[string, string, string, string | null, string, string, number], RawRow>;
+  readonly #deleteById: Statement<[string, string]>;
+  readonly #count: Statement<[string], { n: number }>;
+  readonly #create: (lock: NewLock, staleBefore: number | null) => CreateOutcome;
+
+  constructor(db: Db) {
+    this.#byPath = db.prepare(`SELECT ${COLUMNS} FROM locks WHERE repo = ? AND path = ?`);
+    this.#byId = db.prepare(`SELECT ${COLUMNS} FROM locks WHERE repo = ? AND id = ?`);
+    this.#page = db.prepare(`SELECT ${COLUMNS} FROM locks WHERE repo = ? AND seq > ? ORDER BY seq LIMIT ?`);
+    this.#insert = db.prepare(
+      `INSERT INTO locks (id, repo, path, ref, owner_id, owner_name, locked_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    );
+    this.#deleteById = db.prepare('DELETE FROM locks WHERE repo = ? AND id = ?');
+    this.#count = db.prepare('SELECT count(*) AS n FROM locks WHERE repo = ?');
+    const insert = (l: NewLock): LockRow => toRow(this.#insert.get(l.id, l.repo, l.path, l.ref, l.ownerId, l.ownerName, l.lockedAt)!);
+    const tx = db.transaction((lock: NewLock, staleBefore: number | null): CreateOutcome => {
+      const existing = this.#byPath.get(lock.repo, lock.path);
+      if (existing === undefined) return { kind: 'created', lock: insert(lock) };
+      const previous = toRow(existing);
+      if (staleBefore === null || previous.lockedAt >= staleBefore) return { kind: 'conflict', existing: previous };
+      this.#deleteById.run(previous.repo, previous.id);
+      return { kind: 'taken_over', lock: insert(lock), previous };
+    });
+    // IMMEDIATE takes the write lock before the read, so check-then-insert is atomic even against
+    // another process on the same file (the unique index is the last word either way).
+    this.#create = (lock, staleBefore) => tx.immediate(lock, staleBefore);
+  }
+
+  /**
+   * Takes the lock unless (repo, path) is held. A held lock whose `lockedAt` is before `staleBefore`
+   * (ms; null = locks never go stale) is replaced in the same transaction.
+   */
+  create(lock: NewLock, staleBefore: number | null): CreateOutcome {
+    try {
+      return this.#create(lock, staleBefore);
+    } catch (e) {
+      if (!isUniqueViolation(e)) throw e;
+      // Another writer on the same file won between our read and insert.
+      const existing = this.#byPath.get(lock.repo, lock.path);
+      if (existing === undefined) throw e;
+      return { kind: 'conflict', existing: toRow(existing) };
+    }
+  }
+
+  /** The lock `id` of `repo`, or null (also for another repository's id). */
+  findById(repo: string, id: string): LockRow | null {
+    const r = this.#byId.get(repo, id);
+    return r === undefined ? null : toRow(r);
+  }
+
+  /** The lock on `path` in `repo`, or null. */
+  findByPath(repo: string, path: string): LockRow | null {
+    const r = this.#byPath.get(repo, path);
+    return r === undefined ? null : toRow(r);
+  }
+
+  /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
+  page(repo: string, after: number, limit: number): LockRow[] {
+    return this.#page.all(repo, after, limit).map(toRow);
+  }
+
+  /** Releases lock `id` of `repo`; false when it was not there (already released, or not this repo's). */
+  delete(repo: string, id: string): boolean {
+    return this.#deleteById.run(repo, id).changes > 0;
+  }
+
+  /** Locks held in `repo` (for the repository page and stats). */
+  count(repo: string): number {
+    return this.#count.get(repo)!.n;
+  }
+}

@@ -1,0 +1,57 @@
+import type { Statement } from 'better-sqlite3';
+import type { Db } from './database.js';
+
+/** A dashboard session as stored: keyed by the sha256 of the cookie value, never the value itself. */
+export interface SessionRow {
+  readonly idHash: string;
+  readonly userId: string;
+  readonly userName: string;
+  /** How the forge made this person an admin: 'site_admin' or 'admin_repo'. */
+  readonly via: string;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+}
+
+interface RawRow {
+  id_hash: string;
+  user_id: string;
+  user_name: string;
+  via: string;
+  created_at: number;
+  expires_at: number;
+}
+
+/** Dashboard sign-in sessions. Every statement prepared once (design rule 9). */
+export class SessionsRepo {
+  readonly #insert: Statement<[string, string, string, string, number, number]>;
+  readonly #get: Statement<[string, number], RawRow>;
+  readonly #delete: Statement<[string]>;
+  readonly #purge: Statement<[number]>;
+
+  constructor(db: Db) {
+    this.#insert = db.prepare('INSERT INTO sessions (id_hash, user_id, user_name, via, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)');
+    this.#get = db.prepare('SELECT * FROM sessions WHERE id_hash = ? AND expires_at > ?');
+    this.#delete = db.prepare('DELETE FROM sessions WHERE id_hash = ?');
+    this.#purge = db.prepare('DELETE FROM sessions WHERE expires_at <= ?');
+  }
+
+  insert(row: SessionRow): void {
+    this.#insert.run(row.idHash, row.userId, row.userName, row.via, row.createdAt, row.expiresAt);
+  }
+
+  /** The live session with this hash, or null when unknown or expired. */
+  find(idHash: string, now: number): SessionRow | null {
+    const r = this.#get.get(idHash, now);
+    if (r === undefined) return null;
+    return { idHash: r.id_hash, userId: r.user_id, userName: r.user_name, via: r.via, createdAt: r.created_at, expiresAt: r.expires_at };
+  }
+
+  delete(idHash: string): boolean {
+    return this.#delete.run(idHash).changes > 0;
+  }
+
+  /** Removes expired sessions; returns how many. */
+  purgeExpired(now: number): number {
+    return this.#purge.run(now).changes;
+  }
+}

@@ -1,0 +1,65 @@
+import type { RepoName } from '../protocol/repo-name.js';
+import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
+import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
+
+/**
+ * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §3–4).
+ *
+ * - The token goes as `Authorization: token …`, lowercase: the form every version accepts
+ *   (Forgejo and Gitea ≤ 1.24 match the scheme case-sensitively).
+ * - `permissions {admin, push, pull}` is always present, for anonymous callers too, and computed by
+ *   the forge from the caller's access to the code unit, so it is used as it comes: admin → admin,
+ *   push → push, pull → pull, none → refused. (All-false here means "may see the repository but not
+ *   its code", unlike forge_a's installation tokens; reading it as read access would leak objects.)
+ * - Actions job tokens need nothing special: the forge answers for them with
+ *   `{admin: false, push: true, pull: true}` on their own repository (read only for fork pull
+ *   requests) and 404 elsewhere (Gitea ≤ 1.25, Forgejo); Gitea 1.26+ computes the flags from the
+ *   workflow's `permissions:`.
+ * - Neither forge rate-limits by itself; a proxy in front may. Spec forge rule 4: any answer with
+ *   Retry-After is a rate limit whatever its status, and a 503 without it means the instance is down.
+ */
+export class GiteaAdapter implements ForgeAdapter {
+  readonly #api: string;
+  readonly #http: ForgeHttpClient;
+
+  constructor(apiUrl: string, http: ForgeHttpClient) {
+    this.#api = apiUrl;
+    this.#http = http;
+  }
+
+  async lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+    const url = `${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`;
+    const res = await this.#http.get(url, token === null ? {} : { authorization: `token ${token}` }, signal);
+    checkAvailability(res);
+    if (res.status === 401) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
+    // 403: a scoped token without read:repository (unusable here), or REQUIRE_SIGNIN_VIEW for anonymous.
+    if (res.status === 403) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
+    if (res.status === 404 || (res.status >= 300 && res.status < 400)) return { kind: 'no_access' };
+    if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) throw forgeFailure(res.status);
+    const body = res.body as { private?: unknown; permissions?: { admin?: unknown; push?: unknown; pull?: unknown } | null };
+    const p = body.permissions ?? {};
+    if (token === null) {
+      // Rule 10: anonymous read of a repository that reports itself public.
+      return body.private === false && p.pull !== false ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
+    }
+    const admin = p.admin === true;
+    const push = admin || p.push === true;
+    const pull = push || p.pull === true;
+    return pull ? { kind: 'granted', permissions: { admin, push, pull } } : { kind: 'no_access' };
+  }
+
+  async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
+    const res = await this.#http.get(`${this.#api}/user`, { authorization: `token ${token}` }, signal);
+    checkAvailability(res);
+    if (res.status !== 200) return null;
+    const body = res.body as { id?: unknown; login?: unknown; is_admin?: unknown } | null;
+    if (body === null || typeof body !== 'object' || typeof body.login !== 'string') return null;
+    return { id: String(body.id ?? body.login), name: body.login, siteAdmin: body.is_admin === true };
+  }
+}
+
+/** Spec forge rule 4, then "down": 429 without Retry-After is still a rate limit (60 s); other 5xx are down. */
+function checkAvailability(res: ForgeResponse): void {
+  if (header(res.headers, 'retry-after') !== undefined || res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
+  if (res.status >= 500) throw forgeFailure(res.status);
+}

@@ -1,0 +1,169 @@
+import type { RepoName } from '../protocol/repo-name.js';
+import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
+import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
+
+/** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes (forges.md §2.2). */
+export const JOB_TOKEN_PREFIX = 'glcbt-';
+
+/** `Gitlab::Access` levels that matter here (forges.md §2.3); any other value is compared by size. */
+export const ACCESS = { REPORTER: 20, DEVELOPER: 30, MAINTAINER: 40 } as const;
+
+/**
+ * The spec's permission table for forge_b (rules 3–4): Maintainer (40) or Owner (50) or instance
+ * Admin (60) → admin; Developer (30) → push; Reporter (20) → pull; Guest (10), Planner (15),
+ * Minimal (5) or no role → nothing. Levels the table does not name (25 Security Manager, or any
+ * future one) fall to the highest named level they reach, so nothing crashes on them.
+ */
+export function permissionsForLevel(level: number): Permissions | null {
+  if (level >= ACCESS.MAINTAINER) return { pull: true, push: true, admin: true };
+  if (level >= ACCESS.DEVELOPER) return { pull: true, push: true, admin: false };
+  if (level >= ACCESS.REPORTER) return READ_ONLY;
+  return null;
+}
+
+interface ProjectBody {
+  readonly visibility?: unknown;
+  readonly permissions?: {
+    readonly project_access?: { readonly access_level?: unknown } | null;
+    readonly group_access?: { readonly access_level?: unknown } | null;
+  } | null;
+}
+
+/**
+ * forge_b: GitLab's REST v4, `GET {api}/projects/{url-encoded org/repo}` (forges.md §2).
+ *
+ * - Personal, project, group and OAuth tokens go as `Authorization: Bearer` (accepted for all of
+ *   them, §2.2). The role is the higher of `project_access` and `group_access` (rule 4: an
+ *   inherited group role counts the same).
+ * - Both may be null for a caller who still sees the project: a group share, an instance admin who
+ *   is not a member, or any signed-in user on a public or internal project. The answer arriving
+ *   proves read access (GitLab 404s what a token cannot see), so that is read only, never write.
+ * - CI job tokens: the project endpoint ignores them (it serves the caller as anonymous, §2.2, 2.7),
+ *   so they are checked with `GET {api}/job` and `JOB-TOKEN`, which returns the running job; a job
+ *   may read and write its own project (matched by the job's `web_url`), as git over HTTPS lets it.
+ *   Any other project it may read only when that project is public. A token is taken for a job
+ *   token when it carries the `glcbt-` prefix, or when the project endpoint does not know it as a
+ *   personal token (401) — job tokens from before the prefix existed.
+ */
+export class GitLabAdapter implements ForgeAdapter {
+  readonly #api: string;
+  readonly #http: ForgeHttpClient;
+
+  constructor(apiUrl: string, http: ForgeHttpClient) {
+    this.#api = apiUrl;
+    this.#http = http;
+  }
+
+  async lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+    if (token !== null && token.startsWith(JOB_TOKEN_PREFIX)) return this.#jobLookup(token, repo, signal);
+    const res = await this.#project(token, repo, signal);
+    if (res.status === 401) {
+      if (token === null) return { kind: 'no_access' };
+      // Unknown as a personal token: maybe an unprefixed job token (GitLab < 17 format).
+      const job = await this.#jobLookup(token, repo, signal);
+      return job;
+    }
+    // 403: the token lacks the api/read_api scope, or its user is blocked: unusable here.
+    if (res.status === 403) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
+    if (res.status === 404 || (res.status >= 300 && res.status < 400)) return { kind: 'no_access' };
+    if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) throw forgeFailure(res.status);
+    return token === null ? anonymousAnswer(res.body as ProjectBody) : memberAnswer(res.body as ProjectBody);
+  }
+
+  async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
+    if (!token.startsWith(JOB_TOKEN_PREFIX)) {
+      const res = await this.#http.get(`${this.#api}/user`, { authorization: `Bearer ${token}` }, signal);
+      checkRateLimit(res);
+      if (res.status >= 500) throw forgeFailure(res.status);
+      if (res.status === 200) return userIdentity(res.body);
+      if (res.status !== 401) return null;
+    }
+    // A job token names the user who started the pipeline.
+    const job = await this.#job(token, signal);
+    return job === null ? null : userIdentity(job.user);
+  }
+
+  /** The project as this token (or nobody) sees it; rate limits thrown, other statuses returned. */
+  async #project(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeResponse> {
+    // The path must be one URL-encoded parameter, or GitLab answers 404 (forges.md §2.1).
+    const url = `${this.#api}/projects/${encodeURIComponent(repo.key)}`;
+    const res = await this.#http.get(url, token === null ? {} : { authorization: `Bearer ${token}` }, signal);
+    checkRateLimit(res);
+    return res;
+  }
+
+  async #jobLookup(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+    const job = await this.#job(token, signal);
+    if (job === null) return { kind: 'bad_token' };
+    if (job.projectPath !== null && job.projectPath.toLowerCase() === repo.key.toLowerCase()) {
+      return { kind: 'granted', permissions: { pull: true, push: true, admin: false } };
+    }
+    // Another project: what anybody may see of it (the project endpoint treats the job token so, too).
+    const res = await this.#project(null, repo, signal);
+    if (res.status === 200 && typeof res.body === 'object' && res.body !== null) return anonymousAnswer(res.body as ProjectBody);
+    if (res.status >= 500) throw forgeFailure(res.status);
+    return { kind: 'no_access' };
+  }
+
+  /** `GET /job` with the job token: the running job, or null when the token is no (live) job token. */
+  async #job(token: string, signal: AbortSignal): Promise<{ projectPath: string | null; user: unknown } | null> {
+    const res = await this.#http.get(`${this.#api}/job`, { 'job-token': token }, signal);
+    checkRateLimit(res);
+    if (res.status >= 500) throw forgeFailure(res.status);
+    if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) return null;
+    const body = res.body as { web_url?: unknown; user?: unknown };
+    return { projectPath: projectPathOfJobUrl(body.web_url), user: body.user };
+  }
+}
+
+/**
+ * `web_url` is `{gitlab}/{full project path}/-/jobs/{id}` (a relative URL root may precede the
+ * path); the project's full path is what sits before `/-/jobs/`. Only a two-segment path can be an
+ * {org}/{repo} of ours, so deeper paths (subgroups) after a root prefix are cut to their last two.
+ */
+export function projectPathOfJobUrl(webUrl: unknown): string | null {
+  if (typeof webUrl !== 'string') return null;
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(webUrl).pathname);
+  } catch {
+    return null;
+  }
+  const m = /^\/(.+)\/-\/jobs\/\d+\/?$/.exec(path);
+  if (!m) return null;
+  const segments = m[1]!.split('/');
+  return segments.length >= 2 ? segments.slice(-2).join('/') : null;
+}
+
+/** forge_b rate-limits with 429 (spec Errors, forge rule 3); Retry-After, else RateLimit-Reset, else 60 s. */
+function checkRateLimit(res: ForgeResponse): void {
+  if (res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
+  // A throttle in front of a self-managed instance may answer 503 with Retry-After.
+  if (res.status === 503 && header(res.headers, 'retry-after') !== undefined) throw rateLimited(retryAfterSeconds(res.headers));
+}
+
+function anonymousAnswer(body: ProjectBody): ForgeAnswer {
+  return body.visibility === 'public' ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
+}
+
+function levelOf(access: { readonly access_level?: unknown } | null | undefined): number {
+  const level = access?.access_level;
+  return typeof level === 'number' && Number.isFinite(level) ? level : -1;
+}
+
+function memberAnswer(body: ProjectBody): ForgeAnswer {
+  const level = Math.max(levelOf(body.permissions?.project_access), levelOf(body.permissions?.group_access));
+  const byRole = permissionsForLevel(level);
+  if (byRole !== null) return { kind: 'granted', permissions: byRole };
+  // No role worth anything (Guest, Planner) or none reported (null/null): the project is readable to
+  // this token anyway when it is public or internal (any signed-in user reads those), or when no
+  // role is reported at all for a private project it can see (group share, instance admin).
+  if (level < 0 || body.visibility === 'public' || body.visibility === 'internal') return { kind: 'granted', permissions: READ_ONLY };
+  return { kind: 'no_access' };
+}
+
+function userIdentity(user: unknown): Identity | null {
+  const u = user as { id?: unknown; username?: unknown; is_admin?: unknown } | null;
+  if (u === null || typeof u !== 'object' || typeof u.username !== 'string') return null;
+  return { id: String(u.id ?? u.username), name: u.username, siteAdmin: u.is_admin === true };
+}

@@ -1,0 +1,100 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { SessionsRepo } from '../db/sessions-repo.js';
+import { isLfsError, lfsError } from '../errors/errors.js';
+import type { RepoName } from '../protocol/repo-name.js';
+import type { PolicedAccessService } from './settings-service.js';
+
+/** Someone the forge says may run this server: a site admin, or an admin of SVC_ADMIN_REPO. */
+export interface DashboardUser {
+  readonly id: string;
+  readonly name: string;
+  readonly via: 'site_admin' | 'admin_repo';
+}
+
+/** A live dashboard session. */
+export interface Session {
+  readonly user: DashboardUser;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+}
+
+export interface SessionOptions {
+  /** Repository whose admins are dashboard admins; null = forge site admins only. */
+  readonly adminRepo: RepoName | null;
+  /** Seconds a session lasts (SVC_SESSION_TTL); it is not extended by use. */
+  readonly ttlSeconds: number;
+}
+
+/** sha256 of a secret, the only form in which session ids (and tokens) are kept. */
+function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('base64url');
+}
+
+/**
+ * Dashboard sign-in. Who is an admin is the forge's answer (the service keeps no accounts): the
+ * identity's site-admin flag, or admin permission on SVC_ADMIN_REPO. A session id is 256 random
+ * bits handed to the browser once; only its hash is stored, so a copy of the database signs no one in.
+ */
+export class SessionService {
+  readonly #repo: SessionsRepo;
+  readonly #access: PolicedAccessService;
+  readonly #opts: SessionOptions;
+
+  constructor(repo: SessionsRepo, access: PolicedAccessService, opts: SessionOptions) {
+    this.#repo = repo;
+    this.#access = access;
+    this.#opts = opts;
+  }
+
+  get ttlSeconds(): number {
+    return this.#opts.ttlSeconds;
+  }
+
+  /**
+   * The dashboard user behind a forge token, or throws: 401 for a token the forge does not accept,
+   * 403 for a valid token of someone who is not an admin. Neither carries a Basic challenge: a
+   * browser's fetch must not pop up a password dialog.
+   */
+  async adminOf(token: string, signal: AbortSignal): Promise<DashboardUser> {
+    const identity = await this.#access.identify(token, signal);
+    if (identity?.siteAdmin === true) return { id: identity.id, name: identity.name, via: 'site_admin' };
+    const adminRepo = this.#opts.adminRepo;
+    if (adminRepo !== null) {
+      try {
+        await this.#access.authorizeIgnoringSettings(token, adminRepo, 'admin', signal);
+        const id = identity?.id ?? `token:${hashSecret(token).slice(0, 12)}`;
+        return { id, name: identity?.name ?? `admin of ${adminRepo.key}`, via: 'admin_repo' };
+      } catch (e) {
+        if (!isLfsError(e)) throw e;
+        if (e.code === 'LFS_ERR_AUTH_REJECTED' || e.code === 'LFS_ERR_AUTH_REQUIRED') throw lfsError('LFS_ERR_AUTH_REJECTED');
+        if (e.code !== 'LFS_ERR_REPO_NOT_FOUND' && e.code !== 'LFS_ERR_FORBIDDEN' && e.code !== 'LFS_ERR_FORBIDDEN_WRITE') throw e;
+      }
+    }
+    if (identity === null) throw lfsError('LFS_ERR_AUTH_REJECTED');
+    throw lfsError('LFS_ERR_NOT_ADMIN');
+  }
+
+  /** Signs a forge admin in; returns the raw session id (for the cookie, never stored) and the session. */
+  async signIn(token: string, signal: AbortSignal): Promise<{ id: string; session: Session }> {
+    const user = await this.adminOf(token, signal);
+    const now = Date.now();
+    this.#repo.purgeExpired(now);
+    const id = randomBytes(32).toString('base64url');
+    const expiresAt = now + this.#opts.ttlSeconds * 1000;
+    this.#repo.insert({ idHash: hashSecret(id), userId: user.id, userName: user.name, via: user.via, createdAt: now, expiresAt });
+    return { id, session: { user, createdAt: now, expiresAt } };
+  }
+
+  /** The live session for a cookie value, or null (unknown, expired or signed out). */
+  find(id: string): Session | null {
+    if (id === '' || id.length > 100) return null;
+    const row = this.#repo.find(hashSecret(id), Date.now());
+    if (row === null) return null;
+    const via = row.via === 'site_admin' ? 'site_admin' : 'admin_repo';
+    return { user: { id: row.userId, name: row.userName, via }, createdAt: row.createdAt, expiresAt: row.expiresAt };
+  }
+
+  signOut(id: string): void {
+    if (id !== '') this.#repo.delete(hashSecret(id));
+  }
+}

@@ -1,0 +1,270 @@
+import { ConfigError, parseBoolean, parseRepoPatterns, parseSize } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import type { ObjectsRepo } from '../db/objects-repo.js';
+import type { SettingsRepo } from '../db/settings-repo.js';
+import type { StatsRepo } from '../db/stats-repo.js';
+import { lfsError } from '../errors/errors.js';
+import type { Metrics } from '../metrics/registry.js';
+import type { Oid } from '../protocol/oid.js';
+import type { RepoName } from '../protocol/repo-name.js';
+import { AccessService, CHALLENGE } from './access-service.js';
+
+/** The access settings the dashboard edits (GET/PUT/DELETE /-/api/access). */
+export interface AccessSettings {
+  /** Token-less reads of public repositories. Off: every request needs a token. */
+  readonly anonymousRead: boolean;
+  /** Lower-cased organisations or `org/repo` patterns served; empty = every repository. */
+  readonly allowedRepos: readonly string[];
+  /** Largest object accepted for upload, bytes; 0 = no limit. */
+  readonly maxObjectSize: number;
+  /** Logical bytes one repository may hold; 0 = no limit. Downloads are never limited. */
+  readonly repoQuota: number;
+}
+
+/** The settings in their wire form, with where they come from. */
+export interface AccessSettingsView {
+  readonly anonymous_read: boolean;
+  readonly allowed_repos: readonly string[];
+  readonly max_object_size: number;
+  readonly repo_quota: number;
+  /** 'environment' (the SVC_ defaults) or 'saved' (edited on the dashboard). */
+  readonly source: 'environment' | 'saved';
+  readonly updated_at: string | null;
+  readonly updated_by: string | null;
+}
+
+/** A per-object refusal in a batch answer (batch.md "Response Errors"). */
+export interface ObjectRefusal {
+  readonly code: number;
+  readonly message: string;
+}
+
+/**
+ * What uploads must respect. The batch asks per object, in request order, so a batch that crosses
+ * the quota is refused from the first object past it; a PUT is checked again, since a client may
+ * skip the batch.
+ */
+export interface UploadLimits {
+  uploadBudget(repo: RepoName): { admit(size: number): ObjectRefusal | null };
+  /** Throws 413/507 when the object cannot be accepted; when its size is unknown, returns where to cut the body. */
+  admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): UploadCap | null;
+}
+
+/** The most bytes an upload of unknown size may send, and the error to answer past it. */
+export interface UploadCap {
+  readonly bytes: number;
+  readonly error: () => Error;
+}
+
+const SETTINGS_KEY = 'access';
+
+/** Fields a PUT may carry; anything else is a 422, so a typo never silently does nothing. */
+const FIELDS = new Set(['anonymous_read', 'allowed_repos', 'max_object_size', 'repo_quota']);
+
+/** `*` matches within one segment; everything else literally, case-insensitively (forge names are). */
+function compilePattern(pattern: string): RegExp {
+  const [org, repo] = pattern.split('/');
+  const seg = (s: string): string => s.split('*').map((p) => p.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')).join('[^/]*');
+  return new RegExp(`^${seg(org!)}/${repo === undefined ? '[^/]+' : seg(repo)}$`);
+}
+
+/**
+ * Holds the access settings (saved in SQLite over the environment's defaults), edits them, and
+ * enforces them. Reads come from memory, so a saved change applies to the very next request.
+ */
+export class SettingsService implements UploadLimits {
+  readonly #repo: SettingsRepo;
+  readonly #stats: StatsRepo;
+  readonly #objects: ObjectsRepo;
+  readonly #metrics: Metrics;
+  readonly #defaults: AccessSettings;
+  #current: AccessSettings;
+  #patterns: RegExp[];
+  #saved: { updatedAt: number; updatedBy: string } | null = null;
+
+  constructor(repo: SettingsRepo, stats: StatsRepo, objects: ObjectsRepo, metrics: Metrics, defaults: Config['access']) {
+    this.#repo = repo;
+    this.#stats = stats;
+    this.#objects = objects;
+    this.#metrics = metrics;
+    this.#defaults = { ...defaults, allowedRepos: [...defaults.allowedRepos] };
+    this.#current = this.#defaults;
+    const row = repo.get(SETTINGS_KEY);
+    if (row !== null) {
+      try {
+        this.#current = this.#merge(this.#defaults, row.value);
+        this.#saved = { updatedAt: row.updatedAt, updatedBy: row.updatedBy };
+      } catch {
+        // A row this version cannot read (written by a newer one): serve the defaults rather than refuse to start.
+      }
+    }
+    this.#patterns = this.#current.allowedRepos.map(compilePattern);
+  }
+
+  get current(): AccessSettings {
+    return this.#current;
+  }
+
+  view(): AccessSettingsView {
+    const c = this.#current;
+    return {
+      anonymous_read: c.anonymousRead,
+      allowed_repos: c.allowedRepos,
+      max_object_size: c.maxObjectSize,
+      repo_quota: c.repoQuota,
+      source: this.#saved === null ? 'environment' : 'saved',
+      updated_at: this.#saved === null ? null : new Date(this.#saved.updatedAt).toISOString(),
+      updated_by: this.#saved?.updatedBy ?? null,
+    };
+  }
+
+  /** Applies the fields present in `patch` over the current settings, saves and enforces them at once. */
+  save(patch: unknown, by: string): AccessSettingsView {
+    const next = this.#merge(this.#current, patch);
+    const now = Date.now();
+    this.#repo.put(SETTINGS_KEY, { anonymous_read: next.anonymousRead, allowed_repos: next.allowedRepos, max_object_size: next.maxObjectSize, repo_quota: next.repoQuota }, by, now);
+    this.#apply(next, { updatedAt: now, updatedBy: by });
+    return this.view();
+  }
+
+  /** Forgets the saved settings: the environment's defaults apply again. */
+  reset(): AccessSettingsView {
+    this.#repo.delete(SETTINGS_KEY);
+    this.#apply(this.#defaults, null);
+    return this.view();
+  }
+
+  #apply(next: AccessSettings, saved: { updatedAt: number; updatedBy: string } | null): void {
+    this.#patterns = next.allowedRepos.map(compilePattern);
+    this.#current = next;
+    this.#saved = saved;
+  }
+
+  /** Validates a patch (wire names) over `base`; a bad field is a 422 naming it. */
+  #merge(base: AccessSettings, patch: unknown): AccessSettings {
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Access settings must be a JSON object');
+    const p = patch as Record<string, unknown>;
+    for (const k of Object.keys(p)) {
+      if (!FIELDS.has(k)) throw lfsError('LFS_ERR_BAD_REQUEST', `Unknown access setting "${k}"; known: ${[...FIELDS].join(', ')}`);
+    }
+    try {
+      const size = (name: string, v: unknown, fallback: number): number => {
+        if (v === undefined) return fallback;
+        if (v === null) return 0;
+        if (typeof v === 'number') return parseSize(name, String(v), 0, 2 ** 50);
+        if (typeof v === 'string') return parseSize(name, v.trim() === '' ? '0' : v.trim(), 0, 2 ** 50);
+        throw new ConfigError(`${name} must be a number of bytes or a size such as 5GiB`);
+      };
+      let anonymousRead = base.anonymousRead;
+      if (p.anonymous_read !== undefined) {
+        if (typeof p.anonymous_read === 'boolean') anonymousRead = p.anonymous_read;
+        else if (typeof p.anonymous_read === 'string') anonymousRead = parseBoolean('anonymous_read', p.anonymous_read);
+        else throw new ConfigError('anonymous_read must be true or false');
+      }
+      let allowedRepos = base.allowedRepos;
+      if (p.allowed_repos !== undefined) {
+        const v = p.allowed_repos;
+        if (typeof v === 'string') allowedRepos = parseRepoPatterns('allowed_repos', v);
+        else if (Array.isArray(v) && v.every((x) => typeof x === 'string')) allowedRepos = parseRepoPatterns('allowed_repos', v.join(','));
+        else throw new ConfigError('allowed_repos must be a list of organisations or org/repo patterns');
+      }
+      return {
+        anonymousRead,
+        allowedRepos,
+        maxObjectSize: size('max_object_size', p.max_object_size, base.maxObjectSize),
+        repoQuota: size('repo_quota', p.repo_quota, base.repoQuota),
+      };
+    } catch (e) {
+      if (e instanceof ConfigError) throw lfsError('LFS_ERR_BAD_REQUEST', e.message);
+      throw e;
+    }
+  }
+
+  /**
+   * The one check every /{org}/{repo} route passes through (via PolicedAccessService.authorize):
+   * the allow list, then anonymous read. Runs before any forge lookup, so refused traffic costs none.
+   */
+  checkRepo(repo: RepoName, token: string | null): void {
+    if (this.#patterns.length > 0) {
+      const key = repo.key.toLowerCase();
+      if (!this.#patterns.some((re) => re.test(key))) {
+        this.#metrics.rejections.inc({ cause: 'repo_not_allowed' });
+        throw lfsError('LFS_ERR_REPO_NOT_ALLOWED', `This server does not serve ${repo.key}: its operator allows only ${this.#current.allowedRepos.join(', ')}`);
+      }
+    }
+    if (token === null && !this.#current.anonymousRead) {
+      this.#metrics.rejections.inc({ cause: 'anonymous_read_disabled' });
+      throw lfsError('LFS_ERR_AUTH_REQUIRED', 'Credentials needed: anonymous access is turned off on this server', CHALLENGE);
+    }
+  }
+
+  uploadBudget(repo: RepoName): { admit(size: number): ObjectRefusal | null } {
+    const { maxObjectSize, repoQuota } = this.#current;
+    let used = repoQuota > 0 ? this.#stats.repoSummary(repo.key).logicalBytes : 0;
+    return {
+      admit: (size: number): ObjectRefusal | null => {
+        if (maxObjectSize > 0 && size > maxObjectSize) {
+          this.#metrics.rejections.inc({ cause: 'object_too_large' });
+          return { code: 422, message: `Object is ${size} bytes; this server accepts objects of at most ${maxObjectSize} bytes` };
+        }
+        if (repoQuota > 0) {
+          if (used + size > repoQuota) {
+            this.#metrics.rejections.inc({ cause: 'quota_exceeded' });
+            return { code: 507, message: `Repository quota of ${repoQuota} bytes reached (${used} bytes held or accepted in this batch)` };
+          }
+          used += size;
+        }
+        return null;
+      },
+    };
+  }
+
+  admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): UploadCap | null {
+    const { maxObjectSize, repoQuota } = this.#current;
+    // Re-sending an object the repository already holds adds nothing to its usage.
+    const counts = repoQuota > 0 && this.#objects.findInRepo(repo.key, oid) === null;
+    const room = counts ? Math.max(0, repoQuota - this.#stats.repoSummary(repo.key).logicalBytes) : Infinity;
+    if (maxObjectSize === 0 && room === Infinity) return null;
+    const tooLarge = (): Error => {
+      this.#metrics.rejections.inc({ cause: 'object_too_large' });
+      return lfsError('LFS_ERR_OBJECT_TOO_LARGE', `Object is larger than the ${maxObjectSize} bytes this server accepts`);
+    };
+    const overQuota = (): Error => {
+      this.#metrics.rejections.inc({ cause: 'quota_exceeded' });
+      return lfsError('LFS_ERR_QUOTA_EXCEEDED', `Repository quota of ${repoQuota} bytes reached`);
+    };
+    if (expectedSize !== null) {
+      if (maxObjectSize > 0 && expectedSize > maxObjectSize) throw tooLarge();
+      if (expectedSize > room) throw overQuota();
+      // The store refuses the first byte past the announced size, so nothing more to watch.
+      return null;
+    }
+    // Size unknown (chunked without X-Lfs-Object-Size): the body is cut at the first byte past a limit.
+    const bytes = Math.min(maxObjectSize > 0 ? maxObjectSize : Infinity, room);
+    if (bytes === Infinity) return null;
+    return { bytes, error: () => (maxObjectSize > 0 && bytes === maxObjectSize ? tooLarge() : overQuota()) };
+  }
+}
+
+/**
+ * The AccessService every route uses: the access settings are checked first, in this one place, so
+ * each /{org}/{repo} route — objects, locks, pages, maintenance — enforces them by authorizing.
+ */
+export class PolicedAccessService extends AccessService {
+  readonly #settings: SettingsService;
+
+  constructor(settings: SettingsService, ...args: ConstructorParameters<typeof AccessService>) {
+    super(...args);
+    this.#settings = settings;
+  }
+
+  override async authorize(...args: Parameters<AccessService['authorize']>): ReturnType<AccessService['authorize']> {
+    this.#settings.checkRepo(args[1], args[0]);
+    return super.authorize(...args);
+  }
+
+  /** The forge's answer without the access settings: the dashboard's admin check must never be locked out by an allow list. */
+  authorizeIgnoringSettings(...args: Parameters<AccessService['authorize']>): ReturnType<AccessService['authorize']> {
+    return super.authorize(...args);
+  }
+}

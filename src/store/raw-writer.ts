@@ -1,0 +1,108 @@
+import { createHash, type Hash } from 'node:crypto';
+import { lfsError } from '../errors/errors.js';
+import type { Oid } from '../protocol/oid.js';
+import { ioBuffers } from './buffer-pool.js';
+import type { StagingFile } from './staging-file.js';
+import type { ObjectWriter, PutResult } from './types.js';
+
+/** Moves a sealed staging file to the object's final name (the store's part of finishing). */
+export type CommitFn = (file: StagingFile, result: Omit<PutResult, 'created'>) => Promise<PutResult>;
+
+/** Most chunks written but not yet on disk per upload before the socket is paused. */
+const MAX_IN_FLIGHT = 4;
+
+/**
+ * Writes an upload exactly as it arrives. Every chunk is hashed (sha256) on arrival and copied into a
+ * pooled 1 MiB buffer; full buffers are written with pwrite while the next fills, and at most
+ * MAX_IN_FLIGHT are outstanding, so an upload costs a fixed few MiB whatever its size.
+ */
+export class RawWriter implements ObjectWriter {
+  readonly #oid: Oid;
+  readonly #expected: number | null;
+  readonly #file: StagingFile;
+  readonly #commit: CommitFn;
+  readonly #hash: Hash = createHash('sha256');
+  #count = 0;
+  #written = 0;
+  #buf: ArrayBuffer | null = null;
+  #fill = 0;
+  #drain: (() => void) | null = null;
+  #waiting = false;
+  #failed: unknown = null;
+
+  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn) {
+    this.#oid = oid;
+    this.#expected = expected;
+    this.#file = file;
+    this.#commit = commit;
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (this.#failed !== null) throw this.#failed;
+    if (this.#file.error !== null) throw (this.#failed = this.#file.error);
+    this.#count += chunk.byteLength;
+    if (this.#expected !== null && this.#count > this.#expected) {
+      throw (this.#failed = lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#expected} bytes`));
+    }
+    this.#hash.update(chunk);
+    let off = 0;
+    while (off < chunk.byteLength) {
+      this.#buf ??= ioBuffers.take();
+      const n = Math.min(chunk.byteLength - off, this.#buf.byteLength - this.#fill);
+      new Uint8Array(this.#buf, this.#fill, n).set(chunk.subarray(off, off + n));
+      this.#fill += n;
+      off += n;
+      if (this.#fill === this.#buf.byteLength) this.#flush();
+    }
+    if (this.#file.pending >= MAX_IN_FLIGHT) {
+      this.#waiting = true;
+      return false;
+    }
+    return true;
+  }
+
+  onDrain(listener: () => void): void {
+    this.#drain = listener;
+  }
+
+  #flush(): void {
+    const buf = this.#buf!;
+    const len = this.#fill;
+    this.#buf = null;
+    this.#fill = 0;
+    const position = this.#written;
+    this.#written += len;
+    this.#file.write(new Uint8Array(buf, 0, len), position, () => {
+      ioBuffers.give(buf);
+      if (this.#waiting && this.#file.pending < MAX_IN_FLIGHT) {
+        this.#waiting = false;
+        this.#drain?.();
+      }
+    });
+  }
+
+  async finish(): Promise<PutResult> {
+    if (this.#failed !== null) throw this.#failed;
+    if (this.#fill > 0) this.#flush();
+    if (this.#buf !== null) {
+      ioBuffers.give(this.#buf);
+      this.#buf = null;
+    }
+    if (this.#expected !== null && this.#count !== this.#expected) {
+      throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
+    }
+    const digest = this.#hash.digest('hex');
+    if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
+    await this.#file.seal(this.#written);
+    return this.#commit(this.#file, { size: this.#count, storedSize: this.#written });
+  }
+
+  async abort(): Promise<void> {
+    this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
+    if (this.#buf !== null) {
+      ioBuffers.give(this.#buf);
+      this.#buf = null;
+    }
+    await this.#file.dispose();
+  }
+}
