@@ -26,6 +26,7 @@ import { BatchService } from './service/batch-service.js';
 import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { DiskBlobStore } from './store/disk.js';
+import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 
 export interface App {
@@ -40,7 +41,8 @@ export interface App {
 export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, 'index.sqlite'));
-  const store = await DiskBlobStore.open(config.dataDir);
+  const pool = new WorkerPool(config.workers);
+  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel });
   const swept = await store.sweepStaging(60_000);
   if (swept > 0) log('swept staging files left by an earlier run', { count: swept });
 
@@ -87,6 +89,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       clearInterval(sweeper);
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      await pool.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
       db.close();
     },

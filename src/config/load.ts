@@ -117,6 +117,16 @@ function checkPrivateKeyFile(name: string, path: string): void {
   }
 }
 
+/** `off`, `zstd` (level 3) or `zstd:N` with N from 1 to 19. */
+export function parseCompression(value: string): number | null {
+  if (/^off$/i.test(value)) return null;
+  const m = /^zstd(?::(\d{1,2}))?$/i.exec(value);
+  if (!m) throw new ConfigError(`SVC_COMPRESSION must be off, zstd or zstd:LEVEL, got "${value}"`);
+  const level = m[1] === undefined ? 3 : Number(m[1]);
+  if (level < 1 || level > 19) throw new ConfigError(`SVC_COMPRESSION level must be between 1 and 19, got ${level}`);
+  return level;
+}
+
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === 'object') {
     for (const v of Object.values(o)) deepFreeze(v);
@@ -186,6 +196,7 @@ export function loadConfig(env: Env): Config {
     stagingMaxAge: parseDuration('SVC_STAGING_MAX_AGE', raw(env, 'SVC_STAGING_MAX_AGE')!, 60, 365 * 86400),
     chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
     workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
+    compressionLevel: parseCompression(raw(env, 'SVC_COMPRESSION')!),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
     lockMaxAge: lockMaxAgeRaw === null ? null : parseDuration('SVC_LOCK_MAX_AGE', lockMaxAgeRaw, 1, 10 * 365 * 86400),
     access: {

@@ -43,6 +43,8 @@ export interface Config {
   readonly chunkedUploadThreshold: number;
   /** Piscina pool size. */
   readonly workers: number;
+  /** zstd level for new objects (SVC_COMPRESSION=zstd[:level]), or null when off. */
+  readonly compressionLevel: number | null;
   /** Log every request as a JSON line on stdout. */
   readonly logRequests: boolean;
   /** Seconds after which a lock is stale and anyone with push may take it over; null (unset) = never. */
@@ -88,6 +90,7 @@ export const DEFAULTS = {
   SVC_STAGING_MAX_AGE: '86400',
   SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
   SVC_WORKERS: null, // number of cores
+  SVC_COMPRESSION: 'off',
   SVC_LOG_REQUESTS: 'false',
   SVC_LOCK_MAX_AGE: null, // locks never go stale
   SVC_ANONYMOUS_READ: 'true',

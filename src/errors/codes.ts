@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   LFS_ERR_LOCK_NO_IDENTITY: { status: 403, message: 'This token names no forge user (an app or installation token), so it cannot hold locks' },
   LFS_ERR_LOCK_NOT_OWNER: { status: 403, message: 'This lock belongs to someone else; releasing it needs force' },
   LFS_ERR_LOCK_FORCE_NEEDS_ADMIN: { status: 403, message: "Releasing someone else's lock needs admin permission on the repository" },
+  LFS_ERR_OBJECT_DAMAGED: { status: 500, message: 'The stored object is damaged' },
   LFS_ERR_INTERNAL: { status: 500, message: 'Internal server error' },
   // Dashboard, repository page and access settings (issue 7).
   LFS_ERR_SESSION_REQUIRED: { status: 401, message: "Sign in to the dashboard, or send a forge administrator's token" },

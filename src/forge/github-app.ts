@@ -86,6 +86,11 @@ export class GitHubAppIdentity {
     return mint;
   }
 
+  /** Drops a cached installation token the forge no longer accepts (revoked, or the app uninstalled). */
+  forget(repo: RepoName): void {
+    this.#orgs.delete(repo.org.toLowerCase());
+  }
+
   async #mint(org: string, repo: RepoName, signal: AbortSignal): Promise<string | null> {
     const auth = { ...GITHUB_HEADERS, authorization: `Bearer ${this.jwt()}` };
     // The repository's installation, which is its owner's (forges.md §1.6): it works for

@@ -38,8 +38,11 @@ export class GitHubAdapter implements ForgeAdapter {
     // Spec forge rule 3: forge_a signals rate limiting with 403 (or 429); it is never a refusal.
     if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
     if (res.status === 401) {
-      // An installation token that expired under us is our problem, not the caller's: ask plainly.
-      return token === null ? this.#plainAnonymous(repo, signal) : { kind: 'bad_token' };
+      if (token !== null) return { kind: 'bad_token' };
+      // An installation token revoked under us is our problem, not the caller's: forget it and ask plainly.
+      if (asApp === null) return { kind: 'no_access' };
+      this.#app?.forget(repo);
+      return this.#plainAnonymous(repo, signal);
     }
     // 404 hides private repositories; other 403s are SSO enforcement or app-scope refusals; a 3xx
     // is a renamed repository, which git-lfs should be pointed at under its new name.

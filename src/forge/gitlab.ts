@@ -1,5 +1,5 @@
 import type { RepoName } from '../protocol/repo-name.js';
-import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
+import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
 /** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes (forges.md §2.2). */
@@ -59,9 +59,8 @@ export class GitLabAdapter implements ForgeAdapter {
     const res = await this.#project(token, repo, signal);
     if (res.status === 401) {
       if (token === null) return { kind: 'no_access' };
-      // Unknown as a personal token: maybe an unprefixed job token (GitLab < 17 format).
-      const job = await this.#jobLookup(token, repo, signal);
-      return job;
+      // Unknown as a personal token: maybe a job token from before the glcbt- prefix.
+      return this.#jobLookup(token, repo, signal);
     }
     // 403: the token lacks the api/read_api scope, or its user is blocked: unusable here.
     if (res.status === 403) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
@@ -137,9 +136,8 @@ export function projectPathOfJobUrl(webUrl: unknown): string | null {
 
 /** forge_b rate-limits with 429 (spec Errors, forge rule 3); Retry-After, else RateLimit-Reset, else 60 s. */
 function checkRateLimit(res: ForgeResponse): void {
+  // Only 429 is forge_b's rate-limit signal; a 503 (maintenance, overload) is the forge being down.
   if (res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
-  // A throttle in front of a self-managed instance may answer 503 with Retry-After.
-  if (res.status === 503 && header(res.headers, 'retry-after') !== undefined) throw rateLimited(retryAfterSeconds(res.headers));
 }
 
 function anonymousAnswer(body: ProjectBody): ForgeAnswer {

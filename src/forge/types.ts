@@ -8,7 +8,7 @@ export interface Permissions {
   readonly admin: boolean;
 }
 
-/** What each kind of forge answer or token may do, before any mapping. */
+/** One repository lookup's outcome, already mapped by the adapter; AccessService caches it. */
 export type ForgeAnswer =
   /** The forge answered with what this caller may do. `permissions.pull` may be false only for a refusal. */
   | { readonly kind: 'granted'; readonly permissions: Permissions }

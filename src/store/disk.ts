@@ -2,7 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { shardPath, type Oid } from '../protocol/oid.js';
+import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
+import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
+import { FramedChunkSource } from './framed-reader.js';
+import { FramedWriter } from './framed-writer.js';
 import { RawChunkSource } from './raw-reader.js';
 import { RawWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
@@ -20,13 +24,19 @@ export class DiskBlobStore implements BlobStore {
   /** Staging files this process is writing: never swept. */
   readonly #inFlight = new Set<string>();
 
-  private constructor(root: string) {
+  readonly #pool: WorkerPool;
+  /** zstd level for new objects, or null to store them as they arrive. */
+  readonly #level: number | null;
+
+  private constructor(root: string, pool: WorkerPool, level: number | null) {
     this.#objects = join(root, 'objects');
     this.#staging = join(root, 'staging');
+    this.#pool = pool;
+    this.#level = level;
   }
 
-  static async open(root: string): Promise<DiskBlobStore> {
-    const store = new DiskBlobStore(root);
+  static async open(root: string, options: { pool: WorkerPool; compressionLevel: number | null }): Promise<DiskBlobStore> {
+    const store = new DiskBlobStore(root, options.pool, options.compressionLevel);
     await mkdir(store.#objects, { recursive: true });
     await mkdir(store.#staging, { recursive: true });
     return store;
@@ -40,7 +50,12 @@ export class DiskBlobStore implements BlobStore {
   async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const file = await StagingFile.create(this.#staging, oid);
     this.#inFlight.add(file.path);
-    const writer = new RawWriter(oid, options.expectedSize, file, (f, r) => this.#commit(oid, f, r));
+    const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
+    // Tiny objects are not worth a frame index; everything else is framed when compression is on.
+    const framed = this.#level !== null && (options.expectedSize === null || options.expectedSize >= MIN_FRAMED_SIZE);
+    const writer = framed
+      ? new FramedWriter(oid, options.expectedSize, file, commit, this.#pool, this.#level!)
+      : new RawWriter(oid, options.expectedSize, file, commit);
     // Forget the staging path whatever the outcome.
     const forget = (): void => void this.#inFlight.delete(file.path);
     return {
@@ -77,12 +92,23 @@ export class DiskBlobStore implements BlobStore {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw e;
     }
-    const { size } = await fh.stat();
-    return {
-      size,
-      read: (start, end) => new RawChunkSource(fh.fd, start, end),
-      close: () => fh.close(),
-    };
+    try {
+      const { size } = await fh.stat();
+      const index = await readFrameIndex(fh, size);
+      if (index !== null) {
+        return {
+          size: index.logicalSize,
+          storedSize: size,
+          framed: true,
+          read: (start, end) => new FramedChunkSource(fh.fd, index, this.#pool, start, end),
+          close: () => fh.close(),
+        };
+      }
+      return { size, storedSize: size, framed: false, read: (start, end) => new RawChunkSource(fh.fd, start, end), close: () => fh.close() };
+    } catch (e) {
+      await fh.close();
+      throw e;
+    }
   }
 
   async sweepStaging(maxAgeMs: number): Promise<number> {
@@ -114,6 +140,21 @@ export class DiskBlobStore implements BlobStore {
       await unlink(probe).catch(() => undefined);
     }
   }
+}
+
+/** Objects smaller than this are always stored as they arrive. */
+const MIN_FRAMED_SIZE = 4096;
+
+/** The frame index of a framed file, or null for a plain object (see frame-format.ts). */
+async function readFrameIndex(fh: FileHandle, fileSize: number): Promise<FrameIndex | null> {
+  if (fileSize < TRAILER_SIZE) return null;
+  const t = Buffer.alloc(TRAILER_SIZE);
+  await fh.read(t, 0, TRAILER_SIZE, fileSize - TRAILER_SIZE);
+  const trailer = decodeTrailer(t, fileSize);
+  if (trailer === null) return null;
+  const index = Buffer.alloc(trailer.frameCount * INDEX_ENTRY_SIZE);
+  await fh.read(index, 0, index.length, trailer.indexOffset);
+  return decodeIndex(index, trailer);
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -45,6 +45,10 @@ export interface ChunkSource {
 export interface BlobReader {
   /** Logical size. */
   readonly size: number;
+  /** Bytes the object takes on disk. */
+  readonly storedSize: number;
+  /** True for the framed (zstd) form, false for an object stored as it arrived. */
+  readonly framed: boolean;
   /** Bytes [start, end] inclusive. */
   read(start: number, end: number): ChunkSource;
   close(): Promise<void>;

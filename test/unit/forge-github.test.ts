@@ -125,10 +125,17 @@ t.test('app identity (rules 11–13)', async (t) => {
   t.same(await adapter.lookup('t-pull', repo('acme/private'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } });
   t.equal(gh.lookups.at(-1)!.token, 't-pull', 'rule 13: an authenticated check uses the caller token');
 
+  // The installation token revoked under us: the lookup falls back to plain, and the next one re-mints.
+  gh.tokens.delete(gh.minted[0]!.token);
+  t.same(await adapter.lookup(null, repo('acme/public'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } }, 'revoked app token: plain fallback');
+  t.equal(gh.lookups.at(-1)!.token, null);
+  await adapter.lookup(null, repo('acme/public'), signal);
+  t.equal(gh.minted.length, 2, 'a fresh token was minted after the revoked one was forgotten');
+
   // A JWT signed with another key is refused by the forge; the lookup still works plainly.
   const stranger = new GitHubAppIdentity(gh.url, http, '4242', generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey);
   t.same(await new GitHubAdapter(gh.url, http, stranger).lookup(null, repo('acme/public'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } });
-  t.equal(gh.minted.length, 1, 'no token for a forged JWT');
+  t.equal(gh.minted.length, 2, 'no token for a forged JWT');
 });
 
 t.test('app token refreshed shortly before expiry', async (t) => {

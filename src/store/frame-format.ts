@@ -1,0 +1,111 @@
+import { blake3 } from '@napi-rs/blake-hash';
+
+/**
+ * The framed (compressed) object format. A framed file is
+ *
+ *   [frame 0][frame 1]…[frame n-1][index: n × 37 bytes][trailer: 64 bytes]
+ *
+ * where each frame holds FRAME_SIZE logical bytes (the last one fewer), stored either as one
+ * independent zstd frame or raw when zstd saves too little. Each index entry is the stored length
+ * (u32), the codec (u8) and the BLAKE3 of the stored bytes (32), so a damaged frame is caught on
+ * read before it is decompressed. The trailer names the format and carries the index's own BLAKE3,
+ * so a plain object (stored exactly as it arrived) is never mistaken for a framed one.
+ * Frames come first so that a framed file whose frames are all raw *is* the plain object followed
+ * by index and trailer: truncating it at the logical size turns it into the plain form without a copy.
+ */
+export const TRAILER_SIZE = 64;
+export const INDEX_ENTRY_SIZE = 37;
+const MAGIC = Buffer.from('STWFRMv1', 'latin1');
+const VERSION = 1;
+
+export const enum Codec {
+  Raw = 0,
+  Zstd = 1,
+}
+
+export interface FrameEntry {
+  readonly storedLength: number;
+  readonly codec: Codec;
+  /** BLAKE3 of the stored bytes. */
+  readonly digest: Uint8Array;
+}
+
+export interface FrameIndex {
+  readonly frameSize: number;
+  readonly logicalSize: number;
+  readonly frames: readonly FrameEntry[];
+  /** File offset of each frame's stored bytes. */
+  readonly offsets: readonly number[];
+  /** Bytes of the whole framed file. */
+  readonly fileSize: number;
+}
+
+export function encodeIndex(frames: readonly FrameEntry[]): Buffer {
+  const out = Buffer.alloc(frames.length * INDEX_ENTRY_SIZE);
+  frames.forEach((f, i) => {
+    const at = i * INDEX_ENTRY_SIZE;
+    out.writeUInt32LE(f.storedLength, at);
+    out.writeUInt8(f.codec, at + 4);
+    out.set(f.digest, at + 5);
+  });
+  return out;
+}
+
+export function encodeTrailer(frameSize: number, logicalSize: number, frameCount: number, indexOffset: number, index: Buffer): Buffer {
+  const t = Buffer.alloc(TRAILER_SIZE);
+  MAGIC.copy(t, 0);
+  t.writeUInt32LE(VERSION, 8);
+  t.writeUInt32LE(frameSize, 12);
+  t.writeBigUInt64LE(BigInt(logicalSize), 16);
+  t.writeBigUInt64LE(BigInt(frameCount), 24);
+  t.writeBigUInt64LE(BigInt(indexOffset), 32);
+  blake3(index).copy(t, 40, 0, 16);
+  MAGIC.copy(t, 56);
+  return t;
+}
+
+export interface Trailer {
+  readonly frameSize: number;
+  readonly logicalSize: number;
+  readonly frameCount: number;
+  readonly indexOffset: number;
+  readonly indexDigest: Buffer;
+}
+
+/** The trailer of a framed file, or null when these 64 bytes are not one (a plain object). */
+export function decodeTrailer(t: Buffer, fileSize: number): Trailer | null {
+  if (t.length !== TRAILER_SIZE || !t.subarray(0, 8).equals(MAGIC) || !t.subarray(56, 64).equals(MAGIC)) return null;
+  if (t.readUInt32LE(8) !== VERSION) return null;
+  const frameSize = t.readUInt32LE(12);
+  const logicalSize = Number(t.readBigUInt64LE(16));
+  const frameCount = Number(t.readBigUInt64LE(24));
+  const indexOffset = Number(t.readBigUInt64LE(32));
+  if (frameSize === 0 || frameCount !== Math.ceil(logicalSize / frameSize)) return null;
+  if (indexOffset + frameCount * INDEX_ENTRY_SIZE + TRAILER_SIZE !== fileSize) return null;
+  return { frameSize, logicalSize, frameCount, indexOffset, indexDigest: Buffer.from(t.subarray(40, 56)) };
+}
+
+/** Parses and checks the index against the trailer; null when it does not hold together. */
+export function decodeIndex(index: Buffer, trailer: Trailer): FrameIndex | null {
+  if (index.length !== trailer.frameCount * INDEX_ENTRY_SIZE) return null;
+  if (!blake3(index).subarray(0, 16).equals(trailer.indexDigest)) return null;
+  const frames: FrameEntry[] = [];
+  const offsets: number[] = [];
+  let at = 0;
+  for (let i = 0; i < trailer.frameCount; i++) {
+    const e = i * INDEX_ENTRY_SIZE;
+    const codec = index.readUInt8(e + 4);
+    if (codec !== Codec.Raw && codec !== Codec.Zstd) return null;
+    const entry: FrameEntry = { storedLength: index.readUInt32LE(e), codec, digest: Buffer.from(index.subarray(e + 5, e + 37)) };
+    offsets.push(at);
+    at += entry.storedLength;
+    frames.push(entry);
+  }
+  if (at !== trailer.indexOffset) return null;
+  return { frameSize: trailer.frameSize, logicalSize: trailer.logicalSize, frames, offsets, fileSize: trailer.indexOffset + index.length + TRAILER_SIZE };
+}
+
+/** Logical length of frame `i`. */
+export function frameLength(index: Pick<FrameIndex, 'frameSize' | 'logicalSize'>, i: number): number {
+  return Math.min(index.frameSize, index.logicalSize - i * index.frameSize);
+}

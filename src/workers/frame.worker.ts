@@ -1,0 +1,96 @@
+/**
+ * Frame work for the Piscina pool: compression of an upload's frames, and checking plus
+ * decompression of a download's frames. Buffers arrive moved from the HTTP thread and are moved back,
+ * so nothing is copied between threads and nothing is left for the GC.
+ */
+import { blake3 } from '@napi-rs/blake-hash';
+import { Piscina } from 'piscina';
+import zstd from 'zstd-napi/binding.js';
+
+/** A frame is stored raw unless zstd saves at least this share of it. */
+const MIN_SAVING = 0.05;
+
+let cctx: zstd.CCtx | null = null;
+let dctx: zstd.DCtx | null = null;
+
+/** Several buffers moved back in one answer (Piscina's Transferable protocol). */
+function moveBack<T extends object>(value: T, buffers: ArrayBuffer[]): T {
+  return Piscina.move({
+    get [Piscina.transferableSymbol]() {
+      return buffers;
+    },
+    get [Piscina.valueSymbol]() {
+      return value;
+    },
+  } as never) as unknown as T;
+}
+
+export interface CompressTask {
+  readonly input: ArrayBuffer;
+  readonly length: number;
+  readonly out: ArrayBuffer;
+  readonly level: number;
+}
+
+export interface CompressResult {
+  readonly input: ArrayBuffer;
+  readonly out: ArrayBuffer;
+  /** 1 when `out` holds the zstd frame, 0 when the frame is to be stored raw from `input`. */
+  readonly codec: 0 | 1;
+  readonly storedLength: number;
+  readonly digest: Uint8Array;
+}
+
+export function compressFrame(task: CompressTask): CompressResult {
+  cctx ??= new zstd.CCtx();
+  const src = new Uint8Array(task.input, 0, task.length);
+  const dst = new Uint8Array(task.out);
+  let n = cctx.compress(dst, src, task.level);
+  let codec: 0 | 1 = 1;
+  if (n > task.length * (1 - MIN_SAVING)) {
+    codec = 0;
+    n = task.length;
+  }
+  const stored = codec === 1 ? dst.subarray(0, n) : src;
+  const digest = new Uint8Array(blake3(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength)));
+  return moveBack({ input: task.input, out: task.out, codec, storedLength: n, digest }, [task.input, task.out]);
+}
+
+export interface DecodeTask {
+  readonly stored: ArrayBuffer;
+  readonly storedLength: number;
+  readonly codec: 0 | 1;
+  readonly digest: Uint8Array;
+  readonly out: ArrayBuffer;
+  readonly length: number;
+}
+
+export interface DecodeResult {
+  readonly stored: ArrayBuffer;
+  readonly out: ArrayBuffer;
+  /** Where the frame's logical bytes are: 'stored' for a raw frame, 'out' for a decompressed one. */
+  readonly in: 'stored' | 'out';
+  /** Null when the frame is intact; otherwise what is wrong with it. */
+  readonly damage: string | null;
+}
+
+export function decodeFrame(task: DecodeTask): DecodeResult {
+  const stored = Buffer.from(task.stored, 0, task.storedLength);
+  const buffers = [task.stored, task.out];
+  if (!blake3(stored).equals(Buffer.from(task.digest))) {
+    return moveBack({ stored: task.stored, out: task.out, in: 'stored', damage: 'stored bytes do not match their BLAKE3 digest' }, buffers);
+  }
+  if (task.codec === 0) {
+    const damage = task.storedLength === task.length ? null : 'raw frame has the wrong length';
+    return moveBack({ stored: task.stored, out: task.out, in: 'stored', damage }, buffers);
+  }
+  dctx ??= new zstd.DCtx();
+  let damage: string | null = null;
+  try {
+    const n = dctx.decompress(new Uint8Array(task.out), stored);
+    if (n !== task.length) damage = `frame decompressed to ${n} bytes, not ${task.length}`;
+  } catch (e) {
+    damage = `frame does not decompress: ${(e as Error).message}`;
+  }
+  return moveBack({ stored: task.stored, out: task.out, in: 'out', damage }, buffers);
+}

@@ -1,0 +1,40 @@
+import t from 'tap';
+import { WorkerPool } from '../../src/workers/pool.js';
+import { Codec } from '../../src/store/frame-format.js';
+
+t.test('a crashed worker fails its task cleanly and the pool carries on', async (t) => {
+  const pool = new WorkerPool(2, new URL('../fixtures/crash.worker.js', import.meta.url));
+  t.teardown(() => pool.close());
+  t.equal(await pool.run<number>('echo', { value: 21 }), 42);
+  await t.rejects(pool.run('crash', {}), 'the crashed task rejects');
+  await t.rejects(pool.run('fail', {}), /task failed on purpose/, 'a throwing task rejects with its error');
+  const after = await Promise.all([1, 2, 3, 4].map((value) => pool.run<number>('echo', { value })));
+  t.same(after, [2, 4, 6, 8], 'later tasks still run on replacement workers');
+});
+
+t.test('frame worker: compress then decode round-trips and catches damage', async (t) => {
+  const pool = new WorkerPool(1);
+  t.teardown(() => pool.close());
+  const text = Buffer.from('vertex 1.0 2.0 3.0 normal 0 1 0\n'.repeat(20000));
+  const input = new ArrayBuffer(1 << 22);
+  new Uint8Array(input).set(text);
+  const c = await pool.compress({ input, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3 });
+  t.equal(c.codec, Codec.Zstd, 'text compresses');
+  t.ok(c.storedLength < text.length / 10);
+  t.equal(c.input.byteLength, 1 << 22, 'input buffer moved back');
+  const stored = new ArrayBuffer(c.out.byteLength);
+  new Uint8Array(stored).set(new Uint8Array(c.out, 0, c.storedLength));
+  const d = await pool.decode({ stored, storedLength: c.storedLength, codec: c.codec, digest: c.digest, out: new ArrayBuffer(1 << 22), length: text.length });
+  t.equal(d.damage, null);
+  t.ok(Buffer.from(d.out, 0, text.length).equals(text), 'decoded bytes equal the original');
+  const broken = new ArrayBuffer(c.out.byteLength);
+  new Uint8Array(broken).set(new Uint8Array(c.out, 0, c.storedLength));
+  new Uint8Array(broken)[10] ^= 1;
+  const bad = await pool.decode({ stored: broken, storedLength: c.storedLength, codec: c.codec, digest: c.digest, out: new ArrayBuffer(1 << 22), length: text.length });
+  t.match(bad.damage, /BLAKE3/, 'a flipped bit is detected before decompression');
+  const random = new ArrayBuffer(1 << 22);
+  (await import('node:crypto')).randomFillSync(new Uint8Array(random));
+  const r = await pool.compress({ input: random, length: 1 << 20, out: new ArrayBuffer((1 << 22) + 65536), level: 3 });
+  t.equal(r.codec, Codec.Raw, 'incompressible frame stored raw');
+  t.equal(r.storedLength, 1 << 20);
+});
