@@ -141,37 +141,47 @@ async function main(): Promise<void> {
   let rss: RssFigures | null = null;
   let z: CompressedFigures | null = null;
   let zr: RssFigures | null = null;
+  /** Runs one section; a failure is recorded and reported, and the run goes on with the next one. */
+  const section = async <T>(name: string, fn: () => T | Promise<T>): Promise<T | undefined> => {
+    step(name);
+    try {
+      return await fn();
+    } catch (e) {
+      const msg = `${name} FAILED: ${(e as Error)?.message ?? String(e)}`;
+      process.stderr.write(`  ${msg}\n`);
+      results.notes.push(msg);
+      return undefined;
+    }
+  };
   try {
-    if (only('sha256')) (step('sha256'), (l.sha256 = benchSha256(ctx)));
-    if (only('blake3')) (step('blake3'), (l.blake3 = benchBlake3(ctx)));
+    if (only('sha256')) l.sha256 = await section('sha256', () => benchSha256(ctx));
+    if (only('blake3')) l.blake3 = await section('blake3', () => benchBlake3(ctx));
     if (only('zstd')) {
-      step('zstd');
-      benchZstd(ctx);
+      await section('zstd', () => benchZstd(ctx));
       l.zstd3TextDecompress = results.measurements.find((m) => m.key === 'limits.zstd3.text-like.decompress')?.value;
     }
-    if (only('disk')) (step('disk write + fdatasync'), (l.disk = await benchDiskWrite(ctx)));
-    if (only('dd')) (step('dd'), (l.dd = benchDd(ctx) ?? undefined));
+    if (only('disk')) l.disk = await section('disk write + fdatasync', () => benchDiskWrite(ctx));
+    if (only('dd')) l.dd = (await section('dd', () => benchDd(ctx))) ?? undefined;
     if (only('fsync')) {
-      step('fsync 64 KiB');
-      const f = await benchFsync(ctx);
-      l.fsyncMs = f.fsyncMs;
-      l.durableFloorMs = f.floorMs;
-      l.durableParallelPerSec = f.parallelPerSec;
+      const f = await section('fsync 64 KiB', () => benchFsync(ctx));
+      l.fsyncMs = f?.fsyncMs;
+      l.durableFloorMs = f?.floorMs;
+      l.durableParallelPerSec = f?.parallelPerSec;
     }
     if (only('loopback')) {
-      step('loopback');
-      const lb = await benchLoopback(ctx);
-      l.loopbackReceive = lb.receive;
-      l.loopbackSend = lb.send;
+      const lb = await section('loopback', () => benchLoopback(ctx));
+      l.loopbackReceive = lb?.receive;
+      l.loopbackSend = lb?.send;
     }
     const forge = await startForge();
     try {
-      if (['upload', 'download', 'range', 'seq64k', 'par64k'].some(only)) (step('server: upload/download/range/64 KiB'), (server = await benchServer(ctx, forge, only)));
-      if (only('rss')) (step(`server: ${args.quick ? '1.1 GB' : '5 GiB'} object, RSS`), (rss = await benchRss(ctx, forge)));
+      if (['upload', 'download', 'range', 'seq64k', 'par64k'].some(only)) {
+        server = (await section('server: upload/download/range/64 KiB', () => benchServer(ctx, forge, only, (f) => (server = f)))) ?? server;
+      }
+      if (only('rss')) rss = (await section(`server: ${args.quick ? '1.1 GB' : '5 GiB'} object, RSS`, () => benchRss(ctx, forge))) ?? null;
       if (only('compressed')) {
         if (await serverSupportsCompression()) {
-          step('server: zstd:3 store');
-          z = await benchCompressed(ctx, forge);
+          z = (await section('server: zstd:3 store', () => benchCompressed(ctx, forge, (f) => (z = f)))) ?? z;
           const zrss = results.measurements.find((m) => m.key === 'server.rss_zstd3');
           zr = zrss ? ({ peak: zrss.value * MiB } as RssFigures) : null;
         } else {

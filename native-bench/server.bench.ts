@@ -141,8 +141,10 @@ export interface ServerFigures {
  * 1 GiB upload and download, Range reads, 64 KiB objects sequential and 8-parallel, against one
  * server with compression off (the default).
  */
-export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only: (name: string) => boolean): Promise<ServerFigures> {
+export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only: (name: string) => boolean, partial: (f: ServerFigures) => void): Promise<ServerFigures> {
+  // Handed out at once, so that the figures measured before a failure still reach the comparisons.
   const figures: ServerFigures = {};
+  partial(figures);
   const s = await startStowage(ctx, forge, 'raw');
   let failed: unknown;
   try {
@@ -335,7 +337,7 @@ export async function benchRss(ctx: BenchContext, forge: GitHubEmulator, env: Re
   try {
     const client = s.client;
     // Warm the code paths (batch, auth cache, PUT, GET) so that the baseline is the idle steady state.
-    const w = memObject(new SeededBytes('rss-warm').bytes(MiB));
+    const w = memObject(new SeededBytes('rss-warm').bytes(1_000_000));
     await client.upload(w.oid, w.size, () => slices(w.data));
     const [we] = await client.batch('download', [{ oid: w.oid, size: w.size }]);
     await client.download(we!.actions!.download!.href);
@@ -419,15 +421,16 @@ export interface CompressedFigures {
  * Issue 5's compressed targets, with `SVC_COMPRESSION=zstd:3`: 1 GiB incompressible upload, 1 GiB
  * text-like download, and a Range read at the end of a multi-GiB compressed object.
  */
-export async function benchCompressed(ctx: BenchContext, forge: GitHubEmulator): Promise<CompressedFigures> {
+export async function benchCompressed(ctx: BenchContext, forge: GitHubEmulator, partial: (f: CompressedFigures) => void): Promise<CompressedFigures> {
   const env = { SVC_COMPRESSION: 'zstd:3' };
   const size = ctx.quick ? 128 * MiB : GiB;
   const figures: CompressedFigures = {};
+  partial(figures);
   const s = await startStowage(ctx, forge, 'zstd', env);
   let failed: unknown;
   try {
     const client = s.client;
-    const w = memObject(new SeededBytes('z-warm').bytes(MiB));
+    const w = memObject(new SeededBytes('z-warm').bytes(1_000_000));
     await client.upload(w.oid, w.size, () => slices(w.data));
     const rnd = memObject(new SeededBytes('z-rnd').bytes(size));
     let cpu0 = cpuSecondsOf(s.pid);
