@@ -49,6 +49,22 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const metrics = new Metrics();
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
   const objects = new ObjectsRepo(db);
+  // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
+  const replayed = await store.recover((repo, oid, size) => objects.addReference(repo, oid, size, size));
+  if (replayed > 0) log('journal replayed', { records: replayed });
+  let retiring = false;
+  const retirer = setInterval(() => {
+    if (retiring) return;
+    retiring = true;
+    store
+      .retireJournal(
+        (oid) => objects.findShared(oid) !== null,
+        () => db.pragma('wal_checkpoint(TRUNCATE)'),
+      )
+      .catch((e: unknown) => log('journal retirement failed; will retry', { err: String(e) }))
+      .finally(() => (retiring = false));
+  }, 1000);
+  retirer.unref();
   // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = new StatsRepo(db);
   const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
@@ -87,8 +103,11 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     baseUrl: links.baseUrl,
     async close() {
       clearInterval(sweeper);
+      clearInterval(retirer);
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      while (retiring) await new Promise((r) => setTimeout(r, 10));
+      await store.closeJournal();
       await pool.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
       db.close();

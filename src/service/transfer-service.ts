@@ -11,6 +11,17 @@ export interface UploadBody {
 }
 
 /**
+ * What maintenance (issue 6) adds to the store for serving: the legacy per-repository layout is
+ * served until dedupe folds it, and a quarantined object's bad file is moved aside before an
+ * upload so the good bytes replace it. DiskBlobStore implements it.
+ */
+export interface LegacyAwareStore {
+  legacySizeSync(repo: RepoName, oid: Oid): number | null;
+  openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null>;
+  quarantineFile(oid: Oid): Promise<boolean>;
+}
+
+/**
  * Uploads, downloads and verification of single objects. The store verifies bytes; this layer
  * records references and enforces that a repository only ever reaches objects it holds itself.
  */
@@ -18,11 +29,20 @@ export class TransferService {
   readonly #store: BlobStore;
   readonly #objects: ObjectsRepo;
   readonly #metrics: Metrics;
+  readonly #legacy: LegacyAwareStore | null;
+  /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
+  readonly #uploading = new Map<string, number>();
 
-  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics) {
+  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics, legacy: LegacyAwareStore | null = null) {
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
+    this.#legacy = legacy;
+  }
+
+  /** True while an upload of `oid` is in flight, up to and including recording its reference. */
+  isUploading(oid: Oid): boolean {
+    return this.#uploading.has(oid);
   }
 
   /**
@@ -32,7 +52,22 @@ export class TransferService {
   async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null): Promise<number> {
     const started = performance.now();
     this.#metrics.inFlight.inc({ direction: 'upload' });
-    const writer = await this.#store.createWriter(oid, { expectedSize });
+    this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
+    try {
+      return await this.#upload(repo, oid, body, expectedSize, started);
+    } finally {
+      const n = this.#uploading.get(oid)! - 1;
+      if (n === 0) this.#uploading.delete(oid);
+      else this.#uploading.set(oid, n);
+      this.#metrics.inFlight.dec({ direction: 'upload' });
+    }
+  }
+
+  async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number): Promise<number> {
+    // A quarantined oid's bad file must be gone before the new bytes commit, or the store would keep
+    // it as "already stored" (the audit moves it; this covers a crash between its mark and its move).
+    if (this.#legacy !== null && this.#objects.isQuarantined(oid)) await this.#legacy.quarantineFile(oid);
+    const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
     try {
       await body.into(writer);
       const put = await writer.finish();
@@ -45,15 +80,18 @@ export class TransferService {
       await writer.abort();
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'failed' });
       throw e;
-    } finally {
-      this.#metrics.inFlight.dec({ direction: 'upload' });
     }
   }
 
   /** Opens an object this repository holds; 404 otherwise (never revealing other repositories' objects). */
   async openForDownload(repo: RepoName, oid: Oid): Promise<BlobReader> {
     const row = this.#objects.findInRepo(repo.key, oid);
-    if (row === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
+    if (row === null) {
+      // Not folded into the shared store yet: the repository's legacy file is served as it is.
+      const legacy = this.#legacy === null || this.#objects.isQuarantined(oid) ? null : await this.#legacy.openLegacy(repo, oid);
+      if (legacy === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
+      return legacy;
+    }
     const reader = await this.#store.open(oid);
     if (reader === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND', 'Object is recorded but its bytes are missing from the store');
     return reader;
@@ -61,9 +99,15 @@ export class TransferService {
 
   /** The verify action: 200 only when this repository holds the object with exactly that size. */
   verify(repo: RepoName, oid: Oid, size: number): void {
-    const row = this.#objects.findInRepo(repo.key, oid);
+    const row = this.#objects.findInRepo(repo.key, oid) ?? this.#legacyRow(repo, oid);
     if (row === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
     if (row.size !== size) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Stored object has ${row.size} bytes, not ${size}`);
+  }
+
+  #legacyRow(repo: RepoName, oid: Oid): { size: number } | null {
+    if (this.#legacy === null || this.#objects.isQuarantined(oid)) return null;
+    const size = this.#legacy.legacySizeSync(repo, oid);
+    return size === null ? null : { size };
   }
 
   countDownloaded(bytes: number, ok: boolean): void {

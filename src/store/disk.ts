@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { renameSync, statSync } from 'node:fs';
+import { link, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { shardPath, type Oid } from '../protocol/oid.js';
+import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
+import type { RepoName } from '../protocol/repo-name.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
+import { Journal, type JournalLocation } from './journal.js';
+import { SMALL_OBJECT_MAX, SmallWriter } from './small-writer.js';
 import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
 import { FramedChunkSource } from './framed-reader.js';
 import { FramedWriter } from './framed-writer.js';
@@ -18,17 +22,26 @@ import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } fr
  * fsync'd, then renamed into place; directory fsyncs are group-committed.
  */
 export class DiskBlobStore implements BlobStore {
+  readonly #root: string;
   readonly #objects: string;
   readonly #staging: string;
   readonly #dirs = new DirSyncer();
+  /** Which repositories have a legacy folder (issue 6), so batch stats nothing for the others. */
+  readonly #legacyDirs = new Map<string, { present: boolean; at: number }>();
   /** Staging files this process is writing: never swept. */
   readonly #inFlight = new Set<string>();
 
   readonly #pool: WorkerPool;
   /** zstd level for new objects, or null to store them as they arrive. */
   readonly #level: number | null;
+  #journal: Journal | null = null;
+  /** Small objects whose bytes are still only in the journal. */
+  readonly #journaled = new Map<Oid, JournalLocation>();
+  /** Oids with bytes in each journal segment, to write their files before the segment goes. */
+  readonly #segmentOids = new Map<number, Set<Oid>>();
 
   private constructor(root: string, pool: WorkerPool, level: number | null) {
+    this.#root = root;
     this.#objects = join(root, 'objects');
     this.#staging = join(root, 'staging');
     this.#pool = pool;
@@ -39,6 +52,7 @@ export class DiskBlobStore implements BlobStore {
     const store = new DiskBlobStore(root, options.pool, options.compressionLevel);
     await mkdir(store.#objects, { recursive: true });
     await mkdir(store.#staging, { recursive: true });
+    store.#journal = await Journal.open(join(root, 'journal'));
     return store;
   }
 
@@ -48,14 +62,35 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    const size = options.expectedSize;
+    if (size !== null && size <= SMALL_OBJECT_MAX) {
+      // Small and of known size: acknowledged once journaled (one group-committed append).
+      return new SmallWriter(oid, size, (data) => this.#journalSmall(options.repo, oid, data));
+    }
+    const inner = await this.#fileWriter(oid, size);
+    return {
+      write: (c) => inner.write(c),
+      onDrain: (l) => inner.onDrain(l),
+      finish: async () => {
+        const r = await inner.finish();
+        // The file is durable; the reference must be too before the client hears "stored".
+        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null });
+        return r;
+      },
+      abort: () => inner.abort(),
+    };
+  }
+
+  /** A writer that streams into a staging file and renames it to the object's own file. */
+  async #fileWriter(oid: Oid, expectedSize: number | null): Promise<ObjectWriter> {
     const file = await StagingFile.create(this.#staging, oid);
     this.#inFlight.add(file.path);
     const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
     // Tiny objects are not worth a frame index; everything else is framed when compression is on.
-    const framed = this.#level !== null && (options.expectedSize === null || options.expectedSize >= MIN_FRAMED_SIZE);
+    const framed = this.#level !== null && (expectedSize === null || expectedSize >= MIN_FRAMED_SIZE);
     const writer = framed
-      ? new FramedWriter(oid, options.expectedSize, file, commit, this.#pool, this.#level!)
-      : new RawWriter(oid, options.expectedSize, file, commit);
+      ? new FramedWriter(oid, expectedSize, file, commit, this.#pool, this.#level!)
+      : new RawWriter(oid, expectedSize, file, commit);
     // Forget the staging path whatever the outcome.
     const forget = (): void => void this.#inFlight.delete(file.path);
     return {
@@ -64,6 +99,90 @@ export class DiskBlobStore implements BlobStore {
       finish: () => writer.finish().finally(forget),
       abort: () => writer.abort().finally(forget),
     };
+  }
+
+  /** Journals a verified small object; its own file is written later in the background. */
+  async #journalSmall(repo: string, oid: Oid, data: Buffer): Promise<PutResult> {
+    if (this.#journaled.has(oid) || (await exists(this.pathOf(oid)))) {
+      await this.#journal!.append({ repo, oid, size: data.length, data: null });
+      return { size: data.length, storedSize: data.length, created: false };
+    }
+    const location = (await this.#journal!.append({ repo, oid, size: data.length, data }))!;
+    this.#remember(oid, location);
+    return { size: data.length, storedSize: data.length, created: true };
+  }
+
+  #remember(oid: Oid, location: JournalLocation): void {
+    this.#journaled.set(oid, location);
+    let set = this.#segmentOids.get(location.segment);
+    if (set === undefined) this.#segmentOids.set(location.segment, (set = new Set()));
+    set.add(oid);
+  }
+
+  /**
+   * Start-up replay: every record of the journal is handed to `apply` (which restores the index's
+   * references), provided the object's bytes exist (its file, or its data in the journal): a
+   * reference is never restored to bytes that are gone.
+   */
+  async recover(apply: (repo: string, oid: Oid, size: number) => void): Promise<number> {
+    let n = 0;
+    for (const segment of [...this.#journal!.sealed]) {
+      for await (const r of this.#journal!.records(segment)) {
+        if (r.location !== null && !(await exists(this.pathOf(r.oid)))) this.#remember(r.oid, r.location);
+        if (this.#journaled.has(r.oid) || (await exists(this.pathOf(r.oid)))) {
+          apply(r.repo, r.oid, r.size);
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+
+  /**
+   * Background step: closes an idle journal segment, writes the files of the small objects in the
+   * sealed segments that are still wanted, then — once `checkpoint` has made the index durable on
+   * its own — deletes those segments. Safe to interrupt: a segment goes only after all of that.
+   */
+  async retireJournal(isWanted: (oid: Oid) => boolean, checkpoint: () => void): Promise<number> {
+    const journal = this.#journal!;
+    await journal.rotateIfIdle(1000);
+    const segments = [...journal.sealed];
+    if (segments.length === 0) return 0;
+    for (const segment of segments) {
+      for (const oid of this.#segmentOids.get(segment) ?? []) {
+        const at = this.#journaled.get(oid);
+        if (at === undefined || at.segment !== segment) continue;
+        if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
+      }
+    }
+    checkpoint();
+    for (const segment of segments) {
+      for (const oid of this.#segmentOids.get(segment) ?? []) {
+        if (this.#journaled.get(oid)?.segment === segment) this.#journaled.delete(oid);
+      }
+      this.#segmentOids.delete(segment);
+      await journal.remove(segment);
+    }
+    return segments.length;
+  }
+
+  /** Writes a journaled object to its own file, through the same verifying writers as an upload. */
+  async #materialize(oid: Oid, at: JournalLocation): Promise<void> {
+    const data = Buffer.alloc(at.length);
+    const fh = await open(this.#journal!.pathOf(at.segment), 'r');
+    try {
+      await fh.read(data, 0, at.length, at.offset);
+    } finally {
+      await fh.close();
+    }
+    const w = await this.#fileWriter(oid, at.length);
+    try {
+      w.write(data);
+      await w.finish();
+    } catch (e) {
+      await w.abort();
+      throw e;
+    }
   }
 
   /** Renames a sealed staging file into place (unless the oid is already stored) and makes it durable. */
@@ -85,9 +204,40 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async open(oid: Oid): Promise<BlobReader | null> {
+    const file = await this.#openPath(this.pathOf(oid));
+    if (file !== null) return file;
+    const at = this.#journaled.get(oid);
+    if (at === undefined) return null;
+    // Its own descriptor: the segment may be retired (unlinked) while this download runs.
     let fh: FileHandle;
     try {
-      fh = await open(this.pathOf(oid), 'r');
+      fh = await open(this.#journal!.pathOf(at.segment), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.#openPath(this.pathOf(oid)); // just retired
+      throw e;
+    }
+    return {
+      size: at.length,
+      storedSize: at.length,
+      framed: false,
+      read: (start, end) => new RawChunkSource(fh.fd, at.offset + start, at.offset + end),
+      close: () => fh.close(),
+    };
+  }
+
+  /** Drops a journaled object's bytes from view (quarantine, deletion); its segment retires as usual. */
+  forgetJournaled(oid: Oid): void {
+    this.#journaled.delete(oid);
+  }
+
+  async closeJournal(): Promise<void> {
+    await this.#journal?.close();
+  }
+
+  async #openPath(path: string): Promise<BlobReader | null> {
+    let fh: FileHandle;
+    try {
+      fh = await open(path, 'r');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw e;
@@ -110,6 +260,188 @@ export class DiskBlobStore implements BlobStore {
       throw e;
     }
   }
+
+  // --- maintenance (issue 6): legacy layout, quarantine, and crash-safe replace/link/remove.
+
+  /**
+   * The legacy per-repository file of an oid: `repos/{org}/{repo}/ab/cd/<oid>` (design §3). RepoName
+   * segments are validated (no separators, no dot segments) and the Oid brand is 64 hex digits.
+   */
+  legacyPathOf(repo: RepoName, oid: Oid): string {
+    return join(this.legacyDirOf(repo), shardPath(oid));
+  }
+
+  /** Root of a repository's legacy files. */
+  legacyDirOf(repo: RepoName): string {
+    return join(this.#root, 'repos', repo.org, repo.repo);
+  }
+
+  /** Opens a legacy file as a plain object (served until dedupe folds it); null when absent. */
+  async openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.legacyPathOf(repo, oid), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+    // Legacy files come from other servers and are never in our framed form: served as they are.
+    const { size } = await fh.stat().catch(async (e: unknown) => {
+      await fh.close();
+      throw e;
+    });
+    return { size, storedSize: size, framed: false, read: (start, end) => new RawChunkSource(fh.fd, start, end), close: () => fh.close() };
+  }
+
+  /**
+   * Size of a repository's legacy file, or null. Synchronous for the batch answer: one stat, and
+   * none at all for a repository without a legacy folder (remembered for a few seconds).
+   */
+  legacySizeSync(repo: RepoName, oid: Oid): number | null {
+    const now = Date.now();
+    const known = this.#legacyDirs.get(repo.key);
+    let present = known !== undefined && now - known.at < LEGACY_DIR_TTL_MS ? known.present : null;
+    if (present === null) {
+      try {
+        present = statSync(this.legacyDirOf(repo)).isDirectory();
+      } catch {
+        present = false;
+      }
+      if (this.#legacyDirs.size > 10_000) this.#legacyDirs.clear();
+      this.#legacyDirs.set(repo.key, { present, at: now });
+    }
+    if (!present) return null;
+    try {
+      const st = statSync(this.legacyPathOf(repo, oid));
+      return st.isFile() ? st.size : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Every legacy file of a repository whose name is an oid in its right shard folders. */
+  async listLegacy(repo: RepoName): Promise<{ oid: Oid; path: string; size: number; mtimeMs: number }[]> {
+    const root = this.legacyDirOf(repo);
+    const out: { oid: Oid; path: string; size: number; mtimeMs: number }[] = [];
+    const names = (dir: string): Promise<string[]> => readdir(dir).catch(() => []);
+    for (const a of await names(root)) {
+      if (!/^[0-9a-f]{2}$/.test(a)) continue;
+      for (const b of await names(join(root, a))) {
+        if (!/^[0-9a-f]{2}$/.test(b)) continue;
+        for (const name of await names(join(root, a, b))) {
+          const oid = parseOid(name);
+          // Anything else there (set-aside files, litter) is not an object.
+          if (oid === null || !oid.startsWith(a + b)) continue;
+          const st = await stat(join(root, a, b, name)).catch(() => null);
+          if (st !== null && st.isFile()) out.push({ oid, path: this.legacyPathOf(repo, oid), size: st.size, mtimeMs: st.mtimeMs });
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Renames a legacy file aside (`<oid>.<suffix>`) so it is neither served nor folded, but kept for inspection. */
+  async setAsideLegacy(repo: RepoName, oid: Oid, suffix: 'refused' | 'corrupt'): Promise<void> {
+    const path = this.legacyPathOf(repo, oid);
+    await rename(path, `${path}.${suffix}`).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+    await this.#dirs.sync(dirname(path));
+  }
+
+  /** Bytes an object's file takes, or null when there is none. */
+  async objectFileSize(oid: Oid): Promise<number | null> {
+    return stat(this.pathOf(oid)).then((s) => s.size, () => null);
+  }
+
+  /** A staging folder of the maintenance jobs, apart from uploads' (same file system, so renames are atomic). */
+  async maintenanceStaging(): Promise<string> {
+    const dir = join(this.#staging, 'maintenance');
+    await mkdir(dir, { recursive: true });
+    return dir;
+  }
+
+  /** True while this process is writing a staging file for `oid` (an upload in flight). */
+  isStaging(oid: Oid): boolean {
+    for (const p of this.#inFlight) if (p.startsWith(join(this.#staging, oid))) return true;
+    return false;
+  }
+
+  /**
+   * Moves a quarantined object's file out of `objects/` (kept under `quarantine/` for inspection), so
+   * the next upload of the oid stores good bytes instead of finding the bad file "already stored".
+   * Idempotent: a file already gone is fine.
+   */
+  async quarantineFile(oid: Oid): Promise<boolean> {
+    const dir = join(this.#root, 'quarantine');
+    await mkdir(dir, { recursive: true });
+    try {
+      await rename(this.pathOf(oid), join(dir, `${oid}.${Date.now()}`));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw e;
+    }
+    await Promise.all([this.#dirs.sync(dirname(this.pathOf(oid))), this.#dirs.sync(dir)]);
+    return true;
+  }
+
+  /** Atomically replaces an object's file with a verified, fsync'd file from maintenanceStaging(). */
+  async replaceObject(oid: Oid, staged: string): Promise<void> {
+    const final = this.pathOf(oid);
+    await rename(staged, final);
+    await this.#dirs.sync(dirname(final));
+  }
+
+  /**
+   * Links a verified file (a legacy one) into the shared store under its oid without copying and
+   * makes the new name durable. False when the store already holds a file for the oid.
+   */
+  async linkObject(oid: Oid, from: string): Promise<boolean> {
+    const final = this.pathOf(oid);
+    const created = await mkdir(dirname(final), { recursive: true });
+    try {
+      await link(from, final);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw e;
+    }
+    const syncs = [this.#dirs.sync(dirname(final))];
+    if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
+    await Promise.all(syncs);
+    return true;
+  }
+
+  /**
+   * Takes an object's file out of `objects/` synchronously (a rename into `trash/`), so that no
+   * upload can interleave between the caller's index change and the removal. Returns the trash
+   * path to purge(), or null when there was no file.
+   */
+  detachObjectSync(oid: Oid): string | null {
+    const to = join(this.#root, 'trash', `${oid}.${Date.now()}.${randomBytes(4).toString('hex')}`);
+    try {
+      renameSync(this.pathOf(oid), to);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+    return to;
+  }
+
+  /** Creates `trash/` (call before detachObjectSync) and removes what earlier runs left in it. */
+  async emptyTrash(): Promise<void> {
+    const dir = join(this.#root, 'trash');
+    await mkdir(dir, { recursive: true });
+    for (const name of await readdir(dir)) await unlink(join(dir, name)).catch(() => undefined);
+  }
+
+  /** Removes a detached file (or any file the maintenance jobs own) and makes the removal durable. */
+  async purge(path: string): Promise<void> {
+    await unlink(path).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+    await this.#dirs.sync(dirname(path));
+  }
+  // --- end maintenance
 
   async sweepStaging(maxAgeMs: number): Promise<number> {
     const cutoff = Date.now() - maxAgeMs;
@@ -141,6 +473,9 @@ export class DiskBlobStore implements BlobStore {
     }
   }
 }
+
+/** How long the presence of a repository's legacy folder is remembered. */
+const LEGACY_DIR_TTL_MS = 5000;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;

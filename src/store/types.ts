@@ -9,6 +9,8 @@ export interface PutResult {
 }
 
 export interface WriterOptions {
+  /** The repository the upload is for ("org/repo"): its reference is journaled with the object. */
+  readonly repo: string;
   /** Size the client announced (Content-Length or the batch); null when unknown (chunked without a hint). */
   readonly expectedSize: number | null;
 }

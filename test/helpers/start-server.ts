@@ -64,3 +64,16 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
     },
   };
 }
+
+/**
+ * Waits until `path` exists: small objects are acknowledged from the journal and get their own file
+ * in the background within a second or two.
+ */
+export async function waitForFile(path: string, timeoutMs = 10_000): Promise<void> {
+  const { existsSync } = await import('node:fs');
+  const until = Date.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (Date.now() > until) throw new Error(`${path} did not appear within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

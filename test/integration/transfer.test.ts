@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, batch, blob, http, push, schemaErrors } from '../helpers/lfs-http.js';
-import { startServer } from '../helpers/start-server.js';
+import { startServer, waitForFile } from '../helpers/start-server.js';
 
 // One forge and one server for the file: a real server process on a real port, a real SQLite file.
 const forge = new GitHubEmulator();
@@ -267,7 +267,8 @@ t.test('proof of possession: a second repository never sees the first one\'s obj
   const got = await http('GET', `${base}/acme/other/objects/${secret.oid}`, { headers: { authorization: basic('tok-admin') } });
   t.ok(got.body.equals(secret.data));
   const dir = join(server.dataDir, 'objects', secret.oid.slice(0, 2), secret.oid.slice(2, 4));
-  t.same(readdirSync(dir).filter((f) => f === secret.oid), [secret.oid]);
+  await waitForFile(join(dir, secret.oid)); // small: journaled first, its own file follows
+  t.same(readdirSync(dir).filter((f) => f.startsWith(secret.oid)), [secret.oid], 'one copy');
 });
 
 t.test('one forge lookup serves many requests with the same token (rule 5)', async (t) => {
