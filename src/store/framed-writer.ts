@@ -1,9 +1,9 @@
-import { createHash, type Hash } from 'node:crypto';
 import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { BufferPool, FRAME_SIZE } from './buffer-pool.js';
+import { IncomingCheck } from './incoming-check.js';
 import { Codec, TRAILER_SIZE, encodeIndex, encodeTrailer, type FrameEntry } from './frame-format.js';
 import type { CommitFn } from './raw-writer.js';
 import type { StagingFile } from './staging-file.js';
@@ -22,14 +22,11 @@ export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 
  * kept only if it is smaller than the object; otherwise the object is stored exactly as it arrived.
  */
 export class FramedWriter implements ObjectWriter {
-  readonly #oid: Oid;
-  readonly #expected: number | null;
+  readonly #check: IncomingCheck;
   readonly #file: StagingFile;
   readonly #commit: CommitFn;
   readonly #pool: WorkerPool;
   readonly #level: number;
-  readonly #hash: Hash = createHash('sha256');
-  #count = 0;
   #frame: ArrayBuffer | null = null;
   #fill = 0;
   /** Frames handed to the pool, in order; each settles once its bytes are written. */
@@ -42,8 +39,7 @@ export class FramedWriter implements ObjectWriter {
   #failed: unknown = null;
 
   constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, pool: WorkerPool, level: number) {
-    this.#oid = oid;
-    this.#expected = expected;
+    this.#check = new IncomingCheck(oid, expected);
     this.#file = file;
     this.#commit = commit;
     this.#pool = pool;
@@ -52,11 +48,11 @@ export class FramedWriter implements ObjectWriter {
 
   write(chunk: Uint8Array): boolean {
     if (this.#failed !== null) throw this.#failed;
-    this.#count += chunk.byteLength;
-    if (this.#expected !== null && this.#count > this.#expected) {
-      throw (this.#failed = lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#expected} bytes`));
+    try {
+      this.#check.take(chunk);
+    } catch (e) {
+      throw (this.#failed = e);
     }
-    this.#hash.update(chunk);
     let off = 0;
     while (off < chunk.byteLength) {
       this.#frame ??= frameBuffers.take();
@@ -123,28 +119,25 @@ export class FramedWriter implements ObjectWriter {
     }
     await this.#chain;
     if (this.#failed !== null) throw this.#failed;
-    if (this.#expected !== null && this.#count !== this.#expected) {
-      throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
-    }
-    const digest = this.#hash.digest('hex');
-    if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
+    this.#check.verify();
+    const size = this.#check.count;
 
     const index = encodeIndex(this.#entries);
     const framedSize = this.#position + index.length + TRAILER_SIZE;
-    if (framedSize < this.#count) {
-      const trailer = encodeTrailer(FRAME_SIZE, this.#count, this.#entries.length, this.#position, index);
+    if (framedSize < size) {
+      const trailer = encodeTrailer(FRAME_SIZE, size, this.#entries.length, this.#position, index);
       await new Promise<void>((resolve) => this.#file.write(Buffer.concat([index, trailer]), this.#position, resolve));
       await this.#file.seal(framedSize);
-      return this.#commit(this.#file, { size: this.#count, storedSize: framedSize });
+      return this.#commit(this.#file, { size, storedSize: framedSize });
     }
     if (this.#entries.every((e) => e.codec === Codec.Raw)) {
       // All frames raw: the frames region is the object exactly as it arrived.
-      await this.#file.seal(this.#count);
-      return this.#commit(this.#file, { size: this.#count, storedSize: this.#count });
+      await this.#file.seal(size);
+      return this.#commit(this.#file, { size, storedSize: size });
     }
     // Some frames shrank but the whole did not (index overhead on a tiny object): store it plain.
     await this.#rewritePlain();
-    return this.#commit(this.#file, { size: this.#count, storedSize: this.#count });
+    return this.#commit(this.#file, { size, storedSize: size });
   }
 
   /** Rare path: decode the few frames in place into their plain bytes. Objects here are one small frame. */

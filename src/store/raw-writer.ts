@@ -1,7 +1,7 @@
-import { createHash, type Hash } from 'node:crypto';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import { ioBuffers } from './buffer-pool.js';
+import { IncomingCheck } from './incoming-check.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
 
@@ -17,12 +17,9 @@ const MAX_IN_FLIGHT = 4;
  * MAX_IN_FLIGHT are outstanding, so an upload costs a fixed few MiB whatever its size.
  */
 export class RawWriter implements ObjectWriter {
-  readonly #oid: Oid;
-  readonly #expected: number | null;
+  readonly #check: IncomingCheck;
   readonly #file: StagingFile;
   readonly #commit: CommitFn;
-  readonly #hash: Hash = createHash('sha256');
-  #count = 0;
   #written = 0;
   #buf: ArrayBuffer | null = null;
   #fill = 0;
@@ -31,8 +28,7 @@ export class RawWriter implements ObjectWriter {
   #failed: unknown = null;
 
   constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn) {
-    this.#oid = oid;
-    this.#expected = expected;
+    this.#check = new IncomingCheck(oid, expected);
     this.#file = file;
     this.#commit = commit;
   }
@@ -40,11 +36,11 @@ export class RawWriter implements ObjectWriter {
   write(chunk: Uint8Array): boolean {
     if (this.#failed !== null) throw this.#failed;
     if (this.#file.error !== null) throw (this.#failed = this.#file.error);
-    this.#count += chunk.byteLength;
-    if (this.#expected !== null && this.#count > this.#expected) {
-      throw (this.#failed = lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#expected} bytes`));
+    try {
+      this.#check.take(chunk);
+    } catch (e) {
+      throw (this.#failed = e);
     }
-    this.#hash.update(chunk);
     let off = 0;
     while (off < chunk.byteLength) {
       this.#buf ??= ioBuffers.take();
@@ -88,13 +84,9 @@ export class RawWriter implements ObjectWriter {
       ioBuffers.give(this.#buf);
       this.#buf = null;
     }
-    if (this.#expected !== null && this.#count !== this.#expected) {
-      throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
-    }
-    const digest = this.#hash.digest('hex');
-    if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
+    this.#check.verify();
     await this.#file.seal(this.#written);
-    return this.#commit(this.#file, { size: this.#count, storedSize: this.#written });
+    return this.#commit(this.#file, { size: this.#check.count, storedSize: this.#written });
   }
 
   async abort(): Promise<void> {
