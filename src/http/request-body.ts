@@ -52,10 +52,10 @@ export class BodyPump {
       if (this.#writer === null) {
         this.#held.push(chunk.slice()); // uWS reuses the memory after this callback returns
         this.#heldBytes += chunk.byteLength;
-        if (this.#heldBytes >= PRE_BUFFER) this.#pause();
+        if (this.#heldBytes >= PRE_BUFFER && !isLast) this.#pause();
       } else {
         try {
-          if (!this.#writer.write(chunk)) this.#pause();
+          if (!this.#writer.write(chunk) && !isLast) this.#pause();
         } catch (e) {
           this.#fail(e);
           return;
@@ -65,6 +65,9 @@ export class BodyPump {
     if (isLast) {
       this.#ended = true;
       this.#ctx.bodyPending = false;
+      // Never leave a finished body's socket paused: the next request on a keep-alive connection
+      // would never be read. (The response is not written yet, so `res` is still usable.)
+      this.#resume();
       if (this.#writer !== null) this.#settle?.resolve();
     }
   }

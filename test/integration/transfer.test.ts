@@ -292,3 +292,20 @@ t.test('a known path with the wrong method is 405 with Allow', async (t) => {
   t.type(res.json().message, 'string');
   t.equal((await http('DELETE', `${base}/${GAME}/objects/${'a'.repeat(64)}`)).status, 405);
 });
+
+t.test('a keep-alive connection stays usable after uploads around the 1 MiB hold-back', async (t) => {
+  const { Agent, request } = await import('undici');
+  const agent = new Agent({ connections: 1, pipelining: 1 });
+  t.teardown(() => agent.close());
+  for (const size of [1048576 - 1, 1048576, 1048576 + 7, 1048576 + 65536, 2097152 + 7]) {
+    for (let round = 0; round < 3; round++) {
+      const a = blob(size);
+      const put = await request(`${base}/${GAME}/objects/${a.oid}`, { dispatcher: agent, method: 'PUT', headers: { authorization: basic('tok-writer') }, body: a.data });
+      await put.body.text();
+      t.equal(put.statusCode, 200, `PUT ${size}`);
+      const next = await request(`${base}/health`, { dispatcher: agent, headersTimeout: 3000, bodyTimeout: 3000 });
+      await next.body.text();
+      t.equal(next.statusCode, 200, `next request on the same connection after ${size} bytes`);
+    }
+  }
+});
