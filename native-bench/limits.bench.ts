@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { Compressor, Decompressor } from 'zstd-napi';
 import { GiB, MiB, SeededBytes, meshLike, textLike } from './lib/data-gen.js';
+import { rawGet } from './lib/lfs-client.js';
 import { fmt, type Measurement } from './lib/report.js';
 
 /** What every benchmark gets: sizes for the mode, a scratch dir on the data disk, a recorder. */
@@ -29,6 +30,7 @@ export interface BenchContext {
 /** MB/s with MB = 10^6 bytes, as dd reports and as the targets are written. */
 export const mbps = (bytes: number, ms: number): number => bytes / 1e6 / (ms / 1000);
 
+/** The p-th percentile (nearest rank) of `values`. */
 export function percentile(values: number[], p: number): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
@@ -166,7 +168,7 @@ export function benchDd(ctx: BenchContext): number | null {
  * What one durable small object costs the disk: a new 64 KiB file written and fsync'd, and the whole
  * floor a store pays (create, write, fsync, close, rename into place, fsync the directory).
  */
-export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; floorMs: number; parallelPerSec: number }> {
+export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; floorMs: number; parallelPerSec: number; appendMs: number }> {
   const n = ctx.quick ? 50 : 200;
   const dir = join(ctx.scratch, 'fsync');
   const final = join(dir, 'final');
@@ -195,11 +197,32 @@ export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; 
   }
   const fsyncMs = percentile(syncs, 50);
   const floorMs = percentile(floors, 50);
+  const appendMs = await appendDurable(ctx, body, n);
   const parallelPerSec = await parallelDurableFiles(ctx, body, 8, ctx.quick ? 200 : 800);
   ctx.record({ key: 'limits.fsync_64k', group: 'limits', label: 'fsync of a new 64 KiB file (median)', value: fsyncMs, unit: 'ms', detail: `p90 ${fmt(percentile(syncs, 90))} ms over ${n} files` });
   ctx.record({ key: 'limits.durable_64k_floor', group: 'limits', label: 'durable 64 KiB object floor: create+write+fsync+rename+dir fsync (median)', value: floorMs, unit: 'ms', detail: `p90 ${fmt(percentile(floors, 90))} ms; one at a time` });
+  ctx.record({ key: 'limits.append_64k', group: 'limits', label: '64 KiB appended to an open file + fdatasync (median)', value: appendMs, unit: 'ms', detail: 'the floor of a pack/log layout for small objects: no new file, no rename, no directory fsync' });
   ctx.record({ key: 'limits.durable_64k_parallel', group: 'limits', label: 'durable 64 KiB files, 8 writers, directory fsync group-committed', value: parallelPerSec, unit: 'files/s', detail: 'what 8 parallel uploads could reach with no HTTP, hashing or index' });
-  return { fsyncMs, floorMs, parallelPerSec };
+  return { fsyncMs, floorMs, parallelPerSec, appendMs };
+}
+
+/** Median cost of appending 64 KiB to one open file and fdatasync-ing it, `n` times. */
+async function appendDurable(ctx: BenchContext, body: Buffer, n: number): Promise<number> {
+  const path = join(ctx.scratch, 'append.bin');
+  const fh = await open(path, 'a');
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      await fh.write(body);
+      await fh.datasync();
+      times.push(performance.now() - t0);
+    }
+  } finally {
+    await fh.close();
+    await unlink(path).catch(() => undefined);
+  }
+  return percentile(times, 50);
 }
 
 /**
@@ -266,7 +289,7 @@ async function startPeer(): Promise<{ port: number; stop: () => void }> {
  * receive (undici PUTs `total` bytes chunked, the peer discards them) and send (the peer serves
  * `total` bytes, undici discards them). These bound what our upload and download can reach here.
  */
-export async function benchLoopback(ctx: BenchContext): Promise<{ receive: number; send: number }> {
+export async function benchLoopback(ctx: BenchContext): Promise<{ receive: number; send: number; sendBare: number }> {
   const total = ctx.quick ? 256 * MiB : GiB;
   const block = new SeededBytes('loop').bytes(MiB);
   const peer = await startPeer();
@@ -294,13 +317,23 @@ export async function benchLoopback(ctx: BenchContext): Promise<{ receive: numbe
       sent.push(performance.now() - t0);
       if (n !== total) throw new Error(`loopback source sent ${n} of ${total}`);
     }
+    const bare: number[] = [];
+    for (let i = 0; i < tries(ctx); i++) {
+      const t0 = performance.now();
+      const n = await rawGet(`http://127.0.0.1:${peer.port}/bytes/${total}`);
+      bare.push(performance.now() - t0);
+      if (n !== total) throw new Error(`loopback source sent ${n} of ${total} to the bare socket`);
+    }
     const recvMs = Math.min(...recv);
     const sendMs = Math.min(...sent);
+    const bareMs = Math.min(...bare);
     const receive = mbps(total, recvMs);
     const send = mbps(total, sendMs);
     ctx.record({ key: 'limits.loopback_receive', group: 'limits', label: `loopback receive: undici PUT ${total / MiB} MiB → node:http sink`, value: receive, unit: 'MB/s', detail: `chunked, peer in its own process; best of ${recv.length} (${recv.map((ms) => fmt(mbps(total, ms))).join(', ')})` });
     ctx.record({ key: 'limits.loopback_send', group: 'limits', label: `loopback send: node:http ${total / MiB} MiB → undici null sink`, value: send, unit: 'MB/s', detail: `what a download could reach from a node:http server; best of ${sent.length} (${sent.map((ms) => fmt(mbps(total, ms))).join(', ')})` });
-    return { receive, send };
+    const sendBare = mbps(total, bareMs);
+    ctx.record({ key: 'limits.loopback_send_bare', group: 'limits', label: `loopback send: node:http ${total / MiB} MiB → bare TCP socket`, value: sendBare, unit: 'MB/s', detail: `the receiver costs next to nothing; best of ${bare.length} (${bare.map((ms) => fmt(mbps(total, ms))).join(', ')})` });
+    return { receive, send, sendBare };
   } finally {
     await dispatcher.close();
     peer.stop();

@@ -11,7 +11,7 @@ import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
 import { startServer, type RunningServer } from '../test/helpers/start-server.js';
 import { GiB, MiB, SeededBytes, textLike } from './lib/data-gen.js';
 import { LfsClient, type BatchObject } from './lib/lfs-client.js';
-import { cpuSecondsOf, resetPeakRss, rssOf, RssSampler } from './lib/proc-stats.js';
+import { cpuSecondsOf, mainThreadCpuSecondsOf, resetPeakRss, rssOf, RssSampler } from './lib/proc-stats.js';
 import { fmt } from './lib/report.js';
 import { mbps, percentile, tries, type BenchContext } from './limits.bench.js';
 
@@ -71,6 +71,7 @@ export interface MemObject {
   readonly data: Buffer;
 }
 
+/** Wraps bytes with their sha256, the object's LFS oid. */
 export function memObject(data: Buffer): MemObject {
   return { oid: createHash('sha256').update(data).digest('hex'), size: data.length, data };
 }
@@ -81,6 +82,23 @@ async function* slices(data: Buffer, chunk = MiB): AsyncGenerator<Buffer> {
 
 async function* generated(gen: SeededBytes, size: number): AsyncGenerator<Buffer> {
   for (const c of gen.chunks(size)) yield c;
+}
+
+/** Server CPU (all threads and the event-loop thread) and this process's CPU over one measured span. */
+function cpuMeter(pid: number): () => { server: number; loop: number; client: number } {
+  const s0 = cpuSecondsOf(pid);
+  const l0 = mainThreadCpuSecondsOf(pid);
+  const c0 = process.cpuUsage();
+  return () => {
+    const c = process.cpuUsage(c0);
+    return { server: cpuSecondsOf(pid) - s0, loop: mainThreadCpuSecondsOf(pid) - l0, client: (c.user + c.system) / 1e6 };
+  };
+}
+
+/** "server CPU 1.2 ms/MiB (event loop 0.8), client 0.3": where a transfer's CPU went, per MiB moved. */
+function cpuDetail(cpu: { server: number; loop: number; client: number }, bytes: number): string {
+  const per = (s: number): string => fmt((s * 1000) / (bytes / MiB));
+  return `CPU per MiB: server ${per(cpu.server)} ms (event loop ${per(cpu.loop)}), client ${per(cpu.client)} ms`;
 }
 
 interface Timed {
@@ -131,6 +149,7 @@ async function rangeLastMiB(client: LfsClient, href: string, size: number, n: nu
 export interface ServerFigures {
   upload1g?: number;
   download1g?: number;
+  download1gRaw?: number;
   range1gMs?: number;
   seqMsPerObject?: number;
   seqMsPerObjectOwnBatch?: number;
@@ -162,13 +181,13 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
     let bigHref = '';
     if (needBig) {
       // A new object per try (the server keeps each), the best try counts: the machine is shared.
-      const runs: { t: Timed; cpu: number }[] = [];
+      const runs: { t: Timed; cpu: ReturnType<ReturnType<typeof cpuMeter>> }[] = [];
       for (let i = 0; i < (only('upload') ? tries(ctx) : 1); i++) {
         big = memObject(new SeededBytes(`big-${i}`).bytes(bigSize));
-        const cpu0 = cpuSecondsOf(s.pid);
+        const meter = cpuMeter(s.pid);
         const obj = big;
         const t = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data));
-        runs.push({ t, cpu: cpuSecondsOf(s.pid) - cpu0 });
+        runs.push({ t, cpu: meter() });
       }
       if (only('upload')) {
         const { t, cpu } = runs.reduce((a, b) => (b.t.totalMs < a.t.totalMs ? b : a));
@@ -179,22 +198,34 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
           label: `durable upload of ${bigSize / MiB} MiB (batch + PUT + verify)`,
           value: figures.upload1g,
           unit: 'MB/s',
-          detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.t.totalMs))).join(', ')}); batch ${fmt(t.batchMs)} ms, PUT ${fmt(t.putMs)} ms, verify ${fmt(t.verifyMs)} ms; server CPU ${fmt(cpu)} s (${fmt((cpu * 1000 * 100) / t.totalMs)}% of a core)`,
+          detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.t.totalMs))).join(', ')}); batch ${fmt(t.batchMs)} ms, PUT ${fmt(t.putMs)} ms, verify ${fmt(t.verifyMs)} ms; ${cpuDetail(cpu, bigSize)}`,
         });
       }
     }
     if (big !== null && (only('download') || only('range'))) {
-      const runs: { ms: number; cpu: number }[] = [];
+      const runs: { ms: number; cpu: ReturnType<ReturnType<typeof cpuMeter>> }[] = [];
       for (let i = 0; i < (only('download') ? tries(ctx) : 1); i++) {
-        const cpu0 = cpuSecondsOf(s.pid);
+        const meter = cpuMeter(s.pid);
         const d = await timedDownload(client, big.oid, big.size);
-        runs.push({ ms: d.ms, cpu: cpuSecondsOf(s.pid) - cpu0 });
+        runs.push({ ms: d.ms, cpu: meter() });
         bigHref = d.href;
       }
       if (only('download')) {
+        // The same download into a bare socket: what the server sends when the client costs nothing.
+        const raw: { ms: number; cpu: ReturnType<ReturnType<typeof cpuMeter>> }[] = [];
+        for (let i = 0; i < tries(ctx); i++) {
+          const meter = cpuMeter(s.pid);
+          const t0 = performance.now();
+          const got = await client.downloadRaw(bigHref);
+          raw.push({ ms: performance.now() - t0, cpu: meter() });
+          if (got !== bigSize) throw new Error(`raw download returned ${got} of ${bigSize} bytes`);
+        }
+        const bestRaw = raw.reduce((a, b) => (b.ms < a.ms ? b : a));
+        figures.download1gRaw = mbps(bigSize, bestRaw.ms);
+        ctx.record({ key: 'server.download_1g_raw', group: 'server', label: `download of ${bigSize / MiB} MiB into a bare TCP socket (GET only)`, value: figures.download1gRaw, unit: 'MB/s', detail: `best of ${raw.length} (${raw.map((r) => fmt(mbps(bigSize, r.ms))).join(', ')}); ${cpuDetail(bestRaw.cpu, bigSize)}` });
         const { ms, cpu } = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
         figures.download1g = mbps(bigSize, ms);
-        ctx.record({ key: 'server.download_1g', group: 'server', label: `download of ${bigSize / MiB} MiB to a null sink (batch + GET)`, value: figures.download1g, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.ms))).join(', ')}); server CPU ${fmt(cpu)} s (${fmt((cpu * 1000 * 100) / ms)}% of a core)` });
+        ctx.record({ key: 'server.download_1g', group: 'server', label: `download of ${bigSize / MiB} MiB to a null sink (batch + GET)`, value: figures.download1g, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(mbps(bigSize, r.ms))).join(', ')}); ${cpuDetail(cpu, bigSize)}` });
       }
     }
     if (big !== null && only('range')) {
@@ -205,6 +236,7 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
     big = null;
 
     if (only('seq64k')) {
+      await settle();
       const n = ctx.quick ? 100 : 500;
       const pool = new SeededBytes('seq64k').bytes(2 * n * 65536);
       const objs = Array.from({ length: 2 * n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
@@ -242,16 +274,17 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
     }
 
     if (only('par64k')) {
+      await settle();
       const n = ctx.quick ? 400 : 2000;
       const pool = new SeededBytes('par64k').bytes(n * 65536);
       const objs = Array.from({ length: n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
-      const cpu0 = cpuSecondsOf(s.pid);
+      const meter = cpuMeter(s.pid);
       const t0 = performance.now();
       await parallelUpload(client, objs, 8);
       const ms = performance.now() - t0;
-      const cpu = cpuSecondsOf(s.pid) - cpu0;
+      const cpu = meter();
       figures.parObjectsPerSec = n / (ms / 1000);
-      ctx.record({ key: 'server.par_64k', group: 'server', label: `${n} × 64 KiB, 8 parallel uploaders (batch per 100)`, value: figures.parObjectsPerSec, unit: 'objects/s', detail: `${fmt(ms / n)} ms/object wall; server CPU ${fmt((cpu * 1000) / n)} ms/object` });
+      ctx.record({ key: 'server.par_64k', group: 'server', label: `${n} × 64 KiB, 8 parallel uploaders (batch per 100)`, value: figures.parObjectsPerSec, unit: 'objects/s', detail: `${fmt(ms / n)} ms/object wall; CPU per object: server ${fmt((cpu.server * 1000) / n)} ms (event loop ${fmt((cpu.loop * 1000) / n)}), client ${fmt((cpu.client * 1000) / n)} ms` });
     }
   } catch (e) {
     failed = e;
@@ -261,6 +294,14 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
   }
   return figures;
 }
+
+/** Lets the server finish background work of the previous measure (journal flushes, writeback). */
+function settle(ms = 1000): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Signed MiB for a growth figure ("+4.40", "−10.5": RSS can end below the idle baseline after a GC). */
+const growth = (bytes: number): string => `${bytes < 0 ? '−' : '+'}${fmt(Math.abs(bytes) / MiB)}`;
 
 /**
  * git-lfs's upload loop: a producer asks for batches of 100 while 8 transfer workers PUT + verify
@@ -353,16 +394,22 @@ export async function benchRss(ctx: BenchContext, forge: GitHubEmulator, env: Re
     const baseline = percentile(idle, 50);
 
     let up: Timed | null = null;
+    let upMeter = cpuMeter(s.pid);
     const upload = await phasePeak(s.pid, baseline, async () => {
+      upMeter = cpuMeter(s.pid);
       up = await timedUpload(client, oid, size, () => chunks(size));
     });
+    const upCpu = upMeter();
     let downMs = 0;
     let href = '';
+    let downMeter = cpuMeter(s.pid);
     const download = await phasePeak(s.pid, baseline, async () => {
+      downMeter = cpuMeter(s.pid);
       const d = await timedDownload(client, oid, size);
       downMs = d.ms;
       href = d.href;
     });
+    const downCpu = downMeter();
     // A slow reader (50 MB/s for 3 s, then it hangs up): the server must hold only a bounded window.
     const slowReader = await phasePeak(s.pid, baseline, async () => {
       await client.download(href, { throttle: 50e6, limit: ctx.quick ? 50e6 : 150e6 });
@@ -380,9 +427,9 @@ export async function benchRss(ctx: BenchContext, forge: GitHubEmulator, env: Re
     };
     const gib = (size / GiB).toFixed(2);
     const what = tag === 'raw' ? '' : ` [${tag}]`;
-    ctx.record({ key: `server.rss_${tag}`, group: 'server', label: `server RSS growth while ${gib} GiB move (peak of all phases)${what}`, value: figures.peak / MiB, unit: 'MiB', detail: `idle baseline ${fmt(baseline / MiB)} MiB; upload +${fmt(upload / MiB)}, download +${fmt(download / MiB)}, slow reader +${fmt(slowReader / MiB)} MiB (50 ms VmRSS samples and VmHWM)` });
-    ctx.record({ key: `server.upload_5g_${tag}`, group: 'server', label: `upload of ${gib} GiB, streamed${what}`, value: figures.upload5gMbps, unit: 'MB/s', detail: `PUT ${fmt(up!.putMs)} ms; generated while sent (AES-CTR on the client's CPU)` });
-    ctx.record({ key: `server.download_5g_${tag}`, group: 'server', label: `download of ${gib} GiB${what}`, value: figures.download5gMbps, unit: 'MB/s' });
+    ctx.record({ key: `server.rss_${tag}`, group: 'server', label: `server RSS growth while ${gib} GiB move (peak of all phases)${what}`, value: figures.peak / MiB, unit: 'MiB', detail: `idle baseline ${fmt(baseline / MiB)} MiB; upload ${growth(upload)}, download ${growth(download)}, slow reader ${growth(slowReader)} MiB (50 ms VmRSS samples and VmHWM)` });
+    ctx.record({ key: `server.upload_5g_${tag}`, group: 'server', label: `upload of ${gib} GiB, streamed${what}`, value: figures.upload5gMbps, unit: 'MB/s', detail: `PUT ${fmt(up!.putMs)} ms; bytes generated while sent; ${cpuDetail(upCpu, size)}` });
+    ctx.record({ key: `server.download_5g_${tag}`, group: 'server', label: `download of ${gib} GiB${what}`, value: figures.download5gMbps, unit: 'MB/s', detail: cpuDetail(downCpu, size) });
     ctx.record({ key: `server.range_5g_${tag}`, group: 'server', label: `Range read of the last MiB of the ${gib} GiB object (median)${what}`, value: range.p50, unit: 'ms', detail: `p90 ${fmt(range.p90)} ms over 10 reads` });
     return figures;
   } catch (e) {
@@ -433,21 +480,31 @@ export async function benchCompressed(ctx: BenchContext, forge: GitHubEmulator, 
     const w = memObject(new SeededBytes('z-warm').bytes(1_000_000));
     await client.upload(w.oid, w.size, () => slices(w.data));
     const rnd = memObject(new SeededBytes('z-rnd').bytes(size));
-    let cpu0 = cpuSecondsOf(s.pid);
+    let meter = cpuMeter(s.pid);
     const u = await timedUpload(client, rnd.oid, rnd.size, () => slices(rnd.data));
-    let cpu = cpuSecondsOf(s.pid) - cpu0;
+    let cpu = meter();
     figures.uploadIncompressible = mbps(size, u.totalMs);
-    ctx.record({ key: 'server.zstd3.upload_incompressible', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB incompressible`, value: figures.uploadIncompressible, unit: 'MB/s', detail: `server CPU ${fmt(cpu)} s` });
+    ctx.record({ key: 'server.zstd3.upload_incompressible', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB incompressible`, value: figures.uploadIncompressible, unit: 'MB/s', detail: cpuDetail(cpu, size) });
     const text: Buffer[] = [];
     for await (const c of cycledText(size)) text.push(c);
     const txt = memObject(Buffer.concat(text));
+    meter = cpuMeter(s.pid);
     const ut = await timedUpload(client, txt.oid, txt.size, () => slices(txt.data));
-    ctx.record({ key: 'server.zstd3.upload_text', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB text-like`, value: mbps(size, ut.totalMs), unit: 'MB/s' });
-    cpu0 = cpuSecondsOf(s.pid);
+    cpu = meter();
+    ctx.record({ key: 'server.zstd3.upload_text', group: 'server', label: `[zstd:3] durable upload of ${size / MiB} MiB text-like`, value: mbps(size, ut.totalMs), unit: 'MB/s', detail: cpuDetail(cpu, size) });
+    meter = cpuMeter(s.pid);
     const d = await timedDownload(client, txt.oid, txt.size);
-    cpu = cpuSecondsOf(s.pid) - cpu0;
-    figures.downloadText = mbps(size, d.ms);
-    ctx.record({ key: 'server.zstd3.download_text', group: 'server', label: `[zstd:3] download of ${size / MiB} MiB text-like`, value: figures.downloadText, unit: 'MB/s', detail: `server CPU ${fmt(cpu)} s` });
+    cpu = meter();
+    ctx.record({ key: 'server.zstd3.download_text', group: 'server', label: `[zstd:3] download of ${size / MiB} MiB text-like (undici)`, value: mbps(size, d.ms), unit: 'MB/s', detail: cpuDetail(cpu, size) });
+    // Into a bare socket as well: the target is about what the server sends, not what undici parses.
+    meter = cpuMeter(s.pid);
+    const t0 = performance.now();
+    const got = await client.downloadRaw(d.href);
+    const rawMs = performance.now() - t0;
+    cpu = meter();
+    if (got !== size) throw new Error(`raw download returned ${got} of ${size} bytes`);
+    figures.downloadText = mbps(size, rawMs);
+    ctx.record({ key: 'server.zstd3.download_text_raw', group: 'server', label: `[zstd:3] download of ${size / MiB} MiB text-like into a bare TCP socket`, value: figures.downloadText, unit: 'MB/s', detail: cpuDetail(cpu, size) });
   } catch (e) {
     failed = e;
     throw e;

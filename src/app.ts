@@ -9,6 +9,8 @@ import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
 import { registerLockRoutes } from './http/routes/locks.js';
 import { registerObjectRoutes } from './http/routes/objects.js';
+import { registerMaintenanceRoutes } from './http/routes/maintenance.js';
+import { MaintenanceService } from './service/maintenance/maintenance-service.js';
 import { registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { SessionsRepo } from './db/sessions-repo.js';
@@ -26,6 +28,10 @@ import { BatchService } from './service/batch-service.js';
 import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { DiskBlobStore } from './store/disk.js';
+import { S3BlobStore } from './store/s3/s3-store.js';
+import type { BlobStore } from './store/types.js';
+import { PresignService } from './service/presign-service.js';
+import { createHmac } from 'node:crypto';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 
@@ -45,6 +51,10 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel });
   const swept = await store.sweepStaging(60_000);
   if (swept > 0) log('swept staging files left by an earlier run', { count: swept });
+  // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
+  const s3 = config.s3 === null ? null : S3BlobStore.open({ ...config.s3, pool, compressionLevel: config.compressionLevel });
+  const blobs: BlobStore = s3 ?? store;
+  if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
@@ -70,14 +80,41 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), config.auth, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
-  const batch = new BatchService(objects, links, settings);
-  const transfers = new TransferService(store, objects, metrics);
+  // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
+  const batch = new BatchService(objects, links, settings, s3 === null ? store : null);
+  const transfers = new TransferService(blobs, objects, metrics, s3 === null ? store : null);
+  const maintenance =
+    s3 === null
+      ? await MaintenanceService.open({
+          db,
+          store,
+          objects,
+          stats: statsRepo,
+          pool,
+          threads: config.workers,
+          uploads: transfers,
+          graceSeconds: config.gcGrace,
+          compressionLevel: config.compressionLevel,
+          log,
+        })
+      : null;
 
   const http = new HttpServer(metrics, log, config.logRequests);
-  registerHealthRoutes(http, { store, metrics });
-  registerObjectRoutes(http, { access, batch, transfers, limits: settings });
+  let presign: PresignService | undefined;
+  if (s3 !== null && config.s3!.presign) {
+    const enforced = await s3.probeChecksumEnforcement();
+    log('presigned bucket links on', { checksumEnforced: enforced });
+    // Verify links are signed with a key every node sharing the bucket derives alike (PresignService).
+    const verifyKey = createHmac('sha256', config.s3!.credentials.secretAccessKey).update('stowage verify links').digest();
+    presign = new PresignService(s3, { ttl: config.s3!.presignTtl, verifyKey });
+    batch.usePresign(presign);
+    transfers.usePromoter(presign);
+  }
+  registerHealthRoutes(http, { store: blobs, metrics });
+  registerObjectRoutes(http, { access, batch, transfers, limits: settings, presign });
+  if (maintenance !== null) registerMaintenanceRoutes(http, { access, maintenance });
   registerLockRoutes(http, { locks: new LockService(new LocksRepo(db), access, { maxAge: config.lockMaxAge }, log) });
-  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers });
+  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, ...(maintenance ? { work: maintenance } : {}) });
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
   const sessions = new SessionService(new SessionsRepo(db), access, { adminRepo, ttlSeconds: config.sessionTtl });
   registerRepoPageRoutes(http, { access, stats });
@@ -90,6 +127,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
 
   const sweeper = setInterval(() => {
     store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { err: String(e) }));
+    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { err: String(e) }));
   }, 3600_000);
   sweeper.unref();
 
@@ -104,8 +142,10 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     async close() {
       clearInterval(sweeper);
       clearInterval(retirer);
+      await maintenance?.close(); // jobs stop at their next object; a rerun finishes them
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      await s3?.close();
       while (retiring) await new Promise((r) => setTimeout(r, 10));
       await store.closeJournal();
       await pool.close();

@@ -2,6 +2,7 @@ import { createCipheriv, createHash } from 'node:crypto';
 
 /** One mebibyte, the unit every generator and report uses (MB in rates means 10^6 bytes). */
 export const MiB = 1 << 20;
+/** One gibibyte. */
 export const GiB = 1 << 30;
 
 /**

@@ -20,9 +20,18 @@ export function resetPeakRss(pid: number): boolean {
   }
 }
 
-/** User + system CPU seconds a process has used so far. */
+/** User + system CPU seconds a process has used so far (all threads). */
 export function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return cpuFromStat(`/proc/${pid}/stat`);
+}
+
+/** CPU seconds of a process's main thread only: in node, the event loop (the HTTP thread here). */
+export function mainThreadCpuSecondsOf(pid: number): number {
+  return cpuFromStat(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function cpuFromStat(path: string): number {
+  const stat = readFileSync(path, 'utf8');
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(f[11]) + Number(f[12])) / CLK_TCK;

@@ -27,6 +27,7 @@ export interface Comparison {
   readonly pass: boolean | null;
 }
 
+/** Everything one run produced: what latest.json holds. */
 export interface BenchResults {
   readonly machine: MachineInfo;
   readonly mode: 'full' | 'quick';

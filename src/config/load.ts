@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { parseRepoName } from '../protocol/repo-name.js';
-import { DEFAULTS, type Config, type ConfigVariable, type ForgeProvider } from './schema.js';
+import { DEFAULTS, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
 export class ConfigError extends Error {
@@ -127,6 +127,39 @@ export function parseCompression(value: string): number | null {
   return level;
 }
 
+/** SVC_STORE=s3: the bucket settings and credentials (issue 8); null for the disk store. */
+function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
+  if (store === 'disk') return null;
+  const bucket = raw(env, 'SVC_S3_BUCKET');
+  if (bucket === null) throw new ConfigError('SVC_S3_BUCKET is required when SVC_STORE=s3');
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw new ConfigError(`SVC_S3_BUCKET must be a bucket name (3-63 of a-z 0-9 . -), got "${bucket}"`);
+  const region = raw(env, 'SVC_S3_REGION')!;
+  if (!/^[a-z0-9-]{1,50}$/.test(region)) throw new ConfigError(`SVC_S3_REGION must be a region name such as us-east-1, got "${region}"`);
+  const endpointRaw = raw(env, 'SVC_S3_ENDPOINT');
+  const endpoint = endpointRaw === null ? `https://s3.${region}.amazonaws.com` : parseHttpUrl('SVC_S3_ENDPOINT', endpointRaw);
+  if (new URL(endpoint).pathname !== '/') throw new ConfigError(`SVC_S3_ENDPOINT must be an origin without a path, got "${endpointRaw}"`);
+  const prefixRaw = raw(env, 'SVC_S3_PREFIX') ?? '';
+  const prefix = prefixRaw.replace(/^\/+|\/+$/g, '');
+  if (prefix !== '' && (!/^[A-Za-z0-9._\/-]{1,200}$/.test(prefix) || prefix.split('/').some((p) => p === '' || /^\.+$/.test(p)))) {
+    throw new ConfigError(`SVC_S3_PREFIX must be path segments of A-Z a-z 0-9 . _ - separated by /, got "${prefixRaw}"`);
+  }
+  const accessKeyId = env.AWS_ACCESS_KEY_ID?.trim() ?? '';
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY?.trim() ?? '';
+  if (accessKeyId === '' || secretAccessKey === '') throw new ConfigError('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are required when SVC_STORE=s3');
+  const sessionToken = env.AWS_SESSION_TOKEN?.trim() || null;
+  return {
+    bucket,
+    endpoint,
+    region,
+    prefix: prefix === '' ? '' : `${prefix}/`,
+    pathStyle: parseBoolean('SVC_S3_PATH_STYLE', raw(env, 'SVC_S3_PATH_STYLE')!),
+    presign: parseBoolean('SVC_S3_PRESIGN', raw(env, 'SVC_S3_PRESIGN')!),
+    // SigV4 presigned URLs live at most 7 days.
+    presignTtl: parseDuration('SVC_S3_PRESIGN_TTL', raw(env, 'SVC_S3_PRESIGN_TTL')!, 60, 604_800),
+    credentials: { accessKeyId, secretAccessKey, sessionToken },
+  };
+}
+
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === 'object') {
     for (const v of Object.values(o)) deepFreeze(v);
@@ -173,6 +206,9 @@ export function loadConfig(env: Env): Config {
     }
   }
   const allowedRaw = raw(env, 'SVC_ALLOWED_REPOS');
+  const store = raw(env, 'SVC_STORE')!;
+  if (store !== 'disk' && store !== 's3') throw new ConfigError(`SVC_STORE must be disk or s3, got "${store}"`);
+  const compressionLevel = parseCompression(raw(env, 'SVC_COMPRESSION')!);
 
   const config: Config = {
     host: raw(env, 'SVC_HOST')!,
@@ -196,7 +232,7 @@ export function loadConfig(env: Env): Config {
     stagingMaxAge: parseDuration('SVC_STAGING_MAX_AGE', raw(env, 'SVC_STAGING_MAX_AGE')!, 60, 365 * 86400),
     chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
     workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
-    compressionLevel: parseCompression(raw(env, 'SVC_COMPRESSION')!),
+    compressionLevel,
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
     lockMaxAge: lockMaxAgeRaw === null ? null : parseDuration('SVC_LOCK_MAX_AGE', lockMaxAgeRaw, 1, 10 * 365 * 86400),
     access: {
@@ -207,6 +243,9 @@ export function loadConfig(env: Env): Config {
     },
     adminRepo,
     sessionTtl: parseDuration('SVC_SESSION_TTL', raw(env, 'SVC_SESSION_TTL')!, 60, 30 * 86400),
+    store,
+    s3: loadS3(env, store),
+    gcGrace: parseDuration('SVC_GC_GRACE', raw(env, 'SVC_GC_GRACE')!, 0, 10 * 365 * 86400),
   };
   return deepFreeze(config);
 }

@@ -67,6 +67,30 @@ export interface Config {
   readonly adminRepo: string | null;
   /** Seconds a dashboard session lasts. */
   readonly sessionTtl: number;
+  /** Seconds during which retain never takes an object uploaded or referenced (issue 6); 0 = no grace. */
+  readonly gcGrace: number;
+  /** Where objects live: the local disk under dataDir (SVC_STORE=disk) or an S3-compatible bucket (s3). */
+  readonly store: 'disk' | 's3';
+  /** The bucket (issue 8) when store is 's3'; null otherwise. */
+  readonly s3: S3Config | null;
+}
+
+/** SVC_S3_* and the standard AWS credential variables (issue 8). */
+export interface S3Config {
+  readonly bucket: string;
+  /** Endpoint origin (MinIO, Ceph RGW, R2 …); https://s3.{region}.amazonaws.com when unset. */
+  readonly endpoint: string;
+  readonly region: string;
+  /** Key prefix inside the bucket: '' or ending with '/'. */
+  readonly prefix: string;
+  /** Path-style addressing (endpoint/bucket/key) instead of virtual-hosted (bucket.endpoint/key). */
+  readonly pathStyle: boolean;
+  /** Batch links are presigned bucket URLs (spec Authentication rules 14-16). */
+  readonly presign: boolean;
+  /** Base lifetime of a presigned link in seconds; large objects get longer (see PresignService). */
+  readonly presignTtl: number;
+  /** From AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; never logged. */
+  readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken: string | null };
 }
 
 /** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */
@@ -99,6 +123,15 @@ export const DEFAULTS = {
   SVC_REPO_QUOTA: '0', // 0: no limit
   SVC_ADMIN_REPO: null, // only forge site admins may sign in to the dashboard
   SVC_SESSION_TTL: '8h',
+  SVC_STORE: 'disk',
+  SVC_S3_BUCKET: null, // required when SVC_STORE=s3
+  SVC_S3_ENDPOINT: null, // https://s3.{region}.amazonaws.com
+  SVC_S3_REGION: 'us-east-1',
+  SVC_S3_PREFIX: null, // keys at the bucket's root
+  SVC_S3_PATH_STYLE: 'false',
+  SVC_S3_PRESIGN: 'false',
+  SVC_S3_PRESIGN_TTL: '1h',
+  SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof DEFAULTS;

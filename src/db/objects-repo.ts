@@ -15,11 +15,19 @@ export class ObjectsRepo {
   readonly #insertObject: Statement<[string, number, number, number]>;
   readonly #insertRef: Statement<[string, string, number]>;
   readonly #addRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
+  readonly #unquarantine: Statement<[string]>;
+  readonly #refresh: Statement<[number, number, string]>;
+  readonly #isQuarantined: Statement<[string], { n: number }>;
 
   constructor(db: Db) {
     this.#getInRepo = db.prepare(
-      'SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ? AND r.oid = ?',
+      'SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ? AND r.oid = ?' +
+        // Quarantined objects (issue 6) are missing to batch, download and verify until good bytes arrive.
+        ' AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)',
     );
+    this.#unquarantine = db.prepare('DELETE FROM quarantine WHERE oid = ?');
+    this.#refresh = db.prepare('UPDATE objects SET size = ?, stored_size = ? WHERE oid = ?');
+    this.#isQuarantined = db.prepare('SELECT COUNT(*) AS n FROM quarantine WHERE oid = ?');
     this.#getObject = db.prepare('SELECT size, stored_size FROM objects WHERE oid = ?');
     this.#insertObject = db.prepare('INSERT OR IGNORE INTO objects (oid, size, stored_size, created_at) VALUES (?, ?, ?, ?)');
     this.#insertRef = db.prepare('INSERT OR IGNORE INTO repo_objects (repo, oid, created_at) VALUES (?, ?, ?)');
@@ -27,6 +35,8 @@ export class ObjectsRepo {
       const now = Date.now();
       this.#insertObject.run(oid, size, storedSize, now);
       this.#insertRef.run(repo, oid, now);
+      // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
+      if (this.#unquarantine.run(oid).changes > 0) this.#refresh.run(size, storedSize, oid);
     });
   }
 
@@ -40,6 +50,11 @@ export class ObjectsRepo {
   findShared(oid: Oid): ObjectRow | null {
     const row = this.#getObject.get(oid);
     return row ? { oid, size: row.size, storedSize: row.stored_size } : null;
+  }
+
+  /** True when an audit found the stored bytes bad and no good copy has arrived since (issue 6). */
+  isQuarantined(oid: Oid): boolean {
+    return this.#isQuarantined.get(oid)!.n > 0;
   }
 
   /** Records the object (if new) and this repository's reference, in one short transaction. */

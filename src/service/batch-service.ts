@@ -1,7 +1,9 @@
 import type { ObjectsRepo } from '../db/objects-repo.js';
 import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protocol/batch.js';
 import type { RepoName } from '../protocol/repo-name.js';
+import type { PresignService } from './presign-service.js';
 import type { UploadLimits } from './settings-service.js';
+import type { LegacyAwareStore } from './transfer-service.js';
 
 export interface BatchLinks {
   /** Public base URL, no trailing slash (set once the listener is bound when derived from the port). */
@@ -24,11 +26,22 @@ export class BatchService {
   readonly #links: BatchLinks;
   /** Access settings: max object size and repository quota (issue 7); none when absent. */
   readonly #limits: UploadLimits | null;
+  /** The legacy per-repository layout (issue 6): its objects count as present until dedupe folds them. */
+  readonly #legacy: Pick<LegacyAwareStore, 'legacySizeSync'> | null;
 
-  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null) {
+  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyAwareStore, 'legacySizeSync'> | null = null) {
     this.#objects = objects;
     this.#links = links;
     this.#limits = limits;
+    this.#legacy = legacy;
+  }
+
+  /** SVC_S3_PRESIGN (issue 8): links straight to the bucket; null = every link points at this server. */
+  #presign: PresignService | null = null;
+
+  /** Turns on presigned bucket links (spec Authentication rules 14-16). */
+  usePresign(presign: PresignService): void {
+    this.#presign = presign;
   }
 
   answer(repo: RepoName, req: BatchRequest): BatchResponse {
@@ -42,12 +55,22 @@ export class BatchService {
         // batch.md: 409 — the hash algorithm disagrees with the server's acceptable options.
         return { oid: o.oid, size: o.size, error: { code: 409, message: `hash_algo "${req.hashAlgo}" is not supported; this server uses sha256` } };
       }
-      const held = this.#objects.findInRepo(repo.key, o.parsedOid);
+      let held: { size: number } | null = this.#objects.findInRepo(repo.key, o.parsedOid);
+      if (held === null && this.#legacy !== null && !this.#objects.isQuarantined(o.parsedOid)) {
+        const size = this.#legacy.legacySizeSync(repo, o.parsedOid);
+        if (size !== null) held = { size };
+      }
       if (held !== null && held.size !== o.size) {
         return { oid: o.oid, size: o.size, error: { code: 422, message: `size ${o.size} does not match the stored object's size` } };
       }
       if (req.operation === 'download') {
         if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
+        // Rule 15: a presigned GET of the shared key, authenticated: true (the URL carries its credentials).
+        if (this.#presign !== null) {
+          const row = this.#objects.findInRepo(repo.key, o.parsedOid);
+          const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
+          if (signed !== null) return signed;
+        }
         return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
       }
       // Spec rule 1: already present in this repository → no actions, the client skips it.
@@ -56,6 +79,9 @@ export class BatchService {
       const refusal = budget?.admit(o.size) ?? null;
       if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
       // --- end access settings
+      // Rule 15: a presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
+      const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;
+      if (signed !== null) return signed;
       const header: Record<string, string> = {};
       if (o.size >= this.#links.chunkedUploadThreshold) {
         // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the

@@ -3,7 +3,7 @@ import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { BlobReader, BlobStore, ObjectWriter } from '../store/types.js';
+import type { BlobReader, BlobStore, ObjectWriter, PutResult } from '../store/types.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
@@ -19,6 +19,11 @@ export interface LegacyAwareStore {
   legacySizeSync(repo: RepoName, oid: Oid): number | null;
   openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null>;
   quarantineFile(oid: Oid): Promise<boolean>;
+}
+
+/** Moves a presigned upload into the shared store once its bytes are confirmed (PresignService). */
+export interface IncomingPromoter {
+  promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
 }
 
 /**
@@ -97,9 +102,28 @@ export class TransferService {
     return reader;
   }
 
-  /** The verify action: 200 only when this repository holds the object with exactly that size. */
-  verify(repo: RepoName, oid: Oid, size: number): void {
+  /** SVC_S3_PRESIGN (issue 8): promotes presigned uploads at verify; null when links point here. */
+  #promoter: IncomingPromoter | null = null;
+
+  /** Turns on promotion of presigned uploads by the verify action. */
+  usePromoter(promoter: IncomingPromoter): void {
+    this.#promoter = promoter;
+  }
+
+  /**
+   * The verify action: 200 only when this repository holds the object with exactly that size. With
+   * presigned uploads, the object arrives in the bucket's landing area and this is where it is
+   * promoted into the shared store, after its digest was confirmed, and its reference recorded.
+   */
+  async verify(repo: RepoName, oid: Oid, size: number): Promise<void> {
     const row = this.#objects.findInRepo(repo.key, oid) ?? this.#legacyRow(repo, oid);
+    if (row === null && this.#promoter !== null) {
+      const put = await this.#promoter.promote(repo, oid, size);
+      this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
+      this.#metrics.transferBytes.inc({ direction: 'upload' }, put.size);
+      this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
+      return;
+    }
     if (row === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
     if (row.size !== size) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Stored object has ${row.size} bytes, not ${size}`);
   }

@@ -356,7 +356,7 @@ export class DiskBlobStore implements BlobStore {
 
   /** A staging folder of the maintenance jobs, apart from uploads' (same file system, so renames are atomic). */
   async maintenanceStaging(): Promise<string> {
-    const dir = join(this.#staging, 'maintenance');
+    const dir = join(this.#staging, '.maintenance'); // hidden: not an upload's staging file
     await mkdir(dir, { recursive: true });
     return dir;
   }
@@ -373,6 +373,7 @@ export class DiskBlobStore implements BlobStore {
    * Idempotent: a file already gone is fine.
    */
   async quarantineFile(oid: Oid): Promise<boolean> {
+    this.forgetJournaled(oid);
     const dir = join(this.#root, 'quarantine');
     await mkdir(dir, { recursive: true });
     try {

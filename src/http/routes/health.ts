@@ -12,7 +12,7 @@ export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore;
     try {
       await deps.store.checkWritable();
     } catch (e) {
-      throw lfsError('LFS_ERR_NOT_READY', `Storage root is not writable: ${(e as Error).message}`);
+      throw lfsError('LFS_ERR_NOT_READY', `Storage is not writable: ${(e as Error).message}`);
     }
     sendJson(ctx, 200, { status: 'ready' });
   });

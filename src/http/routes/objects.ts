@@ -6,6 +6,7 @@ import { parseRange } from '../../protocol/range.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
 import { EXPECTED_SIZE_HEADER, type BatchService } from '../../service/batch-service.js';
+import type { PresignService } from '../../service/presign-service.js';
 import type { UploadLimits } from '../../service/settings-service.js';
 import type { TransferService } from '../../service/transfer-service.js';
 import { tokenFromAuthorization } from '../auth.js';
@@ -23,6 +24,8 @@ export interface ObjectRoutesDeps {
   readonly transfers: TransferService;
   /** Access settings: max object size and repository quota (issue 7). */
   readonly limits?: UploadLimits;
+  /** SVC_S3_PRESIGN (issue 8): signed verify links of presigned uploads. */
+  readonly presign?: PresignService;
 }
 
 function repoOf(ctx: RequestContext): RepoName {
@@ -65,12 +68,16 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     const repo = repoOf(ctx);
     checkJsonRequest(ctx);
     const parsed = parseJson(await body) as { oid?: unknown; size?: unknown } | null;
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
+    // Issue 8: a presigned upload's verify link is signed for one object (see PresignService); it is
+    // checked instead of forge credentials, which the client does not send for authenticated objects.
+    const signed = deps.presign?.isSignedVerify(ctx.query) ?? false;
+    if (!signed) await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
     const oid = parseOid(parsed?.oid);
     const size = parsed?.size;
     if (oid === null) throw lfsError('LFS_ERR_BAD_REQUEST', 'oid must be 64 lowercase hex digits');
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) throw lfsError('LFS_ERR_BAD_REQUEST', 'size must be a whole number of bytes');
-    transfers.verify(repo, oid, size);
+    if (signed) deps.presign!.checkVerifyLink(repo, ctx.query, oid, size);
+    await transfers.verify(repo, oid, size);
     sendJson(ctx, 200, { oid, size });
   });
 

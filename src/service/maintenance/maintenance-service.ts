@@ -1,0 +1,112 @@
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { JobsRepo, MaintenanceRepo } from '../../db/jobs-repo.js';
+import type { Db } from '../../db/database.js';
+import type { ObjectsRepo } from '../../db/objects-repo.js';
+import type { StatsRepo } from '../../db/stats-repo.js';
+import type { Oid } from '../../protocol/oid.js';
+import type { RepoName } from '../../protocol/repo-name.js';
+import type { DiskBlobStore } from '../../store/disk.js';
+import type { WorkerPool } from '../../workers/pool.js';
+import type { JobView, PoolView, WorkSource } from '../stats-service.js';
+import { runAudit } from './audit-job.js';
+import { runCompress } from './compress-job.js';
+import { runDedupe } from './dedupe-job.js';
+import { JobRunner, type Job, type JobDetail } from './job-runner.js';
+import type { MaintenanceDeps } from './maintenance-deps.js';
+import { runRetain } from './retain-job.js';
+import { WorkerTasks } from './worker-tasks.js';
+
+export interface MaintenanceOptions {
+  readonly db: Db;
+  readonly store: DiskBlobStore;
+  readonly objects: ObjectsRepo;
+  readonly stats: StatsRepo;
+  readonly pool: WorkerPool;
+  /** Pool size (SVC_WORKERS). */
+  readonly threads: number;
+  readonly uploads: { isUploading(oid: Oid): boolean };
+  /** SVC_GC_GRACE in seconds. */
+  readonly graceSeconds: number;
+  /** SVC_COMPRESSION's level, or null when new uploads are stored plain (compress then uses 3). */
+  readonly compressionLevel: number | null;
+  readonly log: (msg: string, fields: object) => void;
+}
+
+/**
+ * Maintenance while serving (issue 6): retain, dedupe, compress and audit as jobs of this process,
+ * with their whole-file work on the worker pool. Also the dashboard's WorkSource (pool load and jobs).
+ * Access is decided by the caller (the route): retain needs push, dedupe and compress admin, audit
+ * pull, and quarantining what an audit finds admin.
+ */
+export class MaintenanceService implements WorkSource {
+  readonly #deps: MaintenanceDeps;
+  readonly #runner: JobRunner;
+  readonly #pool: WorkerPool;
+
+  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool) {
+    this.#deps = deps;
+    this.#runner = runner;
+    this.#pool = pool;
+  }
+
+  static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
+    const deps: MaintenanceDeps = {
+      store: o.store,
+      objects: o.objects,
+      maint: new MaintenanceRepo(o.db),
+      stats: o.stats,
+      uploads: o.uploads,
+      tasks: new WorkerTasks(o.threads),
+      graceMs: o.graceSeconds * 1000,
+      compressionLevel: o.compressionLevel ?? 3,
+      log: o.log,
+    };
+    // No job runs yet: whatever a killed compress left in the jobs' staging folder is litter.
+    const staging = await o.store.maintenanceStaging();
+    for (const name of await readdir(staging)) await o.store.purge(join(staging, name)).catch(() => undefined);
+    return new MaintenanceService(deps, new JobRunner(new JobsRepo(o.db), o.log), o.pool);
+  }
+
+  retain(repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean): Job {
+    return this.#runner.start('retain', repo.key, dryRun, (ctx) => runRetain(this.#deps, repo, keep, dryRun, ctx));
+  }
+
+  dedupe(repo: RepoName): Job {
+    return this.#runner.start('dedupe', repo.key, false, (ctx) => runDedupe(this.#deps, repo, ctx));
+  }
+
+  compress(repo: RepoName, dryRun: boolean): Job {
+    return this.#runner.start('compress', repo.key, dryRun, (ctx) => runCompress(this.#deps, repo, dryRun, ctx));
+  }
+
+  /** `quarantine`: the caller has admin, so bad objects found are quarantined (otherwise only reported). */
+  audit(repo: RepoName, quarantine: boolean): Job {
+    // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
+    return this.#runner.start('audit', repo.key, !quarantine, (ctx) => runAudit(this.#deps, repo, quarantine, ctx));
+  }
+
+  /** A job of this repository (null for an unknown id or another repository's job). */
+  job(repo: RepoName, id: string): JobDetail | null {
+    return this.#runner.find(repo.key, id);
+  }
+
+  /** Both pools: the transfer pool and the low-priority maintenance pool. */
+  pool(): PoolView {
+    const a = this.#pool.stats;
+    const b = this.#deps.tasks.stats;
+    const threads = a.threads + b.threads;
+    const utilization = threads > 0 ? (a.utilization * a.threads + b.utilization * b.threads) / threads : 0;
+    return { threads, busy: a.running + b.running, queued: a.queued + b.queued, utilization };
+  }
+
+  jobs(): { running: readonly JobView[]; recent: readonly JobView[] } {
+    return this.#runner.jobs();
+  }
+
+  /** Shutdown: jobs stop at their next object (their rows say interrupted at the next start). */
+  async close(): Promise<void> {
+    await this.#runner.close();
+    await this.#deps.tasks.close();
+  }
+}

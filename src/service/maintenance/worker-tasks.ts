@@ -1,0 +1,73 @@
+import { WorkerPool } from '../../workers/pool.js';
+import type { CompressFileResult, CompressFileTask, HashFileResult } from '../../workers/maintenance.worker.js';
+
+const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
+
+/**
+ * The maintenance jobs' whole-file tasks, on a pool of their own whose threads run at a lower OS
+ * priority (maintenance.worker.ts lowers its thread's priority when it loads). Measured on 2 cores:
+ * sharing the upload pool and leaving it one thread capped an audit at one core and still doubled
+ * the HTTP thread's p99, because the audit thread competed with it at equal priority; a low-priority
+ * pool can use every core when the server is idle and yields them to requests and to upload frame
+ * work the moment they need CPU. At most `threads` tasks are queued at once.
+ */
+export class WorkerTasks {
+  readonly #pool: WorkerPool;
+  readonly #permits: number;
+  #busy = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(threads: number) {
+    this.#pool = new WorkerPool(threads, WORKER_FILE);
+    this.#permits = Math.max(1, threads);
+  }
+
+  /** Load of the maintenance pool, for the dashboard. */
+  get stats(): WorkerPool['stats'] {
+    return this.#pool.stats;
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  /** How many whole-file tasks may run at once: a job runs that many objects in parallel. */
+  get parallelism(): number {
+    return this.#permits;
+  }
+
+  async #gated<T>(run: () => Promise<T>): Promise<T> {
+    if (this.#busy >= this.#permits) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else this.#busy++;
+    try {
+      return await run();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next !== undefined) next(); // the permit passes straight on
+      else this.#busy--;
+    }
+  }
+
+  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts). */
+  hash(path: string, plainOnly = false): Promise<HashFileResult> {
+    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly }));
+  }
+
+  /** Re-encodes a plain file into the framed form (outPath null: measure only). */
+  compress(task: CompressFileTask): Promise<CompressFileResult> {
+    return this.#gated(() => this.#pool.run<CompressFileResult>('compressFile', task));
+  }
+}
+
+/**
+ * Runs `fn` over `items` with at most `limit` at once, in order of start. Stops starting new items
+ * once `signal` is aborted; returns false when it stopped early.
+ */
+export async function forEachLimited<T>(items: readonly T[], limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length && !signal.aborted) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return next >= items.length && !signal.aborted;
+}

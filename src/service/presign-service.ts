@@ -1,0 +1,114 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { lfsError } from '../errors/errors.js';
+import type { BatchAction, BatchResponseObject } from '../protocol/batch.js';
+import type { Oid } from '../protocol/oid.js';
+import type { RepoName } from '../protocol/repo-name.js';
+import { MAX_PRESIGNED_PUT, type S3BlobStore } from '../store/s3/s3-store.js';
+import type { PutResult } from '../store/types.js';
+import { MAX_PRESIGN_SECONDS } from '../store/s3/sigv4.js';
+
+/** Slowest transfer a link's lifetime is sized for: 1 MiB/s, so a 5 GiB upload gets ~85 extra minutes. */
+const MIN_RATE_BYTES_PER_SECOND = 1 << 20;
+
+export interface PresignOptions {
+  /** SVC_S3_PRESIGN_TTL: base lifetime of a link, in seconds. */
+  readonly ttl: number;
+  /** Key of the verify links' HMAC; derived from the bucket secret, so every node sharing the bucket agrees. */
+  readonly verifyKey: Buffer;
+}
+
+/**
+ * SVC_S3_PRESIGN=true (spec Authentication rules 14-16): batch links that go straight to the bucket.
+ *
+ * `authenticated` is a property of the whole batch object, and git-lfs then sends every action of
+ * that object, the verify action included, without looking for credentials
+ * (../shared/git-lfs-client.md (a) and (d), tq/verify.go:51-52). So the verify link, which points
+ * back at this server, is signed too: it carries an HMAC over repository, oid, size and expiry, and
+ * authorises exactly that one verify. A bad or expired signature is answered 403, never 401, because
+ * 401 on an authenticated link makes the client retry forever (client doc (a), "Failure cases").
+ *
+ * Objects too large for one presigned PUT (5 GiB), objects the server compresses (SVC_COMPRESSION)
+ * and objects stored compressed are proxied through this server (null here), with ordinary,
+ * unauthenticated links (rule 14).
+ */
+export class PresignService {
+  readonly #store: S3BlobStore;
+  readonly #ttl: number;
+  readonly #verifyKey: Buffer;
+
+  constructor(store: S3BlobStore, options: PresignOptions) {
+    this.#store = store;
+    this.#ttl = options.ttl;
+    this.#verifyKey = options.verifyKey;
+  }
+
+  /** Lifetime of a link for `size` bytes: the base TTL plus the time the transfer needs at MIN_RATE. */
+  expiresIn(size: number): number {
+    return Math.min(MAX_PRESIGN_SECONDS, this.#ttl + Math.ceil(size / MIN_RATE_BYTES_PER_SECOND));
+  }
+
+  /**
+   * The download entry: a presigned GET of the shared key. Null for an object stored compressed
+   * (stored size differs from its size): only the server can decode its frames, so it is proxied.
+   */
+  download(oid: Oid, size: number, storedSize: number): BatchResponseObject | null {
+    if (storedSize !== size) return null;
+    const expires = this.expiresIn(size);
+    const link = this.#store.presignDownload(oid, expires);
+    return { oid, size, authenticated: true, actions: { download: action(link.href, link.header, expires) } };
+  }
+
+  /**
+   * The upload entry: a presigned PUT to this repository's landing key, and a signed verify link that
+   * promotes it. Null when the object must go through this server instead.
+   */
+  upload(repo: RepoName, oid: Oid, size: number, verifyBase: string): BatchResponseObject | null {
+    if (size > MAX_PRESIGNED_PUT) return null;
+    // With SVC_COMPRESSION on, the server compresses objects on their way in: they come through it.
+    const compressFrom = this.#store.compressFrom;
+    if (compressFrom !== null && size >= compressFrom) return null;
+    const expires = this.expiresIn(size);
+    const link = this.#store.presignUpload(repo.key, oid, expires);
+    // The verify comes after the whole upload: give it the upload's lifetime again.
+    const verifyExpires = Math.min(MAX_PRESIGN_SECONDS, 2 * expires);
+    const until = Math.floor(Date.now() / 1000) + verifyExpires;
+    const sig = this.#sign(repo, oid, size, until);
+    const verifyHref = `${verifyBase}/verify?oid=${oid}&size=${size}&expires=${until}&signature=${sig}`;
+    return {
+      oid,
+      size,
+      authenticated: true,
+      actions: { upload: action(link.href, link.header, expires), verify: action(verifyHref, {}, verifyExpires) },
+    };
+  }
+
+  #sign(repo: RepoName, oid: string, size: number, until: number): string {
+    return createHmac('sha256', this.#verifyKey).update(`verify\n${repo.key}\n${oid}\n${size}\n${until}`).digest('hex');
+  }
+
+  /** True when the query carries a verify signature (then it must be valid: see checkVerifyLink). */
+  isSignedVerify(query: string): boolean {
+    return new URLSearchParams(query).has('signature');
+  }
+
+  /** Accepts a signed verify link for exactly this repository, oid and size, unexpired; 403 otherwise. */
+  checkVerifyLink(repo: RepoName, query: string, oid: Oid, size: number): void {
+    const q = new URLSearchParams(query);
+    const until = Number(q.get('expires'));
+    const given = Buffer.from(q.get('signature') ?? '', 'hex');
+    const want = Buffer.from(this.#sign(repo, oid, size, until), 'hex');
+    const ok = q.get('oid') === oid && q.get('size') === String(size) && given.length === want.length && timingSafeEqual(given, want);
+    if (!ok) throw lfsError('LFS_ERR_FORBIDDEN', 'This verify link is not valid for this object');
+    if (!(until * 1000 > Date.now())) throw lfsError('LFS_ERR_FORBIDDEN', 'This verify link has expired; the client asks for a new one');
+  }
+
+  /** The verify of a presigned upload: the bytes reach the shared keyspace only if they hash to the oid. */
+  promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult> {
+    return this.#store.promoteIncoming(repo.key, oid, size);
+  }
+}
+
+function action(href: string, header: Readonly<Record<string, string>>, expiresIn: number): BatchAction {
+  // `expires_in` must be a JSON integer (client doc (h)).
+  return Object.keys(header).length > 0 ? { href, header: { ...header }, expires_in: expiresIn } : { href, expires_in: expiresIn };
+}

@@ -1,0 +1,181 @@
+import { Agent, request, type Dispatcher } from 'undici';
+import { LfsError } from '../../errors/errors.js';
+import { presign, signHeaders, UNSIGNED_PAYLOAD, EMPTY_SHA256, type S3Credentials, type SignContext } from './sigv4.js';
+
+/** Where the bucket is and how to reach it (from SVC_S3_*). */
+export interface S3Location {
+  /** Endpoint origin, e.g. https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:9000. */
+  readonly endpoint: string;
+  readonly bucket: string;
+  readonly region: string;
+  /** Path-style (`endpoint/bucket/key`, MinIO, s3rver) rather than virtual-hosted (`bucket.endpoint/key`). */
+  readonly pathStyle: boolean;
+  readonly credentials: S3Credentials;
+}
+
+/** A failed S3 answer: the HTTP status and S3's own error code (NoSuchKey, SignatureDoesNotMatch …). */
+export class S3ResponseError extends Error {
+  override name = 'S3ResponseError';
+  readonly status: number;
+  readonly s3Code: string;
+  constructor(status: number, s3Code: string, message: string) {
+    super(message);
+    this.status = status;
+    this.s3Code = s3Code;
+  }
+}
+
+/** One S3 answer with its body still to be read (or discarded). */
+export interface S3Reply {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Dispatcher.ResponseData['body'];
+}
+
+/** One request to the bucket: method, key (relative to the bucket), query, extra signed headers, body. */
+export interface S3Call {
+  readonly method: 'GET' | 'HEAD' | 'PUT' | 'POST' | 'DELETE';
+  readonly key: string;
+  readonly query?: ReadonlyArray<readonly [string, string]>;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: Uint8Array | string;
+  /** Hex sha256 of the body, or UNSIGNED_PAYLOAD (the default for non-empty bodies). */
+  readonly payloadHash?: string;
+  /** Statuses returned rather than thrown besides 2xx (e.g. 404 for a HEAD). */
+  readonly accept?: readonly number[];
+  readonly signal?: AbortSignal;
+}
+
+/** Pauses before sending a request again after a connection-level failure (no answer at all). */
+const RETRIES = [50, 250];
+
+/** Seconds without progress after which a call to the bucket is given up. */
+const TIMEOUT_MS = 30_000;
+
+/**
+ * The one way this server talks to the bucket: undici with timeouts, every request signed with
+ * SigV4 (no aws-sdk). Network failures and 5xx answers become LFS_ERR_NOT_READY (503, Retry-After),
+ * so a bucket outage reaches the client as a clear, retriable 503.
+ */
+export class S3Client {
+  readonly #loc: S3Location;
+  readonly #sign: SignContext;
+  readonly #dispatcher: Dispatcher;
+  readonly #origin: string;
+  readonly #host: string;
+  readonly #basePath: string;
+
+  constructor(loc: S3Location) {
+    this.#loc = loc;
+    this.#sign = { credentials: loc.credentials, region: loc.region };
+    const url = new URL(loc.endpoint);
+    if (loc.pathStyle) {
+      this.#origin = url.origin;
+      this.#host = url.host;
+      this.#basePath = `/${loc.bucket}/`;
+    } else {
+      this.#host = `${loc.bucket}.${url.host}`;
+      this.#origin = `${url.protocol}//${this.#host}`;
+      this.#basePath = '/';
+    }
+    this.#dispatcher = new Agent({
+      connect: { timeout: TIMEOUT_MS },
+      headersTimeout: TIMEOUT_MS,
+      bodyTimeout: TIMEOUT_MS,
+      keepAliveTimeout: 30_000,
+      connections: 64,
+    });
+  }
+
+  get bucket(): string {
+    return this.#loc.bucket;
+  }
+
+  /** Raw path of a key (bucket prefix in path style); keys are built by this code from safe characters. */
+  #path(key: string): string {
+    return `${this.#basePath}${key}`;
+  }
+
+  /** Sends one signed request; throws S3ResponseError for an S3 refusal and a 503 LfsError for an outage. */
+  async send(call: S3Call): Promise<S3Reply> {
+    const body = call.body;
+    const payloadHash = call.payloadHash ?? (body === undefined || body.length === 0 ? EMPTY_SHA256 : UNSIGNED_PAYLOAD);
+    const path = this.#path(call.key);
+    const query = call.query ?? [];
+    const headers = signHeaders(this.#sign, { method: call.method, host: this.#host, path, query, headers: call.headers ?? {} }, payloadHash);
+    const qs = query.length === 0 ? '' : `?${query.map(([k, v]) => (v === '' ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)).join('&')}`;
+    let res: Dispatcher.ResponseData | null = null;
+    // Every body here is a buffer (parts are buffered, never streamed), so a request that failed before
+    // any answer (typically a pooled keep-alive connection the bucket closed at that moment) is sent
+    // again; S3 PUTs, part uploads, GETs and DELETEs are idempotent (design.md "Retries").
+    for (let attempt = 0; res === null; attempt++) {
+      try {
+        res = await request(`${this.#origin}${encodePathForUrl(path)}${qs}`, {
+          method: call.method,
+          headers,
+          body,
+          dispatcher: this.#dispatcher,
+          signal: call.signal,
+        });
+      } catch (e) {
+        if (call.signal?.aborted) throw e;
+        if (attempt >= RETRIES.length) throw unavailable(e);
+        await new Promise((r) => setTimeout(r, RETRIES[attempt]));
+      }
+    }
+    if ((res.statusCode >= 200 && res.statusCode < 300) || call.accept?.includes(res.statusCode)) {
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    }
+    const text = await readText(res.body, 64 << 10).catch(() => '');
+    const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? `HTTP${res.statusCode}`;
+    const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? '';
+    if (res.statusCode >= 500) throw unavailable(new Error(`${code} ${message}`.trim()));
+    throw new S3ResponseError(res.statusCode, code, `S3 ${call.method} answered ${res.statusCode} ${code}${message ? `: ${message}` : ''}`);
+  }
+
+  /** Sends a request whose answer body is small XML (or empty) and returns it as text. */
+  async sendText(call: S3Call): Promise<{ status: number; headers: S3Reply['headers']; text: string }> {
+    const r = await this.send(call);
+    const text = await readText(r.body, 16 << 20);
+    return { status: r.status, headers: r.headers, text };
+  }
+
+  /** A presigned URL for one request on `key` (spec Authentication rule 15). */
+  presign(method: 'GET' | 'PUT', key: string, expiresIn: number, signedHeaders: Readonly<Record<string, string>> = {}): string {
+    return presign(this.#sign, { method, host: this.#host, path: this.#path(key), query: [], headers: signedHeaders }, this.#origin, expiresIn);
+  }
+
+  async close(): Promise<void> {
+    await this.#dispatcher.close();
+  }
+}
+
+/** The path as it goes on the wire: each segment encoded once, as it was signed. */
+function encodePathForUrl(path: string): string {
+  return path.split('/').map((s) => encodeURIComponent(s)).join('/');
+}
+
+/** A bucket that cannot be reached, or answers 5xx: 503 with Retry-After, nothing recorded. */
+export function unavailable(cause: unknown): Error {
+  const code = (cause as { code?: string })?.code ?? (cause as Error)?.message ?? 'unknown';
+  return new LfsError('LFS_ERR_NOT_READY', `The object store cannot be reached right now (${code}); retry later`, { cause, headers: { 'Retry-After': '10' } });
+}
+
+async function readText(body: AsyncIterable<Buffer> & { destroy(): unknown }, cap: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of body) {
+    n += chunk.length;
+    if (n > cap) {
+      body.destroy();
+      throw new Error('S3 answer too large');
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Reads and drops a body (so the connection can be reused). */
+export async function discard(body: AsyncIterable<Buffer>): Promise<void> {
+  for await (const _ of body) void _;
+}

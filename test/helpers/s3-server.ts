@@ -1,0 +1,85 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+
+/**
+ * A real S3-protocol server on loopback for the S3 store's tests: `@20minutes/s3rver`, the
+ * maintained fork of s3rver. The original `s3rver` 3.7.1 accepts any SigV4 signature ("Signature
+ * version 4 calculation is unimplemented" in its authentication middleware), so it could not catch a
+ * signing bug; the fork recomputes SigV4 for Authorization headers and presigned query strings
+ * (canonical request, signed headers, expiry) and answers 403 SignatureDoesNotMatch / AccessDenied.
+ * It runs in its own process, so "the bucket is down" is a real stopped process and a refused
+ * connection. It does not enforce x-amz-checksum-sha256, so the tests exercise the read-back-and-hash
+ * promotion path.
+ */
+export interface S3Server {
+  readonly endpoint: string;
+  readonly port: number;
+  readonly bucket: string;
+  readonly dir: string;
+  /** Environment for the Stowage server: SVC_STORE=s3 against this bucket. */
+  env(extra?: Record<string, string>): Record<string, string>;
+  /** Stops the process (the bucket's files stay in `dir`). */
+  stop(): Promise<void>;
+}
+
+/** s3rver's built-in account. */
+export const S3_ACCESS_KEY = 'S3RVER';
+export const S3_SECRET_KEY = 'S3RVER';
+const BUCKET = 'lfs-objects';
+
+/** Starts the S3 server (port 0 = any free port; pass the old port and dir to restart it after an outage). */
+export async function startS3Server(dir: string, port = 0): Promise<S3Server> {
+  mkdirSync(dir, { recursive: true });
+  const child: ChildProcess = spawn(process.execPath, [fileURLToPath(import.meta.url), dir, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const bound = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^listening (\d+)$/.exec(line);
+      if (m) resolve(Number(m[1]));
+    });
+    void exited.then(() => reject(new Error(`s3 server exited before listening:\n${logs.join('')}`)));
+  });
+  const endpoint = `http://127.0.0.1:${bound}`;
+  return {
+    endpoint,
+    port: bound,
+    bucket: BUCKET,
+    dir,
+    env: (extra = {}) => ({
+      SVC_STORE: 's3',
+      SVC_S3_BUCKET: BUCKET,
+      SVC_S3_ENDPOINT: endpoint,
+      SVC_S3_REGION: 'us-east-1',
+      SVC_S3_PATH_STYLE: 'true',
+      SVC_S3_PREFIX: 'lfs',
+      AWS_ACCESS_KEY_ID: S3_ACCESS_KEY,
+      AWS_SECRET_ACCESS_KEY: S3_SECRET_KEY,
+      ...extra,
+    }),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+// Run as a process: node s3-server.js DIR PORT → prints "listening PORT".
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const require = createRequire(import.meta.url);
+  const S3rver = require('@20minutes/s3rver') as new (o: object) => { run(): Promise<{ port: number }> };
+  const server = new S3rver({
+    address: '127.0.0.1',
+    port: Number(process.argv[3] ?? 0),
+    directory: process.argv[2],
+    silent: true,
+    allowMismatchedSignatures: false,
+    configureBuckets: [{ name: BUCKET }],
+  });
+  const { port } = await server.run();
+  process.stdout.write(`listening ${port}\n`);
+}
