@@ -60,7 +60,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
   const objects = new ObjectsRepo(db);
   // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
-  const replayed = await store.recover((repo, oid, size) => objects.addReference(repo, oid, size, size));
+  const replayed = await store.recover((repo, oid, size) => objects.restoreReference(repo, oid, size, size));
   if (replayed > 0) log('journal replayed', { records: replayed });
   let retiring = false;
   const retirer = setInterval(() => {

@@ -15,6 +15,7 @@ export class ObjectsRepo {
   readonly #insertObject: Statement<[string, number, number, number]>;
   readonly #insertRef: Statement<[string, string, number]>;
   readonly #addRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
+  readonly #restoreRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
   readonly #unquarantine: Statement<[string]>;
   readonly #refresh: Statement<[number, number, string]>;
   readonly #isQuarantined: Statement<[string], { n: number }>;
@@ -38,6 +39,11 @@ export class ObjectsRepo {
       // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
       if (this.#unquarantine.run(oid).changes > 0) this.#refresh.run(size, storedSize, oid);
     });
+    this.#restoreRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => {
+      const now = Date.now();
+      this.#insertObject.run(oid, size, storedSize, now);
+      this.#insertRef.run(repo, oid, now);
+    });
   }
 
   /** The object as this repository sees it: only when the repository holds a reference (proof of possession). */
@@ -55,6 +61,14 @@ export class ObjectsRepo {
   /** True when an audit found the stored bytes bad and no good copy has arrived since (issue 6). */
   isQuarantined(oid: Oid): boolean {
     return this.#isQuarantined.get(oid)!.n > 0;
+  }
+
+  /**
+   * Journal replay: puts back a reference the index may have lost. Unlike addReference it proves
+   * nothing about the bytes now, so it never lifts a quarantine.
+   */
+  restoreReference(repo: string, oid: Oid, size: number, storedSize: number): void {
+    this.#restoreRef(repo, oid, size, storedSize);
   }
 
   /** Records the object (if new) and this repository's reference, in one short transaction. */
