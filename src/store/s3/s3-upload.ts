@@ -78,7 +78,7 @@ export class S3Upload {
 
   /** Resolves once fewer than MAX_PARTS_IN_FLIGHT parts are uploading, or one failed. */
   async ready(): Promise<void> {
-    while (this.#inFlight >= MAX_PARTS_IN_FLIGHT && this.#failed === null) await Promise.race(this.#parts);
+    while (this.#inFlight >= MAX_PARTS_IN_FLIGHT && this.#failed === null) await new Promise<void>((resolve) => this.#waiters.push(resolve));
     if (this.#failed !== null) throw this.#failed;
   }
 
