@@ -33,6 +33,8 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A promise nobody awaited failed: a bug, but not one worth cutting every transfer in flight for.
+  process.on('unhandledRejection', (reason) => log('unhandled rejection', { err: String((reason as Error)?.stack ?? reason) }));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

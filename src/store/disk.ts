@@ -103,7 +103,9 @@ export class DiskBlobStore implements BlobStore {
 
   /** Journals a verified small object; its own file is written later in the background. */
   async #journalSmall(repo: string, oid: Oid, data: Buffer): Promise<PutResult> {
-    if (this.#journaled.has(oid) || (await exists(this.pathOf(oid)))) {
+    // No existence check of the file here (a threadpool round trip on the hot path): if the file
+    // exists already, the background writer skips it when it retires the segment.
+    if (this.#journaled.has(oid)) {
       await this.#journal!.append({ repo, oid, size: data.length, data: null });
       return { size: data.length, storedSize: data.length, created: false };
     }

@@ -1,4 +1,5 @@
 import { read as fsRead } from 'node:fs';
+import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { compressedBuffers, frameBuffers } from './framed-writer.js';
@@ -53,8 +54,10 @@ export class FramedChunkSource implements ChunkSource {
   #fetch(i: number): Promise<DecodedFrame> {
     const entry = this.#index.frames[i]!;
     const length = frameLength(this.#index, i);
-    const stored = compressedBuffers.take();
-    const out = frameBuffers.take();
+    // Pooled buffers fit frames of the current size; an object written with another size gets its own.
+    const current = this.#index.frameSize === frameBuffers.size;
+    const stored = current ? compressedBuffers.take() : new ArrayBuffer(zstd.compressBound(this.#index.frameSize));
+    const out = current ? frameBuffers.take() : new ArrayBuffer(this.#index.frameSize);
     const p = (async (): Promise<DecodedFrame> => {
       await readFully(this.#fd, new Uint8Array(stored, 0, entry.storedLength), this.#index.offsets[i]!);
       const r = await this.#pool.decode({ stored, storedLength: entry.storedLength, codec: entry.codec, digest: entry.digest, out, length });

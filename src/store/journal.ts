@@ -1,4 +1,5 @@
 import { blake3 } from '@napi-rs/blake-hash';
+import { writeSync } from 'node:fs';
 import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseOid, type Oid } from '../protocol/oid.js';
@@ -51,6 +52,8 @@ const KIND_REF = 1;
 const KIND_DATA = 2;
 /** A segment is closed for appends past this size, and after a short idle spell (see rotateIfIdle). */
 const SEGMENT_MAX = 64 << 20;
+/** Records up to this size are written synchronously on the calling thread. */
+const INLINE_WRITE_MAX = 256 << 10;
 
 interface Segment {
   readonly no: number;
@@ -122,7 +125,21 @@ export class Journal {
     const offset = seg.tail;
     seg.tail += length;
     this.#lastAppend = Date.now();
-    const written = seg.fh.write(buf, 0, length, offset).then(() => undefined);
+    // A small record is written in line (tens of µs) rather than through the threadpool, which
+    // would cost a round trip of its own; the flush that follows is what takes time.
+    let written: Promise<void>;
+    if (length <= INLINE_WRITE_MAX) {
+      try {
+        writeSync(seg.fh.fd, buf, 0, length, offset);
+        written = Promise.resolve();
+      } catch (e) {
+        written = Promise.reject(e);
+      }
+    } else {
+      written = seg.fh.write(buf, 0, length, offset).then(() => undefined);
+    }
+    // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
+    written.catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
       this.#queue.push({ segment: seg, written, resolve, reject });
       if (!this.#flushing) void this.#flush();

@@ -45,6 +45,7 @@ export class RawChunkSource implements ChunkSource {
         throw e;
       },
     );
+    this.#ahead.catch(() => undefined); // surfaced by next(); never an unhandled rejection meanwhile
   }
 
   async next(): Promise<Uint8Array | null> {

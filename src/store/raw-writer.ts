@@ -8,8 +8,12 @@ import type { ObjectWriter, PutResult } from './types.js';
 /** Moves a sealed staging file to the object's final name (the store's part of finishing). */
 export type CommitFn = (file: StagingFile, result: Omit<PutResult, 'created'>) => Promise<PutResult>;
 
-/** Most chunks written but not yet on disk per upload before the socket is paused. */
-const MAX_IN_FLIGHT = 4;
+/**
+ * Most chunks written but not yet on disk per upload before the socket is paused. Two keep the
+ * disk busy while the next chunk fills; more only contend on the file and crowd the libuv pool
+ * that other uploads need (measured: four in flight cost 25–45% more CPU for the same throughput).
+ */
+const MAX_IN_FLIGHT = 2;
 
 /**
  * Writes an upload exactly as it arrives. Every chunk is hashed (sha256) on arrival and copied into a

@@ -103,8 +103,9 @@ export function hashFile(task: HashFileTask): HashFileResult {
       return { outcome: 'ok', sha256: h.digest('hex'), size: storedSize, storedSize, framed: false, detail: null };
     }
     framed = true;
-    storedBuf ??= Buffer.allocUnsafe(zstd.compressBound(FRAME_SIZE));
-    outBuf ??= Buffer.allocUnsafe(FRAME_SIZE);
+    // Sized by the object's own frame size: objects written with another FRAME_SIZE stay readable.
+    if (storedBuf === null || storedBuf.length < zstd.compressBound(index.frameSize)) storedBuf = Buffer.allocUnsafe(zstd.compressBound(index.frameSize));
+    if (outBuf === null || outBuf.length < index.frameSize) outBuf = Buffer.allocUnsafe(index.frameSize);
     for (let i = 0; i < index.frames.length; i++) {
       const entry = index.frames[i]!;
       const length = frameLength(index, i);

@@ -7,7 +7,7 @@ import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
 
-const F = 4 << 20; // frame size
+const F = 2 << 20; // frame size (FRAME_SIZE)
 const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
