@@ -79,7 +79,7 @@ export async function push(base: string, repo: string, token: string, b: Blob): 
     headers: { authorization: basic(token), 'content-type': 'application/octet-stream', ...(obj.actions.upload.header ?? {}) },
     body: b.data,
   });
-  if (put.status !== 200) return put.status;
+  if (put.status !== 200 || !obj.actions.verify) return put.status;
   const verify = await http('POST', obj.actions.verify.href, {
     headers: { authorization: basic(token), 'content-type': LFS, accept: LFS },
     body: JSON.stringify({ oid: b.oid, size: b.size }),
