@@ -1,0 +1,144 @@
+import zstd from 'zstd-napi/binding.js';
+import { lfsError } from '../errors/errors.js';
+import type { Oid } from '../protocol/oid.js';
+import type { WorkerPool } from '../workers/pool.js';
+import { BufferPool, FRAME_SIZE } from './buffer-pool.js';
+import { Codec, type FrameEntry } from './frame-format.js';
+import { IncomingCheck } from './incoming-check.js';
+
+/** Frames of one upload compressing or being stored at once before the socket is paused. */
+const MAX_FRAMES_IN_FLIGHT = 2;
+
+export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
+export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);
+
+/**
+ * Takes a frame's stored bytes (valid until the returned promise settles) and puts them after every
+ * earlier frame's: a staging file on disk, a multipart upload in a bucket.
+ */
+export type FrameSink = (stored: Uint8Array) => Promise<void>;
+
+export interface EncodedObject {
+  readonly size: number;
+  readonly entries: readonly FrameEntry[];
+  /** Bytes of all stored frames (where the index starts). */
+  readonly framesLength: number;
+}
+
+/**
+ * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked in
+ * line (IncomingCheck), gathered into FRAME_SIZE frames from a pool, each full frame is compressed
+ * and BLAKE3-hashed on the worker pool while the next one fills, and stored frames reach the sink in
+ * order. At most MAX_FRAMES_IN_FLIGHT frames are outstanding; past that write() asks the caller to
+ * wait for onDrain. The store decides what to do with the result (index and trailer, or plain).
+ */
+export class FrameEncoder {
+  readonly #check: IncomingCheck;
+  readonly #pool: WorkerPool;
+  readonly #level: number;
+  readonly #sink: FrameSink;
+  #frame: ArrayBuffer | null = null;
+  #fill = 0;
+  /** Frames handed to the pool, in order; each settles once the sink took its bytes. */
+  #chain: Promise<void> = Promise.resolve();
+  #inFlight = 0;
+  #framesLength = 0;
+  readonly #entries: FrameEntry[] = [];
+  #waiting = false;
+  #drain: (() => void) | null = null;
+  #failed: unknown = null;
+
+  constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink) {
+    this.#check = new IncomingCheck(oid, expected);
+    this.#pool = pool;
+    this.#level = level;
+    this.#sink = sink;
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (this.#failed !== null) throw this.#failed;
+    try {
+      this.#check.take(chunk);
+    } catch (e) {
+      throw (this.#failed = e);
+    }
+    let off = 0;
+    while (off < chunk.byteLength) {
+      this.#frame ??= frameBuffers.take();
+      const n = Math.min(chunk.byteLength - off, FRAME_SIZE - this.#fill);
+      new Uint8Array(this.#frame, this.#fill, n).set(chunk.subarray(off, off + n));
+      this.#fill += n;
+      off += n;
+      if (this.#fill === FRAME_SIZE) this.#submit();
+    }
+    if (this.#inFlight >= MAX_FRAMES_IN_FLIGHT) {
+      this.#waiting = true;
+      return false;
+    }
+    return true;
+  }
+
+  onDrain(listener: () => void): void {
+    this.#drain = listener;
+  }
+
+  /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
+  #submit(): void {
+    const input = this.#frame!;
+    const length = this.#fill;
+    this.#frame = null;
+    this.#fill = 0;
+    this.#inFlight++;
+    const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level });
+    // A failure surfaces through the chain; this keeps a frame behind an earlier failure from
+    // becoming an unhandled rejection.
+    compressed.catch(() => undefined);
+    this.#chain = this.#chain.then(async () => {
+      const r = await compressed;
+      try {
+        await this.#sink(r.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : new Uint8Array(r.input, 0, length));
+        this.#framesLength += r.storedLength;
+        this.#entries.push({ storedLength: r.storedLength, codec: r.codec, digest: r.digest });
+      } finally {
+        frameBuffers.give(r.input);
+        compressedBuffers.give(r.out);
+      }
+    });
+    this.#chain
+      .catch((e: unknown) => {
+        this.#failed ??= e;
+      })
+      .finally(() => {
+        this.#inFlight--;
+        if (this.#waiting && this.#inFlight < MAX_FRAMES_IN_FLIGHT) {
+          this.#waiting = false;
+          this.#drain?.();
+        }
+      });
+  }
+
+  /** The whole body was given: stores the last frame, then checks size and digest. */
+  async end(): Promise<EncodedObject> {
+    if (this.#failed !== null) throw this.#failed;
+    if (this.#fill > 0) this.#submit();
+    else this.#releaseFrame();
+    await this.#chain;
+    if (this.#failed !== null) throw this.#failed;
+    this.#check.verify();
+    return { size: this.#check.count, entries: this.#entries, framesLength: this.#framesLength };
+  }
+
+  /** Stops: waits for frames in flight and gives the buffers back. */
+  async abort(): Promise<void> {
+    this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
+    await this.#chain.catch(() => undefined);
+    this.#releaseFrame();
+  }
+
+  #releaseFrame(): void {
+    if (this.#frame !== null) {
+      frameBuffers.give(this.#frame);
+      this.#frame = null;
+    }
+  }
+}
