@@ -11,6 +11,7 @@ import { registerLockRoutes } from './http/routes/locks.js';
 import { registerObjectRoutes } from './http/routes/objects.js';
 import { registerMaintenanceRoutes } from './http/routes/maintenance.js';
 import { MaintenanceService } from './service/maintenance/maintenance-service.js';
+import type { JobKind } from './service/maintenance/job-runner.js';
 import { registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { SessionsRepo } from './db/sessions-repo.js';
@@ -120,6 +121,16 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   registerRepoPageRoutes(http, { access, stats });
   registerDashboardRoutes(http, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
+  // Issue 7 item 4: what /metrics reads at scrape time (store figures at most once a minute).
+  metrics.useSources({
+    storeFigures: () => {
+      const t = statsRepo.serverTotals();
+      return { objects: t.objects, logicalBytes: t.logicalBytes, storedBytes: t.storedBytes, locks: statsRepo.lockTotal() };
+    },
+    pools: () => maintenance?.poolLoads() ?? { transfer: pool.stats },
+    jobs: () => maintenance?.jobs().running ?? [],
+    jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit'] satisfies JobKind[]),
+  });
   http.route('any', '/*', 'not_found', (ctx) => {
     const known = http.knownPath(ctx.url);
     sendError(ctx, known ? lfsError('LFS_ERR_METHOD_NOT_ALLOWED', undefined, { Allow: known }) : lfsError('LFS_ERR_NOT_FOUND'), log);

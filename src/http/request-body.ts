@@ -28,9 +28,15 @@ export class BodyPump {
   #cap: BodyCap | null = null;
   #settle: { resolve: () => void; reject: (e: unknown) => void } | null = null;
   #failure: unknown = null;
+  readonly #counted: (bytes: number) => void;
 
-  constructor(ctx: RequestContext) {
+  /**
+   * `counted` is told of every byte as it reaches the writer (metrics count uploads as they
+   * stream); bytes of a body refused before its writer exists are discarded and never counted.
+   */
+  constructor(ctx: RequestContext, counted: (bytes: number) => void = () => undefined) {
     this.#ctx = ctx;
+    this.#counted = counted;
     ctx.bodyPending = true;
     ctx.res.onData((chunk, isLast) => this.#onData(new Uint8Array(chunk), isLast));
     ctx.signal.addEventListener('abort', () => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')), { once: true });
@@ -55,7 +61,9 @@ export class BodyPump {
         if (this.#heldBytes >= PRE_BUFFER && !isLast) this.#pause();
       } else {
         try {
-          if (!this.#writer.write(chunk) && !isLast) this.#pause();
+          const more = this.#writer.write(chunk);
+          this.#counted(chunk.byteLength);
+          if (!more && !isLast) this.#pause();
         } catch (e) {
           this.#fail(e);
           return;
@@ -104,7 +112,10 @@ export class BodyPump {
       writer.onDrain(() => this.#resume());
       let more = true;
       try {
-        for (const chunk of this.#held) more = writer.write(chunk) && more;
+        for (const chunk of this.#held) {
+          more = writer.write(chunk) && more;
+          this.#counted(chunk.byteLength);
+        }
       } catch (e) {
         this.#fail(e);
         return;

@@ -50,7 +50,8 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
  * could not take whole is finished from onWritable before the next is asked for, so a connection
  * holds at most the source's read-ahead (two pooled buffers) whatever the object size. On any
  * failure after the head went out the connection is cut, so a client never takes a short or
- * damaged body for a whole one.
+ * damaged body for a whole one. `counted` is told of each chunk once uWS has taken all of it
+ * (metrics count downloads as they stream).
  */
 export async function sendStream(
   ctx: RequestContext,
@@ -58,6 +59,7 @@ export async function sendStream(
   headers: Record<string, string>,
   source: ChunkSource,
   length: number,
+  counted: (bytes: number) => void = () => undefined,
 ): Promise<void> {
   const res = ctx.res;
   let headWritten = false;
@@ -73,6 +75,7 @@ export async function sendStream(
     const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
     if (done) finished = true;
     if (ok || done) {
+      counted(pending.byteLength);
       pending = null;
       wake?.resolve();
     }
@@ -98,6 +101,8 @@ export async function sendStream(
         if (!ok && !done) {
           pending = chunk;
           pendingOffset = offset;
+        } else {
+          counted(chunk.byteLength);
         }
       });
       if (finished) return;

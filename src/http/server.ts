@@ -53,14 +53,19 @@ export class HttpServer {
     this.#inFlight.add(ctx);
     const done = (): void => {
       this.#inFlight.delete(ctx);
-      this.#metrics.requests.inc({ route: ctx.route, status: String(ctx.aborted && !ctx.responded ? 499 : ctx.status) });
+      // Labels are the route's name (a template such as "download", never its oid or repository) and the status.
+      const status = ctx.aborted && !ctx.responded ? 499 : ctx.status;
+      const ms = performance.now() - ctx.startedAt;
+      const labels = { route: ctx.route, status: String(status) };
+      this.#metrics.requests.inc(labels);
+      this.#metrics.requestSeconds.observe(labels, ms / 1000);
       if (this.#logRequests) {
         this.#log('request', {
           request_id: ctx.requestId,
           method: ctx.method,
           route: ctx.route,
-          status: ctx.aborted && !ctx.responded ? 499 : ctx.status,
-          ms: Math.round((performance.now() - ctx.startedAt) * 10) / 10,
+          status,
+          ms: Math.round(ms * 10) / 10,
         });
       }
       if (this.#inFlight.size === 0 && this.#idle) this.#idle();

@@ -133,7 +133,12 @@ export class AccessService {
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
     const key = hashToken(token);
     const hit = this.#identities.get(key, Date.now());
-    if (hit !== undefined) return hit.value;
+    if (hit !== undefined) {
+      this.#metrics.authCacheHits.inc({ kind: 'identity' });
+      return hit.value;
+    }
+    // A miss asks the forge, or joins the identical question already in flight.
+    this.#metrics.authCacheMisses.inc({ kind: 'identity' });
     let pending = this.#identifying.get(key);
     if (pending === undefined) {
       this.#spendBudget(Date.now());
@@ -157,6 +162,8 @@ export class AccessService {
       this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
       return hit.value;
     }
+    // A miss asks the forge, or joins the identical lookup already in flight.
+    this.#metrics.authCacheMisses.inc({ kind: 'access' });
     let pending = this.#inFlight.get(key);
     if (pending === undefined) {
       this.#spendBudget(now);

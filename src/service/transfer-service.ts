@@ -37,12 +37,19 @@ export class TransferService {
   readonly #legacy: LegacyAwareStore | null;
   /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
   readonly #uploading = new Map<string, number>();
+  /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
+  readonly countUploadBytes: (bytes: number) => void;
+  readonly countDownloadBytes: (bytes: number) => void;
 
   constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics, legacy: LegacyAwareStore | null = null) {
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
     this.#legacy = legacy;
+    const up = metrics.transferBytes.labels({ direction: 'upload' });
+    const down = metrics.transferBytes.labels({ direction: 'download' });
+    this.countUploadBytes = (bytes) => up.inc(bytes);
+    this.countDownloadBytes = (bytes) => down.inc(bytes);
   }
 
   /** True while an upload of `oid` is in flight, up to and including recording its reference. */
@@ -77,7 +84,8 @@ export class TransferService {
       await body.into(writer);
       const put = await writer.finish();
       this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
-      this.#metrics.transferBytes.inc({ direction: 'upload' }, put.size);
+      // The streamed bytes were counted chunk by chunk (countUploadBytes); this is the completed size.
+      this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
       this.#metrics.uploadSeconds.observe((performance.now() - started) / 1000);
       return put.size;
@@ -120,7 +128,9 @@ export class TransferService {
     if (row === null && this.#promoter !== null) {
       const put = await this.#promoter.promote(repo, oid, size);
       this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
+      // A presigned upload went straight to the bucket: no chunk passed here, so it is counted now.
       this.#metrics.transferBytes.inc({ direction: 'upload' }, put.size);
+      this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
       return;
     }
@@ -134,8 +144,9 @@ export class TransferService {
     return size === null ? null : { size };
   }
 
+  /** A download finished: `bytes` is what a completed one sent (its chunks were counted as they streamed). */
   countDownloaded(bytes: number, ok: boolean): void {
-    this.#metrics.transferBytes.inc({ direction: 'download' }, bytes);
+    this.#metrics.transferCompletedBytes.inc({ direction: 'download' }, bytes);
     this.#metrics.transfers.inc({ direction: 'download', outcome: ok ? 'ok' : 'failed' });
   }
 }

@@ -9,7 +9,7 @@ import { DirSyncer } from './dir-sync.js';
 import { Journal, type JournalLocation } from './journal.js';
 import { SMALL_OBJECT_MAX, SmallWriter } from './small-writer.js';
 import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
-import { FramedChunkSource } from './framed-reader.js';
+import { FramedChunkSource, fileReader } from './framed-reader.js';
 import { FramedWriter } from './framed-writer.js';
 import { RawChunkSource } from './raw-reader.js';
 import { RawWriter } from './raw-writer.js';
@@ -252,7 +252,7 @@ export class DiskBlobStore implements BlobStore {
           size: index.logicalSize,
           storedSize: size,
           framed: true,
-          read: (start, end) => new FramedChunkSource(fh.fd, index, this.#pool, start, end),
+          read: (start, end) => new FramedChunkSource(fileReader(fh.fd), index, this.#pool, start, end),
           close: () => fh.close(),
         };
       }

@@ -13,6 +13,14 @@ interface DecodedFrame {
   readonly bytes: Uint8Array;
 }
 
+/** Reads a frame's stored bytes: exactly `into.byteLength` bytes from `position` of the object. */
+export type StoredReader = (position: number, into: Uint8Array) => Promise<void>;
+
+/** A StoredReader over an open file. */
+export function fileReader(fd: number): StoredReader {
+  return (position, into) => readFully(fd, into, position);
+}
+
 function readFully(fd: number, buf: Uint8Array, position: number): Promise<void> {
   return new Promise((resolve, reject) => {
     fsRead(fd, buf, 0, buf.byteLength, position, (err, n) => {
@@ -24,13 +32,14 @@ function readFully(fd: number, buf: Uint8Array, position: number): Promise<void>
 }
 
 /**
- * Bytes [start, end] of a framed object: only the frames the range touches are read, each one's
+ * Bytes [start, end] of a framed object, from a file or a bucket (the StoredReader): only the frames
+ * the range touches are read, each one's
  * BLAKE3 is checked and it is decompressed on the worker pool, one frame ahead of the socket. A
  * damaged frame fails the read (LFS_ERR_OBJECT_DAMAGED): the client gets an error or a cut
  * connection, never wrong bytes. Memory: two frames (in + out buffers) per download.
  */
 export class FramedChunkSource implements ChunkSource {
-  readonly #fd: number;
+  readonly #readStored: StoredReader;
   readonly #index: FrameIndex;
   readonly #pool: WorkerPool;
   readonly #start: number;
@@ -41,8 +50,8 @@ export class FramedChunkSource implements ChunkSource {
   #current: DecodedFrame | null = null;
   #closed = false;
 
-  constructor(fd: number, index: FrameIndex, pool: WorkerPool, start: number, end: number) {
-    this.#fd = fd;
+  constructor(readStored: StoredReader, index: FrameIndex, pool: WorkerPool, start: number, end: number) {
+    this.#readStored = readStored;
     this.#index = index;
     this.#pool = pool;
     this.#start = start;
@@ -59,7 +68,13 @@ export class FramedChunkSource implements ChunkSource {
     const stored = current ? compressedBuffers.take() : new ArrayBuffer(zstd.compressBound(this.#index.frameSize));
     const out = current ? frameBuffers.take() : new ArrayBuffer(this.#index.frameSize);
     const p = (async (): Promise<DecodedFrame> => {
-      await readFully(this.#fd, new Uint8Array(stored, 0, entry.storedLength), this.#index.offsets[i]!);
+      try {
+        await this.#readStored(this.#index.offsets[i]!, new Uint8Array(stored, 0, entry.storedLength));
+      } catch (e) {
+        compressedBuffers.give(stored);
+        frameBuffers.give(out);
+        throw e;
+      }
       const r = await this.#pool.decode({ stored, storedLength: entry.storedLength, codec: entry.codec, digest: entry.digest, out, length });
       if (r.damage !== null) {
         compressedBuffers.give(r.stored);

@@ -33,13 +33,16 @@ export class WorkerPool {
   }
 
   /** Load figures for the dashboard and metrics. */
-  get stats(): { threads: number; queued: number; running: number; utilization: number; completed: number } {
+  get stats(): { threads: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
     return {
       threads: this.#pool.threads.length,
       queued: this.#pool.queueSize,
       running: this.#pool.threads.length > 0 ? Math.round(this.#pool.utilization * this.#pool.threads.length) : 0,
       utilization: this.#pool.utilization,
       completed: this.#pool.completed,
+      // Piscina's utilization is task run time over (lifetime × maxThreads): this undoes it into the
+      // total task run time, a counter whose rate shows the recent load (metrics).
+      busySeconds: (this.#pool.utilization * this.#pool.duration * this.#pool.options.maxThreads) / 1000,
     };
   }
 

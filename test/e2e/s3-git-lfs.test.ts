@@ -80,17 +80,20 @@ for (const mode of ['proxy', 'presign', 'compressed'] as const) {
     // Request log lines are written after each response; let the pipe catch up before counting. Only
     // 200s count: git-lfs sends its first request to a link without credentials and gets a 401.
     const n = Object.keys(files).length;
-    for (let i = 0; i < 40 && routesSeen().filter((r) => r === 'verify').length < n; i++) await new Promise((r) => setTimeout(r, 50));
+    // Presigned objects are verified (and promoted) here; proxied uploads carry no verify action,
+    // since the PUT itself verifies.
+    const verifies = mode === 'presign' ? n : mode === 'compressed' ? 1 : 0;
+    for (let i = 0; i < 40 && routesSeen().filter((r) => r === 'verify').length < verifies; i++) await new Promise((r) => setTimeout(r, 50));
     const routes = routesSeen();
     if (mode === 'presign') {
       t.notOk(routes.includes('upload'), 'no upload went through the server');
       t.equal(routes.filter((r) => r === 'verify').length, Object.keys(files).length, 'each object verified (and promoted) here');
     } else if (mode === 'compressed') {
       t.equal(routes.filter((r) => r === 'upload').length, n - 1, 'all but the 1-byte object uploaded through the server (to be compressed)');
-      t.equal(routes.filter((r) => r === 'verify').length, n, 'each object verified');
+      t.equal(routes.filter((r) => r === 'verify').length, verifies, 'the presigned object verified (and promoted) here; the proxied ones need no verify');
     } else {
       t.equal(routes.filter((r) => r === 'upload').length, Object.keys(files).length, 'each object uploaded through the server once');
-
+      t.equal(routes.filter((r) => r === 'verify').length, verifies, 'no verify requests: the PUT verifies');
     }
 
     const clone = join(dir, 'clone');

@@ -84,7 +84,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
   http.route('put', '/:org/:repo/objects/:oid', 'upload', async (ctx) => {
     // Attach the body pump first: uWS delivers data only to a handler registered synchronously.
     // Until the writer exists it holds one MiB, then pauses the socket.
-    const body = new BodyPump(ctx);
+    const body = new BodyPump(ctx, transfers.countUploadBytes);
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
     // The client sniffs Content-Type from the file (../shared/git-lfs-client.md (d)): any is accepted.
@@ -126,12 +126,12 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       if (range.kind === 'range') {
         headers['Content-Range'] = `bytes ${range.start}-${range.end}/${total}`;
         const length = range.end - range.start + 1;
-        await sendStream(ctx, 206, headers, reader.read(range.start, range.end), length);
+        await sendStream(ctx, 206, headers, reader.read(range.start, range.end), length, transfers.countDownloadBytes);
         sent = length;
       } else if (total === 0) {
         send(ctx, 200, '', headers, null);
       } else {
-        await sendStream(ctx, 200, headers, reader.read(0, total - 1), total);
+        await sendStream(ctx, 200, headers, reader.read(0, total - 1), total, transfers.countDownloadBytes);
         sent = total;
       }
     } finally {

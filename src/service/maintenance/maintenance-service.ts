@@ -100,6 +100,11 @@ export class MaintenanceService implements WorkSource {
     return { threads, busy: a.running + b.running, queued: a.queued + b.queued, utilization };
   }
 
+  /** Each pool on its own (the metrics label them `transfer` and `maintenance`). */
+  poolLoads(): { transfer: WorkerPool['stats']; maintenance: WorkerPool['stats'] } {
+    return { transfer: this.#pool.stats, maintenance: this.#deps.tasks.stats };
+  }
+
   jobs(): { running: readonly JobView[]; recent: readonly JobView[] } {
     return this.#runner.jobs();
   }

@@ -6,7 +6,8 @@ import { INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, type FrameI
 import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from '../types.js';
 import { discard, S3Client, S3ResponseError, type S3Location } from './s3-client.js';
 import { FRAMED_META, S3FramedWriter } from './s3-framed-writer.js';
-import { readRange, S3ChunkSource, S3FramedChunkSource } from './s3-reader.js';
+import { FramedChunkSource } from '../framed-reader.js';
+import { readRange, S3ChunkSource } from './s3-reader.js';
 import { S3Writer } from './s3-writer.js';
 
 /** Objects smaller than this are always stored as they arrive (as on disk: not worth a frame index). */
@@ -100,7 +101,7 @@ export class S3BlobStore implements BlobStore {
         size: index.logicalSize,
         storedSize: size,
         framed: true,
-        read: (start, end) => new S3FramedChunkSource(this.#client, key, index, this.#pool, start, end),
+        read: (start, end) => new FramedChunkSource((position, into) => readRange(this.#client, key, position, into), index, this.#pool, start, end),
         close: async () => undefined,
       };
     }
