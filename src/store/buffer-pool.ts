@@ -4,22 +4,24 @@
  * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
  * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
  */
-export class BufferPool {
+export class BufferPool<B extends ArrayBuffer | SharedArrayBuffer = ArrayBuffer> {
   readonly size: number;
-  readonly #free: ArrayBuffer[] = [];
+  readonly #free: B[] = [];
   readonly #keep: number;
+  readonly #make: (size: number) => B;
 
   /** `keep`: most idle buffers retained; more are left to the GC after a burst. */
-  constructor(size: number, keep: number) {
+  constructor(size: number, keep: number, make?: (size: number) => B) {
     this.size = size;
     this.#keep = keep;
+    this.#make = make ?? ((n) => new ArrayBuffer(n) as B);
   }
 
-  take(): ArrayBuffer {
-    return this.#free.pop() ?? new ArrayBuffer(this.size);
+  take(): B {
+    return this.#free.pop() ?? this.#make(this.size);
   }
 
-  give(buffer: ArrayBuffer): void {
+  give(buffer: B): void {
     // A buffer that was moved to a worker and not returned is detached (byteLength 0): drop it.
     if (buffer.byteLength === this.size && this.#free.length < this.#keep) this.#free.push(buffer);
   }
@@ -35,3 +37,6 @@ export const IO_CHUNK = 1 << 20;
 export const FRAME_SIZE = 2 << 20;
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
+
+/** Upload chunks a hasher thread reads while the disk write runs: shared, so nothing is copied. */
+export const sharedIoBuffers = new BufferPool<SharedArrayBuffer>(IO_CHUNK, 64, (n) => new SharedArrayBuffer(n));
