@@ -33,7 +33,6 @@ import { S3BlobStore } from './store/s3/s3-store.js';
 import type { BlobStore } from './store/types.js';
 import { PresignService } from './service/presign-service.js';
 import { createHmac } from 'node:crypto';
-import { HasherPool } from './workers/hasher.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 
@@ -50,8 +49,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, 'index.sqlite'));
   const pool = new WorkerPool(config.workers);
-  const hasher = new HasherPool(config.workers);
-  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, hasher });
+  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel });
   const swept = await store.sweepStaging(60_000);
   if (swept > 0) log('swept staging files left by an earlier run', { count: swept });
   // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
@@ -162,7 +160,6 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       while (retiring) await new Promise((r) => setTimeout(r, 10));
       await store.closeJournal();
       await pool.close();
-      await hasher.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
       db.close();
     },

@@ -4,24 +4,22 @@
  * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
  * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
  */
-export class BufferPool<B extends ArrayBuffer | SharedArrayBuffer = ArrayBuffer> {
+export class BufferPool {
   readonly size: number;
-  readonly #free: B[] = [];
+  readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
-  readonly #make: (size: number) => B;
 
   /** `keep`: most idle buffers retained; more are left to the GC after a burst. */
-  constructor(size: number, keep: number, make?: (size: number) => B) {
+  constructor(size: number, keep: number) {
     this.size = size;
     this.#keep = keep;
-    this.#make = make ?? ((n) => new ArrayBuffer(n) as B);
   }
 
-  take(): B {
-    return this.#free.pop() ?? this.#make(this.size);
+  take(): ArrayBuffer {
+    return this.#free.pop() ?? new ArrayBuffer(this.size);
   }
 
-  give(buffer: B): void {
+  give(buffer: ArrayBuffer): void {
     // A buffer that was moved to a worker and not returned is detached (byteLength 0): drop it.
     if (buffer.byteLength === this.size && this.#free.length < this.#keep) this.#free.push(buffer);
   }
@@ -37,6 +35,3 @@ export const IO_CHUNK = 1 << 20;
 export const FRAME_SIZE = 2 << 20;
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
-
-/** Upload chunks a hasher thread reads while the disk write runs: shared, so nothing is copied. */
-export const sharedIoBuffers = new BufferPool<SharedArrayBuffer>(IO_CHUNK, 64, (n) => new SharedArrayBuffer(n));

@@ -4,7 +4,6 @@ import { link, mkdir, open, readdir, rename, stat, unlink, type FileHandle } fro
 import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { HasherPool, HashSession } from '../workers/hasher.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
 import { Journal, type JournalLocation } from './journal.js';
@@ -33,8 +32,6 @@ export class DiskBlobStore implements BlobStore {
   readonly #inFlight = new Set<string>();
 
   readonly #pool: WorkerPool;
-  /** sha256 threads for large plain uploads; null hashes on the HTTP thread. */
-  #hasher: HasherPool | null = null;
   /** zstd level for new objects, or null to store them as they arrive. */
   readonly #level: number | null;
   #journal: Journal | null = null;
@@ -51,12 +48,8 @@ export class DiskBlobStore implements BlobStore {
     this.#level = level;
   }
 
-  static async open(
-    root: string,
-    options: { pool: WorkerPool; compressionLevel: number | null; hasher?: HasherPool | null },
-  ): Promise<DiskBlobStore> {
+  static async open(root: string, options: { pool: WorkerPool; compressionLevel: number | null }): Promise<DiskBlobStore> {
     const store = new DiskBlobStore(root, options.pool, options.compressionLevel);
-    store.#hasher = options.hasher ?? null;
     await mkdir(store.#objects, { recursive: true });
     await mkdir(store.#staging, { recursive: true });
     store.#journal = await Journal.open(join(root, 'journal'));
@@ -97,7 +90,7 @@ export class DiskBlobStore implements BlobStore {
     const framed = this.#level !== null && (expectedSize === null || expectedSize >= MIN_FRAMED_SIZE);
     const writer = framed
       ? new FramedWriter(oid, expectedSize, file, commit, this.#pool, this.#level!)
-      : new RawWriter(oid, expectedSize, file, commit, this.#hashSession(expectedSize));
+      : new RawWriter(oid, expectedSize, file, commit);
     // Forget the staging path whatever the outcome.
     const forget = (): void => void this.#inFlight.delete(file.path);
     return {
@@ -106,15 +99,6 @@ export class DiskBlobStore implements BlobStore {
       finish: () => writer.finish().finally(forget),
       abort: () => writer.abort().finally(forget),
     };
-  }
-
-  /**
-   * A hasher-thread session for a large upload. Below HASH_OFF_THREAD_MIN the round trips to the
-   * thread cost more than hashing in line.
-   */
-  #hashSession(expectedSize: number | null): HashSession | null {
-    if (this.#hasher === null || (expectedSize !== null && expectedSize < HASH_OFF_THREAD_MIN)) return null;
-    return this.#hasher.session();
   }
 
   /** Journals a verified small object; its own file is written later in the background. */
@@ -495,9 +479,6 @@ export class DiskBlobStore implements BlobStore {
 
 /** How long the presence of a repository's legacy folder is remembered. */
 const LEGACY_DIR_TTL_MS = 5000;
-
-/** Uploads of at least this size (or of unknown size) are hashed on a hasher thread. */
-const HASH_OFF_THREAD_MIN = 8 << 20;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;

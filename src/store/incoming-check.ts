@@ -10,14 +10,12 @@ import type { Oid } from '../protocol/oid.js';
 export class IncomingCheck {
   readonly #oid: Oid;
   readonly #expected: number | null;
-  /** Null when the caller hashes elsewhere (a hasher thread) and hands the digest to verify(). */
-  readonly #hash: Hash | null;
+  readonly #hash: Hash = createHash('sha256');
   #count = 0;
 
-  constructor(oid: Oid, expected: number | null, hashInLine = true) {
+  constructor(oid: Oid, expected: number | null) {
     this.#oid = oid;
     this.#expected = expected;
-    this.#hash = hashInLine ? createHash('sha256') : null;
   }
 
   /** Bytes taken so far. */
@@ -31,16 +29,15 @@ export class IncomingCheck {
     if (this.#expected !== null && this.#count > this.#expected) {
       throw lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#expected} bytes`);
     }
-    this.#hash?.update(chunk);
+    this.#hash.update(chunk);
   }
 
   /** Throws unless exactly the announced size arrived and it hashes to the oid. Call once. */
-  verify(digestFromElsewhere?: string): void {
+  verify(): void {
     if (this.#expected !== null && this.#count !== this.#expected) {
       throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
     }
-    const digest = this.#hash?.digest('hex') ?? digestFromElsewhere;
-    if (digest === undefined) throw new Error('IncomingCheck: no digest to verify');
+    const digest = this.#hash.digest('hex');
     if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
   }
 }

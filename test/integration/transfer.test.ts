@@ -309,3 +309,22 @@ t.test('a keep-alive connection stays usable after uploads around the 1 MiB hold
     }
   }
 });
+
+t.test('large uploads: stored when right, refused when one byte is wrong', async (t) => {
+  const big = blob(20 * 1024 * 1024 + 3);
+  const put = (data: Buffer) => http('PUT', `${base}/${GAME}/objects/${big.oid}`, { headers: { authorization: basic('tok-writer') }, body: data });
+  const wrong = Buffer.from(big.data);
+  wrong[wrong.length - 1] ^= 1;
+  errorBody(t, await put(wrong), 422);
+  t.equal((await http('GET', `${base}/${GAME}/objects/${big.oid}`, { headers: { authorization: basic('tok-writer') } })).status, 404, 'wrong bytes not stored');
+  t.same(readdirSync(staging).filter((f) => f.startsWith(big.oid)), [], 'no staging litter');
+  const chunked = await http('PUT', `${base}/${GAME}/objects/${big.oid}`, {
+    headers: { authorization: basic('tok-writer') }, // size unknown: chunked without X-Lfs-Object-Size
+    body: (async function* () { for (let i = 0; i < big.size; i += 1 << 20) yield big.data.subarray(i, i + (1 << 20)); })(),
+  });
+  t.equal(chunked.status, 200, 'chunked upload of unknown size');
+  const got = await http('GET', `${base}/${GAME}/objects/${big.oid}`, { headers: { authorization: basic('tok-reader') } });
+  t.ok(got.body.equals(big.data), 'served byte for byte');
+  const concurrent = await Promise.all([1, 2, 3].map(() => { const b = blob(9 * 1024 * 1024); return http('PUT', `${base}/${GAME}/objects/${b.oid}`, { headers: { authorization: basic('tok-writer') }, body: b.data }); }));
+  t.same(concurrent.map((r) => r.status), [200, 200, 200], 'concurrent large uploads');
+});
