@@ -7,11 +7,13 @@ import { frameLength, type FrameIndex } from './frame-format.js';
 import type { ChunkSource } from './types.js';
 
 interface DecodedFrame {
-  readonly stored: ArrayBuffer;
-  readonly out: ArrayBuffer;
-  /** The frame's logical bytes (a view of `stored` or `out`). */
+  /** The one buffer still held: the frame's logical bytes are at its start. */
+  readonly buffer: ArrayBuffer;
   readonly bytes: Uint8Array;
 }
+
+/** Frames decoded ahead of the socket: two keep both pool threads busy on a compressed download. */
+const READ_AHEAD = 2;
 
 /** Reads a frame's stored bytes: exactly `into.byteLength` bytes from `position` of the object. */
 export type StoredReader = (position: number, into: Uint8Array) => Promise<void>;
@@ -46,7 +48,8 @@ export class FramedChunkSource implements ChunkSource {
   readonly #end: number; // inclusive
   #next: number; // next frame to fetch
   readonly #last: number;
-  #ahead: { readonly i: number; readonly frame: Promise<DecodedFrame> } | null = null;
+  /** Frames being read and decoded, in order. */
+  readonly #ahead: { readonly i: number; readonly frame: Promise<DecodedFrame> }[] = [];
   #current: DecodedFrame | null = null;
   #closed = false;
 
@@ -81,16 +84,22 @@ export class FramedChunkSource implements ChunkSource {
         frameBuffers.give(r.out);
         throw lfsError('LFS_ERR_OBJECT_DAMAGED', `Stored frame ${i} is damaged (${r.damage}); the object needs an audit`);
       }
-      const bytes = r.in === 'stored' ? new Uint8Array(r.stored, 0, length) : new Uint8Array(r.out, 0, length);
-      return { stored: r.stored, out: r.out, bytes };
+      // Keep only the buffer that holds the bytes; the other goes back to its pool at once.
+      if (r.in === 'stored') {
+        frameBuffers.give(r.out);
+        return { buffer: r.stored, bytes: new Uint8Array(r.stored, 0, length) };
+      }
+      compressedBuffers.give(r.stored);
+      return { buffer: r.out, bytes: new Uint8Array(r.out, 0, length) };
     })();
     p.catch(() => undefined); // surfaced by next(); never an unhandled rejection
     return p;
   }
 
   #release(f: DecodedFrame): void {
-    compressedBuffers.give(f.stored);
-    frameBuffers.give(f.out);
+    // Each pool ignores a buffer of another size, so this works whichever one held the bytes.
+    frameBuffers.give(f.buffer);
+    compressedBuffers.give(f.buffer);
   }
 
   async next(): Promise<Uint8Array | null> {
@@ -99,29 +108,30 @@ export class FramedChunkSource implements ChunkSource {
       this.#release(this.#current);
       this.#current = null;
     }
-    if (this.#ahead === null) {
-      if (this.#next > this.#last) return null;
-      this.#ahead = { i: this.#next, frame: this.#fetch(this.#next++) };
-    }
-    const { i, frame: pending } = this.#ahead;
-    this.#ahead = null;
-    const frame = await pending;
+    this.#fillAhead();
+    const head = this.#ahead.shift();
+    if (head === undefined) return null;
+    const frame = await head.frame;
     this.#current = frame;
-    // Read and decode the next frame while this one goes out.
-    if (this.#next <= this.#last) this.#ahead = { i: this.#next, frame: this.#fetch(this.#next++) };
+    this.#fillAhead(); // decode the next frames while this one goes out
     // Clip the frame to the requested range.
-    const frameStart = i * this.#index.frameSize;
+    const frameStart = head.i * this.#index.frameSize;
     const from = Math.max(0, this.#start - frameStart);
     const to = Math.min(frame.bytes.byteLength, this.#end - frameStart + 1);
     return frame.bytes.subarray(from, to);
+  }
+
+  #fillAhead(): void {
+    while (this.#ahead.length < READ_AHEAD && this.#next <= this.#last) {
+      this.#ahead.push({ i: this.#next, frame: this.#fetch(this.#next++) });
+    }
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#current !== null) this.#release(this.#current);
     this.#current = null;
-    const ahead = this.#ahead;
-    this.#ahead = null;
-    if (ahead) await ahead.frame.then((f) => this.#release(f), () => undefined);
+    const ahead = this.#ahead.splice(0);
+    await Promise.all(ahead.map((a) => a.frame.then((f) => this.#release(f), () => undefined)));
   }
 }
