@@ -36,3 +36,49 @@ export const IO_CHUNK = 1 << 20;
 export const FRAME_SIZE = 2 << 20;
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
+
+/**
+ * Copies incoming chunks (which uWS reuses once its callback returns) into buffers from a pool and
+ * hands each full buffer on; the writers' one copy of every uploaded byte.
+ */
+export class ChunkGatherer {
+  readonly #pool: BufferPool;
+  readonly #onFull: (buffer: ArrayBuffer, length: number) => void;
+  #buf: ArrayBuffer | null = null;
+  #fill = 0;
+
+  constructor(pool: BufferPool, onFull: (buffer: ArrayBuffer, length: number) => void) {
+    this.#pool = pool;
+    this.#onFull = onFull;
+  }
+
+  add(chunk: Uint8Array): void {
+    let off = 0;
+    while (off < chunk.byteLength) {
+      this.#buf ??= this.#pool.take();
+      const n = Math.min(chunk.byteLength - off, this.#buf.byteLength - this.#fill);
+      new Uint8Array(this.#buf, this.#fill, n).set(chunk.subarray(off, off + n));
+      this.#fill += n;
+      off += n;
+      if (this.#fill === this.#buf.byteLength) this.flush();
+    }
+  }
+
+  /** Hands on the buffer being filled, if it holds anything. */
+  flush(): void {
+    const buf = this.#buf;
+    const len = this.#fill;
+    this.#buf = null;
+    this.#fill = 0;
+    if (buf === null) return;
+    if (len > 0) this.#onFull(buf, len);
+    else this.#pool.give(buf);
+  }
+
+  /** Drops what was gathered (an aborted upload). */
+  discard(): void {
+    if (this.#buf !== null) this.#pool.give(this.#buf);
+    this.#buf = null;
+    this.#fill = 0;
+  }
+}

@@ -2,7 +2,7 @@ import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
-import { BufferPool, FRAME_SIZE } from './buffer-pool.js';
+import { BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
 import { Codec, type FrameEntry } from './frame-format.js';
 import { IncomingCheck } from './incoming-check.js';
 
@@ -37,8 +37,7 @@ export class FrameEncoder {
   readonly #pool: WorkerPool;
   readonly #level: number;
   readonly #sink: FrameSink;
-  #frame: ArrayBuffer | null = null;
-  #fill = 0;
+  readonly #gather = new ChunkGatherer(frameBuffers, (frame, length) => this.#submit(frame, length));
   /** Frames handed to the pool, in order; each settles once the sink took its bytes. */
   #chain: Promise<void> = Promise.resolve();
   #inFlight = 0;
@@ -62,15 +61,7 @@ export class FrameEncoder {
     } catch (e) {
       throw (this.#failed = e);
     }
-    let off = 0;
-    while (off < chunk.byteLength) {
-      this.#frame ??= frameBuffers.take();
-      const n = Math.min(chunk.byteLength - off, FRAME_SIZE - this.#fill);
-      new Uint8Array(this.#frame, this.#fill, n).set(chunk.subarray(off, off + n));
-      this.#fill += n;
-      off += n;
-      if (this.#fill === FRAME_SIZE) this.#submit();
-    }
+    this.#gather.add(chunk);
     if (this.#inFlight >= MAX_FRAMES_IN_FLIGHT) {
       this.#waiting = true;
       return false;
@@ -83,11 +74,7 @@ export class FrameEncoder {
   }
 
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
-  #submit(): void {
-    const input = this.#frame!;
-    const length = this.#fill;
-    this.#frame = null;
-    this.#fill = 0;
+  #submit(input: ArrayBuffer, length: number): void {
     this.#inFlight++;
     const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level });
     // A failure surfaces through the chain; this keeps a frame behind an earlier failure from
@@ -120,8 +107,7 @@ export class FrameEncoder {
   /** The whole body was given: stores the last frame, then checks size and digest. */
   async end(): Promise<EncodedObject> {
     if (this.#failed !== null) throw this.#failed;
-    if (this.#fill > 0) this.#submit();
-    else this.#releaseFrame();
+    this.#gather.flush();
     await this.#chain;
     if (this.#failed !== null) throw this.#failed;
     this.#check.verify();
@@ -132,13 +118,6 @@ export class FrameEncoder {
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     await this.#chain.catch(() => undefined);
-    this.#releaseFrame();
-  }
-
-  #releaseFrame(): void {
-    if (this.#frame !== null) {
-      frameBuffers.give(this.#frame);
-      this.#frame = null;
-    }
+    this.#gather.discard();
   }
 }

@@ -1,6 +1,6 @@
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
-import { ioBuffers } from './buffer-pool.js';
+import { ChunkGatherer, ioBuffers } from './buffer-pool.js';
 import { IncomingCheck } from './incoming-check.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
@@ -25,8 +25,7 @@ export class RawWriter implements ObjectWriter {
   readonly #file: StagingFile;
   readonly #commit: CommitFn;
   #written = 0;
-  #buf: ArrayBuffer | null = null;
-  #fill = 0;
+  readonly #gather = new ChunkGatherer(ioBuffers, (buf, len) => this.#flush(buf, len));
   #drain: (() => void) | null = null;
   #waiting = false;
   #failed: unknown = null;
@@ -45,15 +44,7 @@ export class RawWriter implements ObjectWriter {
     } catch (e) {
       throw (this.#failed = e);
     }
-    let off = 0;
-    while (off < chunk.byteLength) {
-      this.#buf ??= ioBuffers.take();
-      const n = Math.min(chunk.byteLength - off, this.#buf.byteLength - this.#fill);
-      new Uint8Array(this.#buf, this.#fill, n).set(chunk.subarray(off, off + n));
-      this.#fill += n;
-      off += n;
-      if (this.#fill === this.#buf.byteLength) this.#flush();
-    }
+    this.#gather.add(chunk);
     if (this.#file.pending >= MAX_IN_FLIGHT) {
       this.#waiting = true;
       return false;
@@ -65,11 +56,7 @@ export class RawWriter implements ObjectWriter {
     this.#drain = listener;
   }
 
-  #flush(): void {
-    const buf = this.#buf!;
-    const len = this.#fill;
-    this.#buf = null;
-    this.#fill = 0;
+  #flush(buf: ArrayBuffer, len: number): void {
     const position = this.#written;
     this.#written += len;
     this.#file.write(new Uint8Array(buf, 0, len), position, () => {
@@ -83,11 +70,7 @@ export class RawWriter implements ObjectWriter {
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
-    if (this.#fill > 0) this.#flush();
-    if (this.#buf !== null) {
-      ioBuffers.give(this.#buf);
-      this.#buf = null;
-    }
+    this.#gather.flush();
     this.#check.verify();
     await this.#file.seal(this.#written);
     return this.#commit(this.#file, { size: this.#check.count, storedSize: this.#written });
@@ -95,10 +78,7 @@ export class RawWriter implements ObjectWriter {
 
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
-    if (this.#buf !== null) {
-      ioBuffers.give(this.#buf);
-      this.#buf = null;
-    }
+    this.#gather.discard();
     await this.#file.dispose();
   }
 }
