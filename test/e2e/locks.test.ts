@@ -1,21 +1,21 @@
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { startServer, tmpDir } from '../helpers/start-server.js';
-import { LockForge } from '../integration/locks-forge.js';
 
 // File locking end to end with the real git + git-lfs (3.3.0): lock, locks, locks --verify, unlock,
 // unlock --force by an admin and refused for a non-admin, and a push refused by lock verification
 // while someone else holds a lock on a file it changes (client doc (e) "When git push calls verify").
 
-const forge = new LockForge();
+const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
-forge.emulator.repos.set('org/repo', { private: true });
-forge.emulator.tokens.set('tok-alice', { login: 'alice', repos: { 'org/repo': 'push' } });
-forge.emulator.tokens.set('tok-bob', { login: 'bob', repos: { 'org/repo': 'push' } });
-forge.emulator.tokens.set('tok-carol', { login: 'carol', repos: { 'org/repo': 'admin' } });
+forge.repos.set('org/repo', { private: true });
+forge.tokens.set('tok-alice', { login: 'alice', repos: { 'org/repo': 'push' } });
+forge.tokens.set('tok-bob', { login: 'bob', repos: { 'org/repo': 'push' } });
+forge.tokens.set('tok-carol', { login: 'carol', repos: { 'org/repo': 'admin' } });
 
 const server = await startServer({ SVC_FORGE_A_API_URL: forge.url });
 t.teardown(() => server.stop());

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createPublicKey, randomBytes, verify, type KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basicCredentials, EmulatorBase } from './base-emulator.js';
@@ -55,7 +56,14 @@ export interface EmulatedInstallation {
 }
 
 export class GitHubEmulator extends EmulatorBase {
+  /** The id `/user` reports for a login: stable and distinct per login. */
+  static idOf(login: string): number {
+    return createHash('sha256').update(login).digest().readUInt32BE(0);
+  }
+
   readonly tokens = new Map<string, EmulatedToken>();
+  /** Logins whose `/user` answers 403 as for an app token (no person behind it). */
+  readonly faceless = new Set<string>();
   readonly repos = new Map<string, EmulatedRepo>();
   /** Repository lookups received, by "org/repo". */
   readonly lookups: { repo: string; token: string | null; at: number }[] = [];
@@ -127,11 +135,12 @@ export class GitHubEmulator extends EmulatorBase {
       return;
     }
     if (url.pathname === '/user' && req.method === 'GET' && who) {
-      if (who.kind === 'installation') {
+      if (who.kind === 'installation' || this.faceless.has(who.login)) {
         this.#std(res, 403, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest/users/users#get-the-authenticated-user', status: '403' });
         return;
       }
-      this.#std(res, 200, { login: who.login, id: 1, type: 'User', site_admin: who.siteAdmin === true });
+      // Like GitHub, each login has its own stable numeric id (lock ownership compares ids).
+      this.#std(res, 200, { login: who.login, id: GitHubEmulator.idOf(who.login), type: 'User', site_admin: who.siteAdmin === true });
       return;
     }
     this.#std(res, 404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });

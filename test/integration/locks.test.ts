@@ -1,23 +1,23 @@
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import t, { type Test } from 'tap';
 import { LFS, basic, http, schemaErrors, type Reply } from '../helpers/lfs-http.js';
 import { startServer, type RunningServer } from '../helpers/start-server.js';
-import { LockForge } from './locks-forge.js';
 
 // The File Locking API over real HTTP against the real server and SQLite file, every answer checked
 // against the official schemas (../shared/spec/git-lfs-api/schemas/http-lock-*.json).
 
-const forge = new LockForge();
+const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
-const emu = forge.emulator;
-for (const r of ['org/repo', 'org/other', 'org/paging', 'org/race', 'org/stale']) emu.repos.set(r, { private: true });
-emu.tokens.set('t-alice', { login: 'alice', repos: { 'org/repo': 'push', 'org/other': 'push', 'org/paging': 'push', 'org/race': 'push', 'org/stale': 'push' } });
-emu.tokens.set('t-bob', { login: 'bob', repos: { 'org/repo': 'push', 'org/paging': 'push', 'org/race': 'push', 'org/stale': 'push' } });
-emu.tokens.set('t-carol', { login: 'carol', repos: { 'org/repo': 'admin' } });
-emu.tokens.set('t-reader', { login: 'reader', repos: { 'org/repo': 'pull' } });
-emu.tokens.set('t-app', { login: 'app[bot]', kind: 'installation', repos: { 'org/repo': 'pull' } });
-emu.tokens.set('t-ghost', { login: 'ghost', repos: { 'org/repo': 'push' } });
-emu.tokens.set('t-adminbot', { login: 'adminbot', repos: { 'org/repo': 'admin' } });
+
+for (const r of ['org/repo', 'org/other', 'org/paging', 'org/race', 'org/stale']) forge.repos.set(r, { private: true });
+forge.tokens.set('t-alice', { login: 'alice', repos: { 'org/repo': 'push', 'org/other': 'push', 'org/paging': 'push', 'org/race': 'push', 'org/stale': 'push' } });
+forge.tokens.set('t-bob', { login: 'bob', repos: { 'org/repo': 'push', 'org/paging': 'push', 'org/race': 'push', 'org/stale': 'push' } });
+forge.tokens.set('t-carol', { login: 'carol', repos: { 'org/repo': 'admin' } });
+forge.tokens.set('t-reader', { login: 'reader', repos: { 'org/repo': 'pull' } });
+forge.tokens.set('t-app', { login: 'app[bot]', kind: 'installation', repos: { 'org/repo': 'pull' } });
+forge.tokens.set('t-ghost', { login: 'ghost', repos: { 'org/repo': 'push' } });
+forge.tokens.set('t-adminbot', { login: 'adminbot', repos: { 'org/repo': 'admin' } });
 forge.faceless.add('ghost');
 forge.faceless.add('adminbot');
 

@@ -93,8 +93,9 @@ t.test('forge_a outages are failures, not answers', async (t) => {
 t.test('identify: users named, installation tokens not', async (t) => {
   const { gh, adapter } = await setup(t);
   gh.tokens.set('t-site', { login: 'root', siteAdmin: true, repos: {} });
-  t.same(await adapter.identify('t-push', signal), { id: '1', name: 'pat', siteAdmin: false });
-  t.same(await adapter.identify('t-site', signal), { id: '1', name: 'root', siteAdmin: true });
+  t.same(await adapter.identify('t-push', signal), { id: String(GitHubEmulator.idOf('pat')), name: 'pat', siteAdmin: false });
+  t.same(await adapter.identify('t-site', signal), { id: String(GitHubEmulator.idOf('root')), name: 'root', siteAdmin: true });
+  t.not(GitHubEmulator.idOf('pat'), GitHubEmulator.idOf('root'), 'each login its own id');
   t.equal(await adapter.identify('ghs_installation', signal), null);
 });
 
