@@ -81,7 +81,7 @@ t.test('identify: once per token, shared and cached', async (t) => {
   gh.tokens.set('tok', { login: 'octo', repos: {} });
   gh.delayMs = 100;
   const [a, b] = await Promise.all([access.identify('tok', live()), access.identify('tok', live())]);
-  t.same(a, { id: '1', name: 'octo', siteAdmin: false });
+  t.same(a, { id: String(GitHubEmulator.idOf('octo')), name: 'octo', siteAdmin: false });
   t.same(b, a);
   await access.identify('tok', live());
   t.equal(gh.requests.filter((r) => r.path === '/user').length, 1, 'one /user call');
