@@ -1,5 +1,6 @@
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import { lfsError } from '../errors/errors.js';
+import { readCappedText } from '../util/read-capped.js';
 
 /** One forge HTTP answer, body already read (capped) and parsed when it is JSON. */
 export interface ForgeResponse {
@@ -46,7 +47,7 @@ export class ForgeHttpClient {
         dispatcher: this.#dispatcher,
         signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
       });
-      const text = await readCapped(res.body, 1 << 20);
+      const text = await readCappedText(res.body, 1 << 20, () => Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' }));
       let parsed: unknown = text;
       try {
         parsed = JSON.parse(text);
@@ -65,19 +66,6 @@ export class ForgeHttpClient {
   }
 }
 
-async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, cap: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const chunk of body) {
-    n += chunk.length;
-    if (n > cap) {
-      body.destroy();
-      throw Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' });
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /** First value of a header that undici may give as a list. */
 export function header(headers: ForgeResponse['headers'], name: string): string | undefined {

@@ -1,4 +1,5 @@
 import { Agent, request, type Dispatcher } from 'undici';
+import { readCappedText } from '../../util/read-capped.js';
 import { LfsError } from '../../errors/errors.js';
 import { presign, signHeaders, UNSIGNED_PAYLOAD, EMPTY_SHA256, type S3Credentials, type SignContext } from './sigv4.js';
 
@@ -126,7 +127,7 @@ export class S3Client {
     if ((res.statusCode >= 200 && res.statusCode < 300) || call.accept?.includes(res.statusCode)) {
       return { status: res.statusCode, headers: res.headers, body: res.body };
     }
-    const text = await readText(res.body, 64 << 10).catch(() => '');
+    const text = await readCappedText(res.body, 64 << 10, () => new Error('S3 answer too large')).catch(() => '');
     const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? `HTTP${res.statusCode}`;
     const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? '';
     if (res.statusCode >= 500) throw unavailable(new Error(`${code} ${message}`.trim()));
@@ -136,7 +137,7 @@ export class S3Client {
   /** Sends a request whose answer body is small XML (or empty) and returns it as text. */
   async sendText(call: S3Call): Promise<{ status: number; headers: S3Reply['headers']; text: string }> {
     const r = await this.send(call);
-    const text = await readText(r.body, 16 << 20);
+    const text = await readCappedText(r.body, 16 << 20, () => new Error('S3 answer too large'));
     return { status: r.status, headers: r.headers, text };
   }
 
@@ -161,19 +162,6 @@ export function unavailable(cause: unknown): Error {
   return new LfsError('LFS_ERR_NOT_READY', `The object store cannot be reached right now (${code}); retry later`, { cause, headers: { 'Retry-After': '10' } });
 }
 
-async function readText(body: AsyncIterable<Buffer> & { destroy(): unknown }, cap: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const chunk of body) {
-    n += chunk.length;
-    if (n > cap) {
-      body.destroy();
-      throw new Error('S3 answer too large');
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /** Reads and drops a body (so the connection can be reused). */
 export async function discard(body: AsyncIterable<Buffer>): Promise<void> {
