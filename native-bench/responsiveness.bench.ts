@@ -1,0 +1,128 @@
+/**
+ * Issue 5's responsiveness figure: while a 1 GiB compressed upload and an audit run, how fast do
+ * `GET /health` and a 100-object batch answer? Prints p50/p99 idle and under that load.
+ *
+ *   npm run build && node dist/native-bench/responsiveness.bench.js [--size-mib=1024]
+ */
+import { createHash } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
+import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
+import { startServer, tmpDir } from '../test/helpers/start-server.js';
+import { textLike } from './lib/data-gen.js';
+
+const REPO = 'bench/responsive';
+const TOKEN = 'bench-admin';
+const AUTH = `Basic ${Buffer.from(`bench:${TOKEN}`).toString('base64')}`;
+const LFS = 'application/vnd.git-lfs+json';
+const MiB = 1 << 20;
+
+function percentile(sorted: number[], p: number): number {
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Sequential requests until `until()` is true; returns the latency of each, sorted. */
+async function probe(fn: () => Promise<void>, until: () => boolean): Promise<number[]> {
+  const out: number[] = [];
+  while (!until()) {
+    const t0 = performance.now();
+    await fn();
+    out.push(performance.now() - t0);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+async function main(): Promise<void> {
+  const sizeMiB = Number(/--size-mib=(\d+)/.exec(process.argv.join(' '))?.[1] ?? 1024);
+  const forge = new GitHubEmulator();
+  forge.repos.set(REPO, { private: true });
+  forge.tokens.set(TOKEN, { login: 'bench', repos: { [REPO]: 'admin' } });
+  await forge.start();
+  const dataDir = tmpDir('stowage-responsive-');
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_COMPRESSION: 'zstd:3' }, { dataDir });
+  const agent = new Agent({ connections: 4 });
+  const base = `${server.url}/${REPO}/objects`;
+  try {
+    // Generated first: building it blocks this process for seconds, longer than the server keeps an
+    // idle keep-alive connection (uWS: 10 s), and a streamed PUT cannot be retried on a closed one.
+    // textLike builds a string, which cannot reach 1 GiB: join 64 MiB pieces.
+    const upload = Buffer.concat(Array.from({ length: Math.ceil(sizeMiB / 64) }, (_, i) => textLike(64 * MiB, 500 + i))).subarray(0, sizeMiB * MiB);
+    // Something to audit: 16 compressed objects of 64 MiB of text-like data.
+    const seeded: Buffer[] = [];
+    for (let i = 0; i < 16; i++) seeded.push(textLike(64 * MiB, 100 + i));
+    for (const data of seeded) {
+      const oid = createHash('sha256').update(data).digest('hex');
+      const r = await request(`${base}/${oid}`, { method: 'PUT', dispatcher: agent, headers: { authorization: AUTH }, body: data });
+      await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`seeding PUT ${r.statusCode}`);
+    }
+    const batchBody = JSON.stringify({
+      operation: 'download',
+      objects: Array.from({ length: 100 }, (_, i) => ({ oid: createHash('sha256').update(`absent ${i}`).digest('hex'), size: 1000 + i })),
+    });
+    const health = async (): Promise<void> => void (await (await request(`${server.url}/health`, { dispatcher: agent })).body.text());
+    const batch = async (): Promise<void> => {
+      const r = await request(`${base}/batch`, { method: 'POST', dispatcher: agent, headers: { authorization: AUTH, 'content-type': LFS, accept: LFS }, body: batchBody });
+      await r.body.text();
+    };
+
+    const idleUntil = performance.now() + 3000;
+    const [idleHealth, idleBatch] = await Promise.all([probe(health, () => performance.now() > idleUntil), probe(batch, () => performance.now() > idleUntil)]);
+
+    const oid = createHash('sha256').update(upload).digest('hex');
+    let busy = 2;
+    const t0 = performance.now();
+    const uploading = (async () => {
+      const r = await request(`${base}/${oid}`, {
+        method: 'PUT',
+        dispatcher: agent,
+        headers: { authorization: AUTH, 'x-lfs-object-size': String(upload.length) },
+        body: Readable.from((function* () { for (let at = 0; at < upload.length; at += MiB) yield upload.subarray(at, at + MiB); })()),
+      });
+      await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`upload ${r.statusCode}`);
+      busy--;
+      return performance.now() - t0;
+    })();
+    const auditing = (async () => {
+      const r = await request(`${base}/audit`, { method: 'POST', dispatcher: agent, headers: { authorization: AUTH, 'content-type': LFS, accept: LFS }, body: '{}' });
+      const report = await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`audit ${r.statusCode} ${report}`);
+      busy--;
+      return performance.now() - t0;
+    })();
+    // Either failing ends the probes too; its error is reported below.
+    uploading.catch(() => (busy = 0));
+    auditing.catch(() => (busy = 0));
+    const [loadHealth, loadBatch] = await Promise.all([probe(health, () => busy === 0), probe(batch, () => busy === 0)]);
+    const [uploadMs, auditMs] = await Promise.all([uploading, auditing]);
+
+    const line = (name: string, idle: number[], load: number[]): string =>
+      `| ${name} | ${percentile(idle, 50).toFixed(2)} / ${percentile(idle, 99).toFixed(2)} ms (n=${idle.length}) | ${percentile(load, 50).toFixed(2)} / ${percentile(load, 99).toFixed(2)} ms (n=${load.length}) |`;
+    process.stdout.write(
+      [
+        `Responsiveness while a ${sizeMiB} MiB zstd:3 upload (${(uploadMs / 1000).toFixed(1)} s) and an audit of 1 GiB (${(auditMs / 1000).toFixed(1)} s) run:`,
+        '',
+        '| Request | idle p50 / p99 | under load p50 / p99 |',
+        '|---|---|---|',
+        line('GET /health', idleHealth, loadHealth),
+        line('batch of 100 objects', idleBatch, loadBatch),
+        '',
+      ].join('\n'),
+    );
+  } catch (e) {
+    process.stderr.write(`failed: ${String(e)}\nserver log tail:\n${server.logs.slice(-8).join('\n')}\n`);
+    throw e;
+  } finally {
+    await agent.close();
+    await server.stop();
+    await forge.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});
