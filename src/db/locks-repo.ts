@@ -15,16 +15,8 @@ export interface LockRow {
   readonly lockedAt: number;
 }
 
-/** What a caller asks to lock. */
-export interface NewLock {
-  readonly id: string;
-  readonly repo: string;
-  readonly path: string;
-  readonly ref: string | null;
-  readonly ownerId: string;
-  readonly ownerName: string;
-  readonly lockedAt: number;
-}
+/** What a caller asks to lock: a lock before the index gives it its position. */
+export type NewLock = Omit<LockRow, 'seq'>;
 
 /** Outcome of `create`: the new lock, the lock that is in the way, or a stale lock replaced. */
 export type CreateOutcome =

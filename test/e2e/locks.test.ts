@@ -1,8 +1,8 @@
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
-import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { runGit, sandboxEnv, type GitRun } from '../helpers/git.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // File locking end to end with the real git + git-lfs (3.3.0): lock, locks, locks --verify, unlock,
@@ -26,34 +26,12 @@ mkdirSync(home);
 const lfsUrl = `${server.url}/org/repo`;
 const remote = join(root, 'remote.git');
 
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs git with an empty HOME (no global config), no prompts; never throws — the exit code is asserted. */
-function git(cwd: string, ...args: string[]): Promise<Run> {
-  const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: home,
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_AUTHOR_NAME: 'Test',
-    GIT_AUTHOR_EMAIL: 'test@example.com',
-    GIT_COMMITTER_NAME: 'Test',
-    GIT_COMMITTER_EMAIL: 'test@example.com',
-  };
-  return new Promise((resolve) => {
-    execFile('git', args, { cwd, env, maxBuffer: 16 << 20, timeout: 120_000 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** Runs git in the sandbox HOME; never throws — the exit code is asserted. */
+const env = sandboxEnv(home);
+const git = (cwd: string, ...args: string[]): Promise<GitRun> => runGit(env, cwd, args);
 
 /** Like `git` but fails the test run on a non-zero exit (setup steps). */
-async function ok(cwd: string, ...args: string[]): Promise<Run> {
+async function ok(cwd: string, ...args: string[]): Promise<GitRun> {
   const r = await git(cwd, ...args);
   if (r.code !== 0) throw new Error(`git ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
   return r;

@@ -1,13 +1,38 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
 
 export interface GitResult {
   readonly stdout: string;
   readonly stderr: string;
+}
+
+export interface GitRun extends GitResult {
+  readonly code: number;
+}
+
+/** The environment of a sandboxed git: its own HOME, no system config, no prompts, a fixed author. */
+export function sandboxEnv(home: string): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: home,
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_AUTHOR_NAME: 'Test',
+    GIT_AUTHOR_EMAIL: 'test@example.com',
+    GIT_COMMITTER_NAME: 'Test',
+    GIT_COMMITTER_EMAIL: 'test@example.com',
+  };
+}
+
+/** Runs git and resolves with its exit code and output; never throws (tests assert the code). */
+export function runGit(env: NodeJS.ProcessEnv, cwd: string, args: readonly string[]): Promise<GitRun> {
+  return new Promise((resolve) => {
+    execFile('git', args, { cwd, env, maxBuffer: 64 << 20, timeout: 1_800_000 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
 }
 
 /**
@@ -20,16 +45,7 @@ export class GitSandbox {
 
   private constructor(home: string) {
     this.home = home;
-    this.env = {
-      PATH: process.env.PATH,
-      HOME: home,
-      GIT_CONFIG_NOSYSTEM: '1',
-      GIT_TERMINAL_PROMPT: '0',
-      GIT_AUTHOR_NAME: 'Test',
-      GIT_AUTHOR_EMAIL: 'test@example.com',
-      GIT_COMMITTER_NAME: 'Test',
-      GIT_COMMITTER_EMAIL: 'test@example.com',
-    };
+    this.env = sandboxEnv(home);
   }
 
   /** A sandbox whose credential store holds `token` for `serverUrl` (http://127.0.0.1:PORT). */
@@ -51,12 +67,11 @@ export class GitSandbox {
   }
 
   async git(cwd: string, ...args: string[]): Promise<GitResult> {
-    try {
-      return await run('git', args, { cwd, env: this.env, maxBuffer: 64 << 20 });
-    } catch (e) {
-      const err = e as Error & { stdout?: string; stderr?: string };
-      throw Object.assign(new Error(`git ${args.join(' ')} failed: ${err.message}\n${err.stderr ?? ''}`), { stdout: err.stdout, stderr: err.stderr });
+    const r = await runGit(this.env, cwd, args);
+    if (r.code !== 0) {
+      throw Object.assign(new Error(`git ${args.join(' ')} failed with exit code ${r.code}\n${r.stderr}`), { stdout: r.stdout, stderr: r.stderr });
     }
+    return r;
   }
 
   /** A bare remote plus a work tree whose .lfsconfig points LFS at `lfsUrl`, tracking *.bin and *.txt. */
