@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, readdirSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
@@ -16,6 +16,17 @@ forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
 const env = { SVC_FORGE_A_API_URL: forge.url };
 const get = (url: string, oid: string) => http('GET', `${url}/acme/game/objects/${oid}`, { headers: { authorization: basic('tok') } });
 const pathOf = (dir: string, oid: string): string => join(dir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
+const segments = (dir: string): string[] =>
+  readdirSync(join(dir, 'journal'))
+    .filter((n) => /^seg-\d+\.log$/.test(n))
+    .sort();
+
+/** Where a segment's records end: walks the records (magic "STJ1" little-endian, then their length). */
+function recordsEnd(seg: Buffer): number {
+  let at = 0;
+  while (at + 8 <= seg.length && seg.readUInt32LE(at) === 0x53544a31) at += seg.readUInt32LE(at + 4);
+  return at;
+}
 
 t.test('small objects are served from the journal at once, then get their own files', async (t) => {
   const server = await startServer(env);
@@ -24,8 +35,13 @@ t.test('small objects are served from the journal at once, then get their own fi
   for (const o of objs) t.equal(await push(server.url, 'acme/game', 'tok', o), 200);
   for (const o of objs) t.ok((await get(server.url, o.oid)).body.equals(o.data), 'served right after the acknowledgement');
   for (const o of objs) await waitForFile(pathOf(server.dataDir, o.oid));
-  for (let i = 0; i < 100 && readdirSync(join(server.dataDir, 'journal')).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
-  t.same(readdirSync(join(server.dataDir, 'journal')), [], 'journal segments retired once files exist');
+  for (let i = 0; i < 100 && segments(server.dataDir).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  t.same(segments(server.dataDir), [], 'journal segments retired once files exist');
+  t.same(
+    readdirSync(join(server.dataDir, 'journal')).filter((n) => !n.startsWith('seg-')),
+    ['next.spare'],
+    'what is left is the prepared next segment',
+  );
   for (const o of objs) t.ok((await get(server.url, o.oid)).body.equals(o.data), 'served from files');
 });
 
@@ -58,12 +74,18 @@ t.test('a reference the index lost is restored from the journal; a torn tail is 
   const db = new Database(join(dataDir, 'index.sqlite'));
   db.prepare('DELETE FROM repo_objects').run();
   db.close();
-  // And a crash in the middle of an append: garbage at the end of the newest segment.
-  const segs = readdirSync(join(dataDir, 'journal')).sort();
-  appendFileSync(join(dataDir, 'journal', segs.at(-1)!), Buffer.from('STJ1 half a record'));
+  // And a crash in the middle of an append: half a record right after the newest segment's last one
+  // (a prepared segment has zeros there, a plain one ends there), and a leftover prepared spare.
+  const newest = join(dataDir, 'journal', segments(dataDir).at(-1)!);
+  const fd = openSync(newest, 'r+');
+  writeSync(fd, Buffer.from('1JTS\xff\x00\x00\x00 half a record', 'latin1'), 0, undefined, recordsEnd(readFileSync(newest)));
+  closeSync(fd);
+  writeFileSync(join(dataDir, 'journal', 'next.spare'), Buffer.alloc(4096));
   const again = await startServer(env, { dataDir });
   t.teardown(() => again.stop());
   t.match(again.logs.join('\n'), /journal replayed/);
+  const spare = join(dataDir, 'journal', 'next.spare');
+  t.not(existsSync(spare) ? statSync(spare).size : 0, 4096, 'the leftover spare was removed at start');
   t.ok((await get(again.url, a.oid)).body.equals(a.data), 'small object and its reference restored');
   t.ok((await get(again.url, b.oid)).body.equals(b.data), 'large object reference restored');
   t.ok(existsSync(pathOf(dataDir, b.oid)));
