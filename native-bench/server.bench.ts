@@ -377,8 +377,11 @@ export async function benchRss(ctx: BenchContext, forge: GitHubEmulator, env: Re
   let failed: unknown;
   try {
     const client = s.client;
-    // Warm the code paths (batch, auth cache, PUT, GET) so that the baseline is the idle steady state.
-    const w = memObject(new SeededBytes('rss-warm').bytes(1_000_000));
+    // Warm the code paths (batch, auth cache, PUT, GET) so that the baseline is the idle steady state:
+    // several frames of the same kind of data, so that the framed writer and reader, the workers and
+    // their zstd contexts exist before it (a 1 MB object would only take the small-object journal path).
+    const warmSize = 9 * MiB;
+    const w = memObject(source === 'random' ? new SeededBytes('rss-warm').bytes(warmSize) : textLike(warmSize, 5));
     await client.upload(w.oid, w.size, () => slices(w.data));
     const [we] = await client.batch('download', [{ oid: w.oid, size: w.size }]);
     await client.download(we!.actions!.download!.href);
