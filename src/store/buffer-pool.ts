@@ -82,3 +82,34 @@ export class ChunkGatherer {
     this.#fill = 0;
   }
 }
+
+/**
+ * Buffers for small objects and their journal records, pooled by power-of-two size class. A stream of
+ * 64 KiB uploads otherwise allocates two or three fresh buffers per object, and that external memory
+ * drives V8 into back-to-back full collections (measured: concurrent marking took about a third of
+ * the server's CPU in a burst of 2,000 such uploads). Each class keeps at most about 4 MiB idle.
+ */
+export class SizedBufferPool {
+  static readonly MIN_CLASS = 12;
+  readonly #classes = new Map<number, ArrayBuffer[]>();
+
+  /** A Buffer of exactly `length` bytes (contents undefined) over a pooled ArrayBuffer. */
+  take(length: number): Buffer {
+    const bits = Math.max(SizedBufferPool.MIN_CLASS, Math.ceil(Math.log2(Math.max(1, length))));
+    const ab = this.#classes.get(bits)?.pop() ?? new ArrayBuffer(2 ** bits);
+    return Buffer.from(ab, 0, length);
+  }
+
+  /** Returns a buffer from `take`; the caller must not touch it afterwards. */
+  give(buf: Buffer): void {
+    const ab = buf.buffer;
+    if (!(ab instanceof ArrayBuffer) || buf.byteOffset !== 0) return;
+    const bits = Math.log2(ab.byteLength);
+    if (!Number.isInteger(bits) || bits < SizedBufferPool.MIN_CLASS) return;
+    let free = this.#classes.get(bits);
+    if (free === undefined) this.#classes.set(bits, (free = []));
+    if (free.length < Math.max(2, (4 << 20) >> bits)) free.push(ab);
+  }
+}
+
+export const smallBuffers = new SizedBufferPool();

@@ -7,6 +7,7 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
 import { Journal, type JournalLocation } from './journal.js';
+import { smallBuffers } from './buffer-pool.js';
 import { SMALL_OBJECT_MAX, SmallWriter } from './small-writer.js';
 import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
 import { FramedChunkSource, fileReader } from './framed-reader.js';
@@ -170,20 +171,24 @@ export class DiskBlobStore implements BlobStore {
 
   /** Writes a journaled object to its own file, through the same verifying writers as an upload. */
   async #materialize(oid: Oid, at: JournalLocation): Promise<void> {
-    const data = Buffer.alloc(at.length);
-    const fh = await open(this.#journal!.pathOf(at.segment), 'r');
+    const data = smallBuffers.take(at.length);
     try {
-      await fh.read(data, 0, at.length, at.offset);
+      const fh = await open(this.#journal!.pathOf(at.segment), 'r');
+      try {
+        await fh.read(data, 0, at.length, at.offset);
+      } finally {
+        await fh.close();
+      }
+      const w = await this.#fileWriter(oid, at.length);
+      try {
+        w.write(data); // the writers copy what they are given before returning
+        await w.finish();
+      } catch (e) {
+        await w.abort();
+        throw e;
+      }
     } finally {
-      await fh.close();
-    }
-    const w = await this.#fileWriter(oid, at.length);
-    try {
-      w.write(data);
-      await w.finish();
-    } catch (e) {
-      await w.abort();
-      throw e;
+      smallBuffers.give(data);
     }
   }
 

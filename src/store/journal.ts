@@ -3,6 +3,7 @@ import { writeSync } from 'node:fs';
 import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseOid, type Oid } from '../protocol/oid.js';
+import { smallBuffers } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
 import { mapIoError } from './staging-file.js';
 
@@ -129,7 +130,7 @@ export class Journal {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
     const length = HEADER + repo.length + dataLen + DIGEST;
-    const buf = Buffer.allocUnsafe(length);
+    const buf = smallBuffers.take(length);
     buf.writeUInt32LE(MAGIC, 0);
     buf.writeUInt32LE(length, 4);
     buf.writeUInt8(rec.data ? KIND_DATA : KIND_REF, 8);
@@ -159,8 +160,13 @@ export class Journal {
       } catch (e) {
         written = Promise.reject(e);
       }
+      smallBuffers.give(buf);
     } else {
       written = seg.fh.write(buf, 0, length, offset).then(() => undefined);
+      written.then(
+        () => smallBuffers.give(buf),
+        () => smallBuffers.give(buf),
+      );
     }
     // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);

@@ -1,5 +1,6 @@
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
+import { smallBuffers } from './buffer-pool.js';
 import { IncomingCheck } from './incoming-check.js';
 import type { ObjectWriter, PutResult } from './types.js';
 
@@ -12,13 +13,14 @@ export const SMALL_OBJECT_MAX = 1 << 20;
  */
 export class SmallWriter implements ObjectWriter {
   readonly #check: IncomingCheck;
-  readonly #buf: Buffer;
+  /** From the pool; null once given back (finished or aborted). */
+  #buf: Buffer | null;
   readonly #store: (data: Buffer) => Promise<PutResult>;
   #failed: unknown = null;
 
   constructor(oid: Oid, size: number, store: (data: Buffer) => Promise<PutResult>) {
     this.#check = new IncomingCheck(oid, size);
-    this.#buf = Buffer.allocUnsafe(size);
+    this.#buf = smallBuffers.take(size);
     this.#store = store;
   }
 
@@ -30,7 +32,7 @@ export class SmallWriter implements ObjectWriter {
     } catch (e) {
       throw (this.#failed = e);
     }
-    this.#buf.set(chunk, at);
+    this.#buf!.set(chunk, at);
     return true;
   }
 
@@ -41,10 +43,20 @@ export class SmallWriter implements ObjectWriter {
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
     this.#check.verify();
-    return this.#store(this.#buf);
+    try {
+      return await this.#store(this.#buf!);
+    } finally {
+      this.#release(); // the journal copied the bytes into its record
+    }
   }
 
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
+    this.#release();
+  }
+
+  #release(): void {
+    if (this.#buf !== null) smallBuffers.give(this.#buf);
+    this.#buf = null;
   }
 }
