@@ -8,6 +8,15 @@ export interface ObjectRow {
   readonly storedSize: number;
 }
 
+interface PendingReference {
+  readonly repo: string;
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
 /** Objects and per-repository references. Every statement prepared once. */
 export class ObjectsRepo {
   readonly #getInRepo: Statement<[string, string], { size: number; stored_size: number }>;
@@ -15,6 +24,8 @@ export class ObjectsRepo {
   readonly #insertObject: Statement<[string, number, number, number]>;
   readonly #insertRef: Statement<[string, string, number]>;
   readonly #addRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
+  readonly #addRefs: (rows: readonly PendingReference[]) => void;
+  #pending: PendingReference[] = [];
   readonly #restoreRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
   readonly #unquarantine: Statement<[string]>;
   readonly #refresh: Statement<[number, number, string]>;
@@ -32,12 +43,16 @@ export class ObjectsRepo {
     this.#getObject = db.prepare('SELECT size, stored_size FROM objects WHERE oid = ?');
     this.#insertObject = db.prepare('INSERT OR IGNORE INTO objects (oid, size, stored_size, created_at) VALUES (?, ?, ?, ?)');
     this.#insertRef = db.prepare('INSERT OR IGNORE INTO repo_objects (repo, oid, created_at) VALUES (?, ?, ?)');
-    this.#addRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => {
-      const now = Date.now();
+    const addRow = (repo: string, oid: Oid, size: number, storedSize: number, now: number): void => {
       this.#insertObject.run(oid, size, storedSize, now);
       this.#insertRef.run(repo, oid, now);
       // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
       if (this.#unquarantine.run(oid).changes > 0) this.#refresh.run(size, storedSize, oid);
+    };
+    this.#addRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => addRow(repo, oid, size, storedSize, Date.now()));
+    this.#addRefs = db.transaction((rows: readonly PendingReference[]) => {
+      const now = Date.now();
+      for (const r of rows) addRow(r.repo, r.oid, r.size, r.storedSize, now);
     });
     this.#restoreRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => {
       const now = Date.now();
@@ -74,5 +89,37 @@ export class ObjectsRepo {
   /** Records the object (if new) and this repository's reference, in one short transaction. */
   addReference(repo: string, oid: Oid, size: number, storedSize: number): void {
     this.#addRef(repo, oid, size, storedSize);
+  }
+
+  /**
+   * addReference for uploads finishing together: one group commit of the journal acknowledges
+   * several uploads in the same tick, and their references share one transaction (one WAL commit
+   * instead of one each). Resolves once the row is in; nothing else runs in between, so a request
+   * that follows the acknowledgement always sees it.
+   */
+  addReferenceWithOthers(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.push({ repo, oid, size, storedSize, resolve, reject });
+      if (this.#pending.length === 1) queueMicrotask(() => this.#flushPending());
+    });
+  }
+
+  #flushPending(): void {
+    const rows = this.#pending;
+    this.#pending = [];
+    try {
+      this.#addRefs(rows);
+      for (const r of rows) r.resolve();
+    } catch {
+      // One row's failure must not fail the others: retry each in a transaction of its own.
+      for (const r of rows) {
+        try {
+          this.#addRef(r.repo, r.oid, r.size, r.storedSize);
+          r.resolve();
+        } catch (e) {
+          r.reject(e);
+        }
+      }
+    }
   }
 }

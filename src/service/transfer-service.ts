@@ -83,7 +83,7 @@ export class TransferService {
     try {
       await body.into(writer);
       const put = await writer.finish();
-      this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
+      await this.#objects.addReferenceWithOthers(repo.key, oid, put.size, put.storedSize);
       // The streamed bytes were counted chunk by chunk (countUploadBytes); this is the completed size.
       this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
