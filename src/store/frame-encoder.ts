@@ -8,6 +8,14 @@ import { IncomingCheck } from './incoming-check.js';
 
 /** Frames of one upload compressing or being stored at once before the socket is paused. */
 const MAX_FRAMES_IN_FLIGHT = 2;
+/**
+ * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core.
+ * After this many raw frames in a row an object is treated as incompressible: its frames are stored
+ * raw without trying, except one probe every PROBE_EVERY frames, which turns trying back on if it
+ * shrinks (an object whose head is compressed media and whose rest is not still gets compressed).
+ */
+const RAW_STREAK_GIVE_UP = 4;
+const PROBE_EVERY = 8;
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
 export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);
@@ -46,6 +54,8 @@ export class FrameEncoder {
   #waiting = false;
   #drain: (() => void) | null = null;
   #failed: unknown = null;
+  #rawStreak = 0;
+  #submitted = 0;
 
   constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink) {
     this.#check = new IncomingCheck(oid, expected);
@@ -76,7 +86,9 @@ export class FrameEncoder {
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
   #submit(input: ArrayBuffer, length: number): void {
     this.#inFlight++;
-    const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level });
+    const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
+    this.#submitted++;
+    const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });
     // A failure surfaces through the chain; this keeps a frame behind an earlier failure from
     // becoming an unhandled rejection.
     compressed.catch(() => undefined);
@@ -86,6 +98,8 @@ export class FrameEncoder {
         await this.#sink(r.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : new Uint8Array(r.input, 0, length));
         this.#framesLength += r.storedLength;
         this.#entries.push({ storedLength: r.storedLength, codec: r.codec, digest: r.digest });
+        if (r.codec === Codec.Zstd) this.#rawStreak = 0;
+        else if (attempt) this.#rawStreak++;
       } finally {
         frameBuffers.give(r.input);
         compressedBuffers.give(r.out);

@@ -30,6 +30,8 @@ export interface CompressTask {
   readonly length: number;
   readonly out: ArrayBuffer;
   readonly level: number;
+  /** False: the object has proved incompressible so far; store the frame raw without trying. */
+  readonly attempt: boolean;
 }
 
 export interface CompressResult {
@@ -42,14 +44,17 @@ export interface CompressResult {
 }
 
 export function compressFrame(task: CompressTask): CompressResult {
-  cctx ??= new zstd.CCtx();
   const src = new Uint8Array(task.input, 0, task.length);
   const dst = new Uint8Array(task.out);
-  let n = cctx.compress(dst, src, task.level);
-  let codec: 0 | 1 = 1;
-  if (n > task.length * (1 - MIN_SAVING)) {
-    codec = 0;
-    n = task.length;
+  let n = task.length;
+  let codec: 0 | 1 = 0;
+  if (task.attempt) {
+    cctx ??= new zstd.CCtx();
+    const c = cctx.compress(dst, src, task.level);
+    if (c <= task.length * (1 - MIN_SAVING)) {
+      codec = 1;
+      n = c;
+    }
   }
   const stored = codec === 1 ? dst.subarray(0, n) : src;
   const digest = new Uint8Array(blake3(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength)));

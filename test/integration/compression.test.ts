@@ -51,6 +51,21 @@ t.test('round trips across frame boundaries, compressible and not', async (t) =>
   }
 });
 
+t.test('incompressible objects stop trying; a compressible part is found again by a probe', async (t) => {
+  // 12 random frames, then one text frame: compression was given up after four raw frames in a row,
+  // and frame 12 is no probe (every 8th is), so the object stays exactly as it arrived.
+  const media = Buffer.concat([randomBytes(12 * F), textLike(F)]);
+  const a = await put(media);
+  t.ok((await get(a)).body.equals(media), 'round trip');
+  t.equal(statSync(pathOf(a)).size, media.length, 'stored raw: its text tail was not even tried');
+  // 4 random frames, then text: at the latest the probe at frame 8 shrinks, and trying resumes.
+  const mixed = Buffer.concat([randomBytes(4 * F), textLike(12 * F)]);
+  const b = await put(mixed);
+  t.ok((await get(b)).body.equals(mixed), 'round trip');
+  const stored = statSync(pathOf(b)).size;
+  t.ok(stored < mixed.length - 4 * F, `text after incompressible frames still compressed (${stored} of ${mixed.length})`);
+});
+
 t.test('every kind of Range against a compressed object', async (t) => {
   const data = textLike(3 * F + 777);
   const oid = await put(data);

@@ -1,3 +1,4 @@
+import { blake3 } from '@napi-rs/blake-hash';
 import t from 'tap';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { Codec } from '../../src/store/frame-format.js';
@@ -18,7 +19,7 @@ t.test('frame worker: compress then decode round-trips and catches damage', asyn
   const text = Buffer.from('vertex 1.0 2.0 3.0 normal 0 1 0\n'.repeat(20000));
   const input = new ArrayBuffer(1 << 22);
   new Uint8Array(input).set(text);
-  const c = await pool.compress({ input, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3 });
+  const c = await pool.compress({ input, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: true });
   t.equal(c.codec, Codec.Zstd, 'text compresses');
   t.ok(c.storedLength < text.length / 10);
   t.equal(c.input.byteLength, 1 << 22, 'input buffer moved back');
@@ -34,7 +35,13 @@ t.test('frame worker: compress then decode round-trips and catches damage', asyn
   t.match(bad.damage, /BLAKE3/, 'a flipped bit is detected before decompression');
   const random = new ArrayBuffer(1 << 22);
   (await import('node:crypto')).randomFillSync(new Uint8Array(random));
-  const r = await pool.compress({ input: random, length: 1 << 20, out: new ArrayBuffer((1 << 22) + 65536), level: 3 });
+  const r = await pool.compress({ input: random, length: 1 << 20, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: true });
   t.equal(r.codec, Codec.Raw, 'incompressible frame stored raw');
   t.equal(r.storedLength, 1 << 20);
+  const textAgain = new ArrayBuffer(1 << 22);
+  new Uint8Array(textAgain).set(text);
+  const skipped = await pool.compress({ input: textAgain, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: false });
+  t.equal(skipped.codec, Codec.Raw, 'no attempt: stored raw even when it would shrink');
+  t.equal(skipped.storedLength, text.length);
+  t.ok(Buffer.from(skipped.digest).equals(blake3(text)), 'and its BLAKE3 is still taken, of the raw bytes');
 });
