@@ -1,10 +1,10 @@
 import { blake3 } from '@napi-rs/blake-hash';
-import { writeSync } from 'node:fs';
 import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseOid, type Oid } from '../protocol/oid.js';
 import { smallBuffers } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
+import { writeFullyAt, writeFullySync } from './write-fully.js';
 import { mapIoError } from './staging-file.js';
 
 /**
@@ -155,14 +155,14 @@ export class Journal {
     let written: Promise<void>;
     if (length <= INLINE_WRITE_MAX) {
       try {
-        writeSync(seg.fh.fd, buf, 0, length, offset);
+        writeFullySync(seg.fh.fd, buf, offset);
         written = Promise.resolve();
       } catch (e) {
         written = Promise.reject(e);
       }
       smallBuffers.give(buf);
     } else {
-      written = seg.fh.write(buf, 0, length, offset).then(() => undefined);
+      written = writeFullyAt(seg.fh, buf, offset);
       written.then(
         () => smallBuffers.give(buf),
         () => smallBuffers.give(buf),
@@ -239,7 +239,7 @@ export class Journal {
     this.#preparing = (async () => {
       const fh = await open(join(this.#dir, SPARE_NAME), 'w');
       try {
-        for (let at = 0; at < SEGMENT_MAX; at += ZEROS.length) await fh.write(ZEROS, 0, ZEROS.length, at);
+        for (let at = 0; at < SEGMENT_MAX; at += ZEROS.length) await writeFullyAt(fh, ZEROS, at);
         await fh.datasync();
       } catch (e) {
         await fh.close().catch(() => undefined);

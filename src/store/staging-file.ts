@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { write as fsWrite } from 'node:fs';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
+import { writeFully } from './write-fully.js';
 
 /**
  * A file under `staging/` that receives one upload with positioned writes. Several writes may be in
@@ -41,7 +41,7 @@ export class StagingFile {
   /** Starts a positioned write; `done` runs when it completed (the buffer may be reused then). */
   write(data: Uint8Array, position: number, done: () => void): void {
     this.#pending++;
-    fsWrite(this.#fh.fd, data, 0, data.byteLength, position, (err) => {
+    writeFully(this.#fh.fd, data, position, (err) => {
       if (err && this.#error === null) this.#error = mapIoError(err);
       this.#pending--;
       done();

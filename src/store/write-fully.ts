@@ -1,0 +1,42 @@
+import { write, writeSync } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+
+/**
+ * Writes that finish or fail. A write(2) may store fewer bytes than asked without an error — on a
+ * nearly full disk it stores what fits and only the next call reports ENOSPC — so every store write
+ * goes through these loops; taking a short write for a whole one would leave zeros in an object.
+ */
+function noProgress(): NodeJS.ErrnoException {
+  return Object.assign(new Error('ENOSPC: write made no progress'), { code: 'ENOSPC' });
+}
+
+export function writeFullySync(fd: number, buf: Uint8Array, position: number): void {
+  for (let at = 0; at < buf.byteLength; ) {
+    const n = writeSync(fd, buf, at, buf.byteLength - at, position + at);
+    if (n <= 0) throw noProgress();
+    at += n;
+  }
+}
+
+export function writeFully(fd: number, buf: Uint8Array, position: number, done: (err: NodeJS.ErrnoException | null) => void): void {
+  const step = (at: number): void => {
+    if (at >= buf.byteLength) {
+      done(null);
+      return;
+    }
+    write(fd, buf, at, buf.byteLength - at, position + at, (err, n) => {
+      if (err) done(err);
+      else if (n <= 0) done(noProgress());
+      else step(at + n);
+    });
+  };
+  step(0);
+}
+
+export async function writeFullyAt(fh: FileHandle, buf: Uint8Array, position: number): Promise<void> {
+  for (let at = 0; at < buf.byteLength; ) {
+    const { bytesWritten } = await fh.write(buf, at, buf.byteLength - at, position + at);
+    if (bytesWritten <= 0) throw noProgress();
+    at += bytesWritten;
+  }
+}
