@@ -143,21 +143,28 @@ export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
   return rate;
 }
 
+/** One `dd … conv=fdatasync` of `count` MiB into `path`: its rate, what dd says, or why it failed. */
+function dd(path: string, count: number): { rate: number; says: string; failed: string | null } {
+  const t0 = performance.now();
+  const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { encoding: 'utf8' });
+  const rate = mbps(count * MiB, performance.now() - t0);
+  const says = (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '');
+  return { rate, says, failed: r.status === 0 ? null : r.stderr };
+}
+
 /** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick issue 5 names. */
 export function benchDd(ctx: BenchContext): number | null {
   const count = ctx.quick ? 256 : 1024;
   const path = join(ctx.scratch, 'dd.bin');
   const runs: { rate: number; says: string }[] = [];
   for (let i = 0; i < tries(ctx); i++) {
-    const t0 = performance.now();
-    const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { encoding: 'utf8' });
-    const ms = performance.now() - t0;
+    const r = dd(path, count);
     spawnSync('rm', ['-f', path]);
-    if (r.status !== 0) {
-      ctx.note(`dd failed: ${r.stderr}`);
+    if (r.failed !== null) {
+      ctx.note(`dd failed: ${r.failed}`);
       return null;
     }
-    runs.push({ rate: mbps(count * MiB, ms), says: (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '') });
+    runs.push(r);
   }
   const best = runs.reduce((a, b) => (b.rate > a.rate ? b : a));
   ctx.record({ key: 'limits.dd', group: 'limits', label: `dd bs=1M count=${count} conv=fdatasync`, value: best.rate, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(r.rate)).join(', ')}); dd says: ${best.says}` });
@@ -174,10 +181,9 @@ function benchDdGrowing(ctx: BenchContext, count: number): void {
   const rates: number[] = [];
   const paths = [1, 2, 3].map((i) => join(ctx.scratch, `dd-keep-${i}.bin`));
   for (const path of paths) {
-    const t0 = performance.now();
-    const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { encoding: 'utf8' });
-    if (r.status !== 0) break;
-    rates.push(mbps(count * MiB, performance.now() - t0));
+    const r = dd(path, count);
+    if (r.failed !== null) break;
+    rates.push(r.rate);
   }
   for (const path of paths) spawnSync('rm', ['-f', path]);
   if (rates.length === 0) return;

@@ -33,10 +33,6 @@ export function writeFully(fd: number, buf: Uint8Array, position: number, done: 
   step(0);
 }
 
-export async function writeFullyAt(fh: FileHandle, buf: Uint8Array, position: number): Promise<void> {
-  for (let at = 0; at < buf.byteLength; ) {
-    const { bytesWritten } = await fh.write(buf, at, buf.byteLength - at, position + at);
-    if (bytesWritten <= 0) throw noProgress();
-    at += bytesWritten;
-  }
+export function writeFullyAt(fh: FileHandle, buf: Uint8Array, position: number): Promise<void> {
+  return new Promise((resolve, reject) => writeFully(fh.fd, buf, position, (err) => (err ? reject(err) : resolve())));
 }

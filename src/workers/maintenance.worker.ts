@@ -6,11 +6,12 @@
  */
 import { createHash } from 'node:crypto';
 import { setPriority } from 'node:os';
-import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, unlinkSync } from 'node:fs';
 import { blake3 } from '@napi-rs/blake-hash';
 import zstd from 'zstd-napi/binding.js';
 import { FRAME_SIZE } from '../store/buffer-pool.js';
 import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../store/frame-format.js';
+import { writeFullySync } from '../store/write-fully.js';
 
 // Maintenance yields the CPU to requests and uploads: on Linux the nice value is per thread, so this
 // lowers only this worker thread (see WorkerTasks). Where it is not allowed the thread runs as is.
@@ -184,7 +185,7 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
         stored = plain;
         codec = Codec.Raw;
       }
-      if (out !== null) writeAll(out, stored, position);
+      if (out !== null) writeFullySync(out, stored, position);
       entries.push({ storedLength: stored.length, codec, digest: new Uint8Array(blake3(stored)) });
       position += stored.length;
     }
@@ -200,7 +201,7 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
       return { outcome: 'not_smaller', sha256, size, framedSize: size, detail: null };
     }
     if (out !== null) {
-      writeAll(out, Buffer.concat([index, encodeTrailer(FRAME_SIZE, size, entries.length, position, index)]), position);
+      writeFullySync(out, Buffer.concat([index, encodeTrailer(FRAME_SIZE, size, entries.length, position, index)]), position);
       fdatasyncSync(out);
     }
     return { outcome: 'framed', sha256, size, framedSize, detail: null };
@@ -219,9 +220,4 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
     if (out !== null) closeSync(out);
     closeSync(fd);
   }
-}
-
-function writeAll(fd: number, data: Uint8Array, position: number): void {
-  let at = 0;
-  while (at < data.byteLength) at += writeSync(fd, data, at, data.byteLength - at, position + at);
 }

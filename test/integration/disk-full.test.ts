@@ -8,7 +8,7 @@ import type { Oid } from '../../src/protocol/oid.js';
 import { Journal } from '../../src/store/journal.js';
 import { StagingFile } from '../../src/store/staging-file.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
-import { basic, blob, http, push } from '../helpers/lfs-http.js';
+import { basic, batch, blob, http, push } from '../helpers/lfs-http.js';
 import { startServer } from '../helpers/start-server.js';
 
 // A real full disk: the data directory is a 64 MiB tmpfs. Uploads that do not fit are refused with
@@ -88,10 +88,7 @@ if (!mounted) {
 
 /** The PUT of an upload, answering with the whole reply (push() gives only the status). */
 async function pushReply(base: string, b: ReturnType<typeof blob>) {
-  const batch = await http('POST', `${base}/acme/game/objects/batch`, {
-    headers: { authorization: basic('tok'), accept: 'application/vnd.git-lfs+json', 'content-type': 'application/vnd.git-lfs+json' },
-    body: JSON.stringify({ operation: 'upload', objects: [{ oid: b.oid, size: b.size }] }),
-  });
-  const action = batch.json().objects[0].actions.upload;
+  const answer = await batch(base, 'acme/game', 'tok', 'upload', [{ oid: b.oid, size: b.size }]);
+  const action = answer.json().objects[0].actions.upload;
   return http('PUT', action.href, { headers: { authorization: basic('tok'), 'content-type': 'application/octet-stream', ...(action.header ?? {}) }, body: b.data });
 }
