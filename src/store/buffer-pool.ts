@@ -1,10 +1,17 @@
+/** What ChunkGatherer fills: fixed-size buffers handed out and given back as views. */
+export interface ViewPool {
+  readonly size: number;
+  takeView(): Uint8Array;
+  giveView(view: Uint8Array): void;
+}
+
 /**
  * Fixed-size, reusable transfer buffers. Streaming through freshly allocated Buffers leaves garbage
  * that V8 collects only after ~64 MiB of external memory piles up, which shows as RSS growth of
  * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
  * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
  */
-export class BufferPool {
+export class BufferPool implements ViewPool {
   readonly size: number;
   readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
@@ -23,6 +30,63 @@ export class BufferPool {
     // A buffer that was moved to a worker and not returned is detached (byteLength 0): drop it.
     if (buffer.byteLength === this.size && this.#free.length < this.#keep) this.#free.push(buffer);
   }
+
+  takeView(): Uint8Array {
+    return new Uint8Array(this.take());
+  }
+
+  giveView(view: Uint8Array): void {
+    if (view.buffer instanceof ArrayBuffer) this.give(view.buffer);
+  }
+}
+
+/** Alignment of memory, file offsets and lengths that O_DIRECT writes need (4 KiB covers every common disk). */
+export const DIRECT_ALIGN = 4096;
+/** The backing stores AlignedBufferPool carves buffers from; see isAlignedMemory. */
+const alignedSlabs = new WeakSet<ArrayBufferLike>();
+const WASM_PAGE = 64 << 10;
+
+/**
+ * Buffers whose memory starts on a page boundary, for O_DIRECT writes (direct I/O moves bytes from
+ * the buffer to the disk, so the address must be aligned). A plain ArrayBuffer's memory comes from
+ * malloc, which puts its bookkeeping in front of it (measured: O_DIRECT writes from it fail with
+ * EINVAL); a WebAssembly memory is mapped by V8 on its own pages. Each slab holds `perSlab`
+ * buffers; idle buffers past `keep` are dropped, and a slab goes to the GC with its last buffer.
+ * `shared` slabs are SharedArrayBuffers: a worker reads a buffer in place, with nothing moved.
+ */
+export class AlignedBufferPool implements ViewPool {
+  readonly size: number;
+  readonly #perSlab: number;
+  readonly #keep: number;
+  readonly #shared: boolean;
+  readonly #free: Uint8Array[] = [];
+
+  constructor(size: number, options: { perSlab: number; keep: number; shared?: boolean }) {
+    if (size % WASM_PAGE !== 0) throw new Error(`aligned buffers are whole 64 KiB pages, not ${size} bytes`);
+    this.size = size;
+    this.#perSlab = options.perSlab;
+    this.#keep = options.keep;
+    this.#shared = options.shared ?? false;
+  }
+
+  takeView(): Uint8Array {
+    const free = this.#free.pop();
+    if (free !== undefined) return free;
+    const pages = (this.size * this.#perSlab) / WASM_PAGE;
+    const slab = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: this.#shared }).buffer;
+    alignedSlabs.add(slab);
+    for (let i = 1; i < this.#perSlab; i++) this.#free.push(new Uint8Array(slab, i * this.size, this.size));
+    return new Uint8Array(slab, 0, this.size);
+  }
+
+  giveView(view: Uint8Array): void {
+    if (this.#free.length < this.#keep) this.#free.push(view);
+  }
+}
+
+/** True when `view` starts on a DIRECT_ALIGN boundary of memory from AlignedBufferPool. */
+export function isAlignedMemory(view: Uint8Array): boolean {
+  return alignedSlabs.has(view.buffer) && view.byteOffset % DIRECT_ALIGN === 0;
 }
 
 /** I/O chunk for raw objects: big enough for full-speed disk and socket writes. */
@@ -36,18 +100,22 @@ export const IO_CHUNK = 1 << 20;
 export const FRAME_SIZE = 2 << 20;
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
+/** The raw writers' buffers: aligned, so full ones go to disk with O_DIRECT (see StagingFile). */
+export const directBuffers = new AlignedBufferPool(IO_CHUNK, { perSlab: 8, keep: 64 });
 
 /**
  * Copies incoming chunks (which uWS reuses once its callback returns) into buffers from a pool and
  * hands each full buffer on; the writers' one copy of every uploaded byte.
  */
 export class ChunkGatherer {
-  readonly #pool: BufferPool;
-  readonly #onFull: (buffer: ArrayBuffer, length: number) => void;
-  #buf: ArrayBuffer | null = null;
+  readonly #pool: ViewPool;
+  readonly #onFull: (buffer: Uint8Array, length: number) => void;
+  #buf: Uint8Array | null = null;
+  /** `#buf` as a Buffer, for the copy (see add). */
+  #target: Buffer | null = null;
   #fill = 0;
 
-  constructor(pool: BufferPool, onFull: (buffer: ArrayBuffer, length: number) => void) {
+  constructor(pool: ViewPool, onFull: (buffer: Uint8Array, length: number) => void) {
     this.#pool = pool;
     this.#onFull = onFull;
   }
@@ -55,9 +123,14 @@ export class ChunkGatherer {
   add(chunk: Uint8Array): void {
     let off = 0;
     while (off < chunk.byteLength) {
-      this.#buf ??= this.#pool.take();
+      if (this.#buf === null) {
+        this.#buf = this.#pool.takeView();
+        this.#target = Buffer.from(this.#buf.buffer, this.#buf.byteOffset, this.#buf.byteLength);
+      }
       const n = Math.min(chunk.byteLength - off, this.#buf.byteLength - this.#fill);
-      new Uint8Array(this.#buf, this.#fill, n).set(chunk.subarray(off, off + n));
+      // fill() is one native memcpy; set() into shared memory from a uWS chunk took V8's slow
+      // element-wise path (measured: 0.35 ms per MiB on the HTTP thread instead of ~0.03).
+      this.#target!.fill(chunk.subarray(off, off + n), this.#fill, this.#fill + n);
       this.#fill += n;
       off += n;
       if (this.#fill === this.#buf.byteLength) this.flush();
@@ -69,16 +142,18 @@ export class ChunkGatherer {
     const buf = this.#buf;
     const len = this.#fill;
     this.#buf = null;
+    this.#target = null;
     this.#fill = 0;
     if (buf === null) return;
     if (len > 0) this.#onFull(buf, len);
-    else this.#pool.give(buf);
+    else this.#pool.giveView(buf);
   }
 
   /** Drops what was gathered (an aborted upload). */
   discard(): void {
-    if (this.#buf !== null) this.#pool.give(this.#buf);
+    if (this.#buf !== null) this.#pool.giveView(this.#buf);
     this.#buf = null;
+    this.#target = null;
     this.#fill = 0;
   }
 }

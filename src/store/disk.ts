@@ -84,11 +84,14 @@ export class DiskBlobStore implements BlobStore {
 
   /** A writer that streams into a staging file and renames it to the object's own file. */
   async #fileWriter(oid: Oid, expectedSize: number | null): Promise<ObjectWriter> {
-    const file = await StagingFile.create(this.#staging, oid);
-    this.#inFlight.add(file.path);
-    const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
     // Tiny objects are not worth a frame index; everything else is framed when compression is on.
     const framed = this.#level !== null && (expectedSize === null || expectedSize >= MIN_FRAMED_SIZE);
+    // Large uploads bypass the page cache where their writes are aligned (see StagingFile): raw
+    // objects and raw frames; small objects stay cached for the downloads that often follow them.
+    const direct = expectedSize === null || expectedSize >= DIRECT_IO_MIN_SIZE;
+    const file = await StagingFile.create(this.#staging, oid, { direct });
+    this.#inFlight.add(file.path);
+    const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
     const writer = framed
       ? new FramedWriter(oid, expectedSize, file, commit, this.#pool, this.#level!)
       : new RawWriter(oid, expectedSize, file, commit);
@@ -487,6 +490,8 @@ const LEGACY_DIR_TTL_MS = 5000;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;
+/** Raw uploads from this size (or of unknown size) are written with O_DIRECT. */
+const DIRECT_IO_MIN_SIZE = 8 << 20;
 
 /** The frame index of a framed file, or null for a plain object (see frame-format.ts). */
 async function readFrameIndex(fh: FileHandle, fileSize: number): Promise<FrameIndex | null> {

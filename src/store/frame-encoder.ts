@@ -2,7 +2,7 @@ import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
-import { BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
+import { AlignedBufferPool, BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
 import { Codec, type FrameEntry } from './frame-format.js';
 import { IncomingCheck } from './incoming-check.js';
 
@@ -18,6 +18,11 @@ const RAW_STREAK_GIVE_UP = 4;
 const PROBE_EVERY = 8;
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
+/**
+ * An upload's frames as they arrive: shared with the workers (read in place, not moved) and aligned,
+ * so a frame stored raw goes to disk with O_DIRECT straight from where it was gathered.
+ */
+export const uploadFrames = new AlignedBufferPool(FRAME_SIZE, { perSlab: 4, keep: 16, shared: true });
 export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);
 
 /**
@@ -45,7 +50,7 @@ export class FrameEncoder {
   readonly #pool: WorkerPool;
   readonly #level: number;
   readonly #sink: FrameSink;
-  readonly #gather = new ChunkGatherer(frameBuffers, (frame, length) => this.#submit(frame, length));
+  readonly #gather = new ChunkGatherer(uploadFrames, (frame, length) => this.#submit(frame, length));
   /** Frames handed to the pool, in order; each settles once the sink took its bytes. */
   #chain: Promise<void> = Promise.resolve();
   #inFlight = 0;
@@ -84,7 +89,7 @@ export class FrameEncoder {
   }
 
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
-  #submit(input: ArrayBuffer, length: number): void {
+  #submit(input: Uint8Array, length: number): void {
     this.#inFlight++;
     const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
     this.#submitted++;
@@ -95,13 +100,15 @@ export class FrameEncoder {
     this.#chain = this.#chain.then(async () => {
       const r = await compressed;
       try {
-        await this.#sink(r.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : new Uint8Array(r.input, 0, length));
+        // `input` itself, not the result's copy of the view: the shared memory never left, and only
+        // this view is known to the pool as aligned.
+        await this.#sink(r.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : input.subarray(0, length));
         this.#framesLength += r.storedLength;
         this.#entries.push({ storedLength: r.storedLength, codec: r.codec, digest: r.digest });
         if (r.codec === Codec.Zstd) this.#rawStreak = 0;
         else if (attempt) this.#rawStreak++;
       } finally {
-        frameBuffers.give(r.input);
+        uploadFrames.giveView(input);
         compressedBuffers.give(r.out);
       }
     });

@@ -1,6 +1,6 @@
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
-import { ChunkGatherer, ioBuffers } from './buffer-pool.js';
+import { ChunkGatherer, directBuffers } from './buffer-pool.js';
 import { IncomingCheck } from './incoming-check.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
@@ -17,7 +17,8 @@ const MAX_IN_FLIGHT = 2;
 
 /**
  * Writes an upload exactly as it arrives. Every chunk is hashed (sha256) on arrival and copied into a
- * pooled 1 MiB buffer; full buffers are written with pwrite while the next fills, and at most
+ * pooled, aligned 1 MiB buffer; full buffers are written with pwrite (O_DIRECT where the staging
+ * file has it) while the next fills, and at most
  * MAX_IN_FLIGHT are outstanding, so an upload costs a fixed few MiB whatever its size.
  */
 export class RawWriter implements ObjectWriter {
@@ -25,7 +26,7 @@ export class RawWriter implements ObjectWriter {
   readonly #file: StagingFile;
   readonly #commit: CommitFn;
   #written = 0;
-  readonly #gather = new ChunkGatherer(ioBuffers, (buf, len) => this.#flush(buf, len));
+  readonly #gather = new ChunkGatherer(directBuffers, (buf, len) => this.#flush(buf, len));
   #drain: (() => void) | null = null;
   #waiting = false;
   #failed: unknown = null;
@@ -56,11 +57,11 @@ export class RawWriter implements ObjectWriter {
     this.#drain = listener;
   }
 
-  #flush(buf: ArrayBuffer, len: number): void {
+  #flush(buf: Uint8Array, len: number): void {
     const position = this.#written;
     this.#written += len;
-    this.#file.write(new Uint8Array(buf, 0, len), position, () => {
-      ioBuffers.give(buf);
+    this.#file.write(buf.subarray(0, len), position, () => {
+      directBuffers.giveView(buf);
       if (this.#waiting && this.#file.pending < MAX_IN_FLIGHT) {
         this.#waiting = false;
         this.#drain?.();

@@ -1,32 +1,66 @@
 import { randomBytes } from 'node:crypto';
+import { constants, write } from 'node:fs';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
+import { DIRECT_ALIGN, isAlignedMemory } from './buffer-pool.js';
 import { writeFully } from './write-fully.js';
+
+/** Directories whose file system refused O_DIRECT (tmpfs does): not asked again. */
+const noDirectIo = new Set<string>();
 
 /**
  * A file under `staging/` that receives one upload with positioned writes. Several writes may be in
  * flight at once (pwrite at explicit offsets); `settled()` waits for all of them. It is removed
  * unless `keep()` was called by the store after renaming it into place.
+ *
+ * With `direct`, the file gets a second descriptor opened with O_DIRECT, and aligned writes from
+ * aligned memory (AlignedBufferPool) go through it, past the page cache: a multi-gigabyte upload
+ * then costs no kernel copy into the cache and no cache growth. Measured on this machine: dd into
+ * the page cache drops from 1.5 GB/s to ~0.3 GB/s once the cache grows into memory the VM has not
+ * touched yet, while O_DIRECT writes hold 1.1–1.5 GB/s. Everything else (the unaligned tail, short
+ * writes, file systems without O_DIRECT) goes through the ordinary descriptor, and `seal`'s
+ * fdatasync makes both kinds durable.
  */
 export class StagingFile {
   readonly path: string;
   readonly #fh: FileHandle;
+  #direct: FileHandle | null;
   #pending = 0;
   #error: unknown = null;
   #idle: (() => void)[] = [];
   #closed = false;
   #kept = false;
 
-  private constructor(path: string, fh: FileHandle) {
+  private constructor(path: string, fh: FileHandle, direct: FileHandle | null) {
     this.path = path;
     this.#fh = fh;
+    this.#direct = direct;
   }
 
-  static async create(dir: string, oid: Oid): Promise<StagingFile> {
+  static async create(dir: string, oid: Oid, options: { direct?: boolean } = {}): Promise<StagingFile> {
     const path = join(dir, `${oid}.${randomBytes(8).toString('hex')}.part`);
-    return new StagingFile(path, await open(path, 'wx', 0o644));
+    const fh = await open(path, 'wx', 0o644);
+    let direct: FileHandle | null = null;
+    if (options.direct === true && !noDirectIo.has(dir)) {
+      try {
+        direct = await open(path, constants.O_WRONLY | constants.O_DIRECT);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EINVAL') {
+          await fh.close().catch(() => undefined);
+          await unlink(path).catch(() => undefined);
+          throw e;
+        }
+        noDirectIo.add(dir);
+      }
+    }
+    return new StagingFile(path, fh, direct);
+  }
+
+  /** Whether aligned writes bypass the page cache (false where the file system has no O_DIRECT). */
+  get direct(): boolean {
+    return this.#direct !== null;
   }
 
   /** The first write error, if any (ENOSPC becomes LFS_ERR_STORAGE_FULL). */
@@ -41,12 +75,36 @@ export class StagingFile {
   /** Starts a positioned write; `done` runs when it completed (the buffer may be reused then). */
   write(data: Uint8Array, position: number, done: () => void): void {
     this.#pending++;
-    writeFully(this.#fh.fd, data, position, (err) => {
+    const finished = (err: NodeJS.ErrnoException | null): void => {
       if (err && this.#error === null) this.#error = mapIoError(err);
       this.#pending--;
       done();
       if (this.#pending === 0) for (const w of this.#idle.splice(0)) w();
+    };
+    const aligned = this.#direct !== null && position % DIRECT_ALIGN === 0 && isAlignedMemory(data) ? data.byteLength - (data.byteLength % DIRECT_ALIGN) : 0;
+    if (aligned === 0) {
+      writeFully(this.#fh.fd, data, position, finished);
+      return;
+    }
+    // One direct write of the aligned part; whatever it did not store (the tail, a short write on a
+    // full disk) goes through the ordinary descriptor, which reports ENOSPC as such.
+    write(this.#direct!.fd, data, 0, aligned, position, (err, n) => {
+      if (err?.code === 'EINVAL') {
+        void this.#dropDirect(); // accepted at open, refused at write: a file system without real O_DIRECT
+        n = 0;
+      } else if (err) {
+        finished(err);
+        return;
+      }
+      if (n === data.byteLength) finished(null);
+      else writeFully(this.#fh.fd, data.subarray(n), position + n, finished);
     });
+  }
+
+  async #dropDirect(): Promise<void> {
+    const d = this.#direct;
+    this.#direct = null;
+    await d?.close().catch(() => undefined);
   }
 
   /** Resolves when no write is in flight; rejects with the first write error. */
@@ -79,6 +137,7 @@ export class StagingFile {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#dropDirect();
     await this.#fh.close().catch(() => undefined);
   }
 

@@ -25,8 +25,14 @@ function moveBack<T extends object>(value: T, buffers: ArrayBuffer[]): T {
   } as never) as unknown as T;
 }
 
+/** The buffers behind a compress task that are moved between threads (shared memory never is). */
+export function movable(input: Uint8Array, out: ArrayBuffer): ArrayBuffer[] {
+  return input.buffer instanceof ArrayBuffer ? [input.buffer, out] : [out];
+}
+
 export interface CompressTask {
-  readonly input: ArrayBuffer;
+  /** The frame: moved when over an ArrayBuffer, read in place when over shared memory. */
+  readonly input: Uint8Array;
   readonly length: number;
   readonly out: ArrayBuffer;
   readonly level: number;
@@ -35,7 +41,7 @@ export interface CompressTask {
 }
 
 export interface CompressResult {
-  readonly input: ArrayBuffer;
+  readonly input: Uint8Array;
   readonly out: ArrayBuffer;
   /** 1 when `out` holds the zstd frame, 0 when the frame is to be stored raw from `input`. */
   readonly codec: 0 | 1;
@@ -44,7 +50,7 @@ export interface CompressResult {
 }
 
 export function compressFrame(task: CompressTask): CompressResult {
-  const src = new Uint8Array(task.input, 0, task.length);
+  const src = task.input.subarray(0, task.length);
   const dst = new Uint8Array(task.out);
   let n = task.length;
   let codec: 0 | 1 = 0;
@@ -58,7 +64,7 @@ export function compressFrame(task: CompressTask): CompressResult {
   }
   const stored = codec === 1 ? dst.subarray(0, n) : src;
   const digest = new Uint8Array(blake3(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength)));
-  return moveBack({ input: task.input, out: task.out, codec, storedLength: n, digest }, [task.input, task.out]);
+  return moveBack({ input: task.input, out: task.out, codec, storedLength: n, digest }, movable(task.input, task.out));
 }
 
 export interface DecodeTask {

@@ -1,5 +1,5 @@
 import { Piscina } from 'piscina';
-import type { CompressResult, CompressTask, DecodeResult, DecodeTask } from './frame.worker.js';
+import { movable, type CompressResult, type CompressTask, type DecodeResult, type DecodeTask } from './frame.worker.js';
 
 /**
  * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
@@ -25,7 +25,7 @@ export class WorkerPool {
   }
 
   compress(task: CompressTask): Promise<CompressResult> {
-    return this.run('compressFrame', task, [task.input, task.out]);
+    return this.run('compressFrame', task, movable(task.input, task.out));
   }
 
   decode(task: DecodeTask): Promise<DecodeResult> {

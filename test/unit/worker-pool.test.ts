@@ -2,6 +2,8 @@ import { blake3 } from '@napi-rs/blake-hash';
 import t from 'tap';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { Codec } from '../../src/store/frame-format.js';
+import { isAlignedMemory } from '../../src/store/buffer-pool.js';
+import { uploadFrames } from '../../src/store/frame-encoder.js';
 
 t.test('a crashed worker fails its task cleanly and the pool carries on', async (t) => {
   const pool = new WorkerPool(2, new URL('../fixtures/crash.worker.js', import.meta.url));
@@ -17,8 +19,8 @@ t.test('frame worker: compress then decode round-trips and catches damage', asyn
   const pool = new WorkerPool(1);
   t.teardown(() => pool.close());
   const text = Buffer.from('vertex 1.0 2.0 3.0 normal 0 1 0\n'.repeat(20000));
-  const input = new ArrayBuffer(1 << 22);
-  new Uint8Array(input).set(text);
+  const input = new Uint8Array(1 << 22);
+  input.set(text);
   const c = await pool.compress({ input, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: true });
   t.equal(c.codec, Codec.Zstd, 'text compresses');
   t.ok(c.storedLength < text.length / 10);
@@ -33,15 +35,20 @@ t.test('frame worker: compress then decode round-trips and catches damage', asyn
   new Uint8Array(broken)[10] ^= 1;
   const bad = await pool.decode({ stored: broken, storedLength: c.storedLength, codec: c.codec, digest: c.digest, out: new ArrayBuffer(1 << 22), length: text.length });
   t.match(bad.damage, /BLAKE3/, 'a flipped bit is detected before decompression');
-  const random = new ArrayBuffer(1 << 22);
-  (await import('node:crypto')).randomFillSync(new Uint8Array(random));
+  const random = new Uint8Array(1 << 22);
+  (await import('node:crypto')).randomFillSync(random);
   const r = await pool.compress({ input: random, length: 1 << 20, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: true });
   t.equal(r.codec, Codec.Raw, 'incompressible frame stored raw');
   t.equal(r.storedLength, 1 << 20);
-  const textAgain = new ArrayBuffer(1 << 22);
-  new Uint8Array(textAgain).set(text);
+  // An upload's frames live in shared, aligned memory: the worker reads them in place.
+  const textAgain = uploadFrames.takeView();
+  textAgain.set(text);
   const skipped = await pool.compress({ input: textAgain, length: text.length, out: new ArrayBuffer((1 << 22) + 65536), level: 3, attempt: false });
   t.equal(skipped.codec, Codec.Raw, 'no attempt: stored raw even when it would shrink');
   t.equal(skipped.storedLength, text.length);
   t.ok(Buffer.from(skipped.digest).equals(blake3(text)), 'and its BLAKE3 is still taken, of the raw bytes');
+  t.equal(textAgain.byteLength, 1 << 21, 'a shared frame stays usable here (nothing was moved away)');
+  t.ok(Buffer.from(skipped.input.subarray(0, text.length)).equals(text), 'the worker saw it in place');
+  t.ok(isAlignedMemory(textAgain), 'at an aligned address, so a raw frame can go to disk with O_DIRECT');
+  uploadFrames.giveView(textAgain);
 });
