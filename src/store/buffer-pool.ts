@@ -100,8 +100,11 @@ export const IO_CHUNK = 1 << 20;
 export const FRAME_SIZE = 2 << 20;
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
-/** The raw writers' buffers: aligned, so full ones go to disk with O_DIRECT (see StagingFile). */
-export const directBuffers = new AlignedBufferPool(IO_CHUNK, { perSlab: 8, keep: 64 });
+/**
+ * The raw writers' buffers: aligned, so full ones go to disk with O_DIRECT (see StagingFile), and
+ * shared, so the hash thread reads them in place.
+ */
+export const directBuffers = new AlignedBufferPool(IO_CHUNK, { perSlab: 8, keep: 64, shared: true });
 
 /**
  * Copies incoming chunks (which uWS reuses once its callback returns) into buffers from a pool and

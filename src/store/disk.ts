@@ -15,6 +15,7 @@ import { FramedWriter } from './framed-writer.js';
 import { RawChunkSource } from './raw-reader.js';
 import { RawWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
+import { hashThread } from './hash-thread.js';
 import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from './types.js';
 
 /**
@@ -90,11 +91,13 @@ export class DiskBlobStore implements BlobStore {
     // objects and raw frames; small objects stay cached for the downloads that often follow them.
     const direct = expectedSize === null || expectedSize >= DIRECT_IO_MIN_SIZE;
     const file = await StagingFile.create(this.#staging, oid, { direct });
+    // The same large uploads are hashed on the hash thread (see HashThread).
+    const hash = direct ? hashThread.open() : null;
     this.#inFlight.add(file.path);
     const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
     const writer = framed
-      ? new FramedWriter(oid, expectedSize, file, commit, this.#pool, this.#level!)
-      : new RawWriter(oid, expectedSize, file, commit);
+      ? new FramedWriter(oid, expectedSize, file, commit, this.#pool, this.#level!, hash)
+      : new RawWriter(oid, expectedSize, file, commit, hash);
     // Forget the staging path whatever the outcome.
     const forget = (): void => void this.#inFlight.delete(file.path);
     return {

@@ -4,6 +4,7 @@ import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { AlignedBufferPool, BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
 import { Codec, type FrameEntry } from './frame-format.js';
+import type { StreamHash } from './hash-thread.js';
 import { IncomingCheck } from './incoming-check.js';
 
 /** Frames of one upload compressing or being stored at once before the socket is paused. */
@@ -62,8 +63,9 @@ export class FrameEncoder {
   #rawStreak = 0;
   #submitted = 0;
 
-  constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink) {
-    this.#check = new IncomingCheck(oid, expected);
+  /** With `hash`, the hash thread hashes each frame while the pool compresses it (see HashThread). */
+  constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink, hash: StreamHash | null = null) {
+    this.#check = new IncomingCheck(oid, expected, hash);
     this.#pool = pool;
     this.#level = level;
     this.#sink = sink;
@@ -91,6 +93,17 @@ export class FrameEncoder {
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
   #submit(input: Uint8Array, length: number): void {
     this.#inFlight++;
+    let left = 2; // stored and hashed
+    const release = (): void => {
+      if (--left > 0) return;
+      uploadFrames.giveView(input);
+      this.#inFlight--;
+      if (this.#waiting && this.#inFlight < MAX_FRAMES_IN_FLIGHT) {
+        this.#waiting = false;
+        this.#drain?.();
+      }
+    };
+    this.#check.hashGathered(input.subarray(0, length), release);
     const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
     this.#submitted++;
     const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });
@@ -108,7 +121,6 @@ export class FrameEncoder {
         if (r.codec === Codec.Zstd) this.#rawStreak = 0;
         else if (attempt) this.#rawStreak++;
       } finally {
-        uploadFrames.giveView(input);
         compressedBuffers.give(r.out);
       }
     });
@@ -116,13 +128,7 @@ export class FrameEncoder {
       .catch((e: unknown) => {
         this.#failed ??= e;
       })
-      .finally(() => {
-        this.#inFlight--;
-        if (this.#waiting && this.#inFlight < MAX_FRAMES_IN_FLIGHT) {
-          this.#waiting = false;
-          this.#drain?.();
-        }
-      });
+      .finally(release);
   }
 
   /** The whole body was given: stores the last frame, then checks size and digest. */
@@ -131,7 +137,7 @@ export class FrameEncoder {
     this.#gather.flush();
     await this.#chain;
     if (this.#failed !== null) throw this.#failed;
-    this.#check.verify();
+    await this.#check.verify();
     return { size: this.#check.count, entries: this.#entries, framesLength: this.#framesLength };
   }
 
@@ -140,5 +146,6 @@ export class FrameEncoder {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     await this.#chain.catch(() => undefined);
     this.#gather.discard();
+    this.#check.discard();
   }
 }

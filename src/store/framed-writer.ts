@@ -3,6 +3,7 @@ import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { FRAME_SIZE } from './buffer-pool.js';
 import { FrameEncoder } from './frame-encoder.js';
+import type { StreamHash } from './hash-thread.js';
 import { Codec, TRAILER_SIZE, encodeIndex, encodeTrailer, type FrameEntry } from './frame-format.js';
 import type { CommitFn } from './raw-writer.js';
 import type { StagingFile } from './staging-file.js';
@@ -21,10 +22,10 @@ export class FramedWriter implements ObjectWriter {
   readonly #encoder: FrameEncoder;
   #position = 0;
 
-  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, pool: WorkerPool, level: number) {
+  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, pool: WorkerPool, level: number, hash: StreamHash | null = null) {
     this.#file = file;
     this.#commit = commit;
-    this.#encoder = new FrameEncoder(oid, expected, pool, level, (stored) => this.#append(stored));
+    this.#encoder = new FrameEncoder(oid, expected, pool, level, (stored) => this.#append(stored), hash);
   }
 
   /** Frames arrive in order: each goes right after the previous one. */

@@ -1,21 +1,26 @@
 import { createHash, type Hash } from 'node:crypto';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
+import type { StreamHash } from './hash-thread.js';
 
 /**
  * The checks every writer makes on an incoming object (design.md rule 2): bytes are counted and
  * sha256-hashed as they arrive, the first byte past the announced size is refused at once, and
  * `verify()` fails unless the count and the digest match before anything is committed.
+ * With a StreamHash, the hash thread hashes the writer's gathered buffers instead (hashGathered).
  */
 export class IncomingCheck {
   readonly #oid: Oid;
   readonly #expected: number | null;
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: Hash | null;
+  readonly #stream: StreamHash | null;
   #count = 0;
 
-  constructor(oid: Oid, expected: number | null) {
+  constructor(oid: Oid, expected: number | null, stream: StreamHash | null = null) {
     this.#oid = oid;
     this.#expected = expected;
+    this.#stream = stream;
+    this.#hash = stream === null ? createHash('sha256') : null;
   }
 
   /** Bytes taken so far. */
@@ -29,15 +34,30 @@ export class IncomingCheck {
     if (this.#expected !== null && this.#count > this.#expected) {
       throw lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#expected} bytes`);
     }
-    this.#hash.update(chunk);
+    this.#hash?.update(chunk);
   }
 
-  /** Throws unless exactly the announced size arrived and it hashes to the oid. Call once. */
-  verify(): void {
+  /**
+   * With a hash thread: hashes the next gathered buffer (bytes in arrival order, shared memory);
+   * `done` runs once the buffer may be reused. Without one the bytes were hashed by take().
+   */
+  hashGathered(view: Uint8Array, done: () => void): void {
+    if (this.#stream === null) done();
+    else this.#stream.update(view, done);
+  }
+
+  /** Rejects unless exactly the announced size arrived and it hashes to the oid. Call once. */
+  async verify(): Promise<void> {
     if (this.#expected !== null && this.#count !== this.#expected) {
+      this.discard();
       throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
     }
-    const digest = this.#hash.digest('hex');
+    const digest = this.#stream === null ? this.#hash!.digest('hex') : await this.#stream.digest();
     if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
+  }
+
+  /** The upload ends without verify (aborted, failed): lets the hash thread forget it. */
+  discard(): void {
+    this.#stream?.drop();
   }
 }

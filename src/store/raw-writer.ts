@@ -1,6 +1,7 @@
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import { ChunkGatherer, directBuffers } from './buffer-pool.js';
+import type { StreamHash } from './hash-thread.js';
 import { IncomingCheck } from './incoming-check.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
@@ -18,8 +19,9 @@ const MAX_IN_FLIGHT = 2;
 /**
  * Writes an upload exactly as it arrives. Every chunk is hashed (sha256) on arrival and copied into a
  * pooled, aligned 1 MiB buffer; full buffers are written with pwrite (O_DIRECT where the staging
- * file has it) while the next fills, and at most
- * MAX_IN_FLIGHT are outstanding, so an upload costs a fixed few MiB whatever its size.
+ * file has it) while the next fills, and at most MAX_IN_FLIGHT are outstanding, so an upload costs
+ * a fixed few MiB whatever its size. Given a StreamHash, the hash thread hashes the full buffers
+ * (in parallel with their writes) instead of this thread hashing every chunk.
  */
 export class RawWriter implements ObjectWriter {
   readonly #check: IncomingCheck;
@@ -30,9 +32,11 @@ export class RawWriter implements ObjectWriter {
   #drain: (() => void) | null = null;
   #waiting = false;
   #failed: unknown = null;
+  /** Full buffers not yet both written and hashed. */
+  #outstanding = 0;
 
-  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn) {
-    this.#check = new IncomingCheck(oid, expected);
+  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, hash: StreamHash | null = null) {
+    this.#check = new IncomingCheck(oid, expected, hash);
     this.#file = file;
     this.#commit = commit;
   }
@@ -46,7 +50,7 @@ export class RawWriter implements ObjectWriter {
       throw (this.#failed = e);
     }
     this.#gather.add(chunk);
-    if (this.#file.pending >= MAX_IN_FLIGHT) {
+    if (this.#outstanding >= MAX_IN_FLIGHT) {
       this.#waiting = true;
       return false;
     }
@@ -60,19 +64,25 @@ export class RawWriter implements ObjectWriter {
   #flush(buf: Uint8Array, len: number): void {
     const position = this.#written;
     this.#written += len;
-    this.#file.write(buf.subarray(0, len), position, () => {
+    this.#outstanding++;
+    let left = 2; // its write and its hash
+    const release = (): void => {
+      if (--left > 0) return;
       directBuffers.giveView(buf);
-      if (this.#waiting && this.#file.pending < MAX_IN_FLIGHT) {
+      this.#outstanding--;
+      if (this.#waiting && this.#outstanding < MAX_IN_FLIGHT) {
         this.#waiting = false;
         this.#drain?.();
       }
-    });
+    };
+    this.#file.write(buf.subarray(0, len), position, release);
+    this.#check.hashGathered(buf.subarray(0, len), release);
   }
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
     this.#gather.flush();
-    this.#check.verify();
+    await this.#check.verify();
     await this.#file.seal(this.#written);
     return this.#commit(this.#file, { size: this.#check.count, storedSize: this.#written });
   }
@@ -80,6 +90,7 @@ export class RawWriter implements ObjectWriter {
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     this.#gather.discard();
+    this.#check.discard();
     await this.#file.dispose();
   }
 }

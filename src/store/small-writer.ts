@@ -42,7 +42,7 @@ export class SmallWriter implements ObjectWriter {
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
-    this.#check.verify();
+    await this.#check.verify();
     try {
       return await this.#store(this.#buf!);
     } finally {

@@ -47,7 +47,7 @@ export class S3Writer implements ObjectWriter {
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
-    this.#check.verify();
+    await this.#check.verify();
     const r = await this.#upload.complete();
     return { size: this.#check.count, storedSize: r.storedSize, created: r.created };
   }

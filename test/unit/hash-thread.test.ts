@@ -1,0 +1,55 @@
+import { createHash, randomFillSync } from 'node:crypto';
+import t from 'tap';
+import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
+import { HashThread } from '../../src/store/hash-thread.js';
+
+const pool = new AlignedBufferPool(1 << 20, { perSlab: 4, keep: 8, shared: true });
+
+/** Feeds `data` to a stream in 1 MiB shared buffers, as the writers do; resolves with the order `done` ran in. */
+async function feed(stream: ReturnType<HashThread['open']>, data: Buffer): Promise<number[]> {
+  const order: number[] = [];
+  const all: Promise<void>[] = [];
+  for (let i = 0, n = 0; i < data.length; i += 1 << 20, n++) {
+    const view = pool.takeView();
+    const part = data.subarray(i, i + (1 << 20));
+    view.set(part);
+    all.push(new Promise((resolve) => stream.update(view.subarray(0, part.length), () => {
+      order.push(n);
+      pool.giveView(view);
+      resolve();
+    })));
+  }
+  await Promise.all(all);
+  return order;
+}
+
+t.test('streams hash shared buffers in order, each its own', async (t) => {
+  const ht = new HashThread();
+  t.teardown(() => ht.close());
+  const a = randomFillSync(Buffer.alloc(5 * (1 << 20) + 12345));
+  const b = randomFillSync(Buffer.alloc(3 * (1 << 20)));
+  const sa = ht.open();
+  const sb = ht.open();
+  const [orderA] = await Promise.all([feed(sa, a), feed(sb, b)]);
+  t.same(orderA, [0, 1, 2, 3, 4, 5], 'each buffer is released once hashed, in order');
+  t.equal(await sa.digest(), createHash('sha256').update(a).digest('hex'), 'interleaved streams keep their own state');
+  t.equal(await sb.digest(), createHash('sha256').update(b).digest('hex'));
+  const empty = ht.open();
+  t.equal(await empty.digest(), createHash('sha256').digest('hex'), 'a stream given nothing has the empty digest');
+});
+
+t.test('a hash thread that dies fails its streams; the next stream gets a new thread', async (t) => {
+  const ht = new HashThread();
+  t.teardown(() => ht.close());
+  const doomed = ht.open();
+  await feed(doomed, Buffer.alloc(1 << 20, 1));
+  let released = false;
+  doomed.update(pool.takeView(), () => (released = true));
+  await ht.close(); // the thread exits with work pending
+  await t.rejects(doomed.digest(), /hash thread/, 'its digest fails: the upload is refused, never taken as verified');
+  t.ok(released, 'buffers handed over are released anyway');
+  const fresh = ht.open();
+  const data = Buffer.alloc(2 << 20, 7);
+  await feed(fresh, data);
+  t.equal(await fresh.digest(), createHash('sha256').update(data).digest('hex'), 'a new thread serves the next upload');
+});
