@@ -2,6 +2,7 @@ import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
+import { Backlog } from './backlog.js';
 import { AlignedBufferPool, BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
 import { Codec, type FrameEntry } from './frame-format.js';
 import type { StreamHash } from './hash-thread.js';
@@ -40,10 +41,10 @@ export interface EncodedObject {
 }
 
 /**
- * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked in
- * line (IncomingCheck), gathered into FRAME_SIZE frames from a pool, each full frame is compressed
- * and BLAKE3-hashed on the worker pool while the next one fills, and stored frames reach the sink in
- * order. At most MAX_FRAMES_IN_FLIGHT frames are outstanding; past that write() asks the caller to
+ * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked
+ * (IncomingCheck: counted in line, sha256 in line or on the hash thread), gathered into FRAME_SIZE
+ * frames of shared memory, each full frame is compressed and BLAKE3-hashed on the worker pool while
+ * the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT frames are outstanding; past that write() asks the caller to
  * wait for onDrain. The store decides what to do with the result (index and trailer, or plain).
  */
 export class FrameEncoder {
@@ -54,11 +55,9 @@ export class FrameEncoder {
   readonly #gather = new ChunkGatherer(uploadFrames, (frame, length) => this.#submit(frame, length));
   /** Frames handed to the pool, in order; each settles once the sink took its bytes. */
   #chain: Promise<void> = Promise.resolve();
-  #inFlight = 0;
+  readonly #backlog = new Backlog(MAX_FRAMES_IN_FLIGHT);
   #framesLength = 0;
   readonly #entries: FrameEntry[] = [];
-  #waiting = false;
-  #drain: (() => void) | null = null;
   #failed: unknown = null;
   #rawStreak = 0;
   #submitted = 0;
@@ -79,30 +78,16 @@ export class FrameEncoder {
       throw (this.#failed = e);
     }
     this.#gather.add(chunk);
-    if (this.#inFlight >= MAX_FRAMES_IN_FLIGHT) {
-      this.#waiting = true;
-      return false;
-    }
-    return true;
+    return !this.#backlog.full();
   }
 
   onDrain(listener: () => void): void {
-    this.#drain = listener;
+    this.#backlog.onDrain(listener);
   }
 
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
   #submit(input: Uint8Array, length: number): void {
-    this.#inFlight++;
-    let left = 2; // stored and hashed
-    const release = (): void => {
-      if (--left > 0) return;
-      uploadFrames.giveView(input);
-      this.#inFlight--;
-      if (this.#waiting && this.#inFlight < MAX_FRAMES_IN_FLIGHT) {
-        this.#waiting = false;
-        this.#drain?.();
-      }
-    };
+    const release = this.#backlog.add(2, () => uploadFrames.giveView(input)); // stored and hashed
     this.#check.hashGathered(input.subarray(0, length), release);
     const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
     this.#submitted++;

@@ -1,5 +1,6 @@
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
+import { Backlog } from './backlog.js';
 import { ChunkGatherer, directBuffers } from './buffer-pool.js';
 import type { StreamHash } from './hash-thread.js';
 import { IncomingCheck } from './incoming-check.js';
@@ -29,11 +30,8 @@ export class RawWriter implements ObjectWriter {
   readonly #commit: CommitFn;
   #written = 0;
   readonly #gather = new ChunkGatherer(directBuffers, (buf, len) => this.#flush(buf, len));
-  #drain: (() => void) | null = null;
-  #waiting = false;
+  readonly #backlog = new Backlog(MAX_IN_FLIGHT);
   #failed: unknown = null;
-  /** Full buffers not yet both written and hashed. */
-  #outstanding = 0;
 
   constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, hash: StreamHash | null = null) {
     this.#check = new IncomingCheck(oid, expected, hash);
@@ -50,31 +48,17 @@ export class RawWriter implements ObjectWriter {
       throw (this.#failed = e);
     }
     this.#gather.add(chunk);
-    if (this.#outstanding >= MAX_IN_FLIGHT) {
-      this.#waiting = true;
-      return false;
-    }
-    return true;
+    return !this.#backlog.full();
   }
 
   onDrain(listener: () => void): void {
-    this.#drain = listener;
+    this.#backlog.onDrain(listener);
   }
 
   #flush(buf: Uint8Array, len: number): void {
     const position = this.#written;
     this.#written += len;
-    this.#outstanding++;
-    let left = 2; // its write and its hash
-    const release = (): void => {
-      if (--left > 0) return;
-      directBuffers.giveView(buf);
-      this.#outstanding--;
-      if (this.#waiting && this.#outstanding < MAX_IN_FLIGHT) {
-        this.#waiting = false;
-        this.#drain?.();
-      }
-    };
+    const release = this.#backlog.add(2, () => directBuffers.giveView(buf)); // written and hashed
     this.#file.write(buf.subarray(0, len), position, release);
     this.#check.hashGathered(buf.subarray(0, len), release);
   }

@@ -1,7 +1,8 @@
 /**
  * Frame work for the Piscina pool: compression of an upload's frames, and checking plus
- * decompression of a download's frames. Buffers arrive moved from the HTTP thread and are moved back,
- * so nothing is copied between threads and nothing is left for the GC.
+ * decompression of a download's frames. Upload frames are read in place from shared memory; other
+ * buffers arrive moved from the HTTP thread and are moved back, so nothing is copied between threads
+ * and nothing is left for the GC.
  */
 import { blake3 } from '@napi-rs/blake-hash';
 import { Piscina } from 'piscina';

@@ -1,0 +1,41 @@
+/**
+ * An upload's buffers handed on but not yet done with (written, hashed, compressed): at most `max`,
+ * so a transfer holds a fixed few buffers whatever its size. When it is full the writer asks the
+ * socket to pause, and `onDrain`'s listener resumes it once a buffer is free again.
+ */
+export class Backlog {
+  readonly #max: number;
+  #count = 0;
+  #waiting = false;
+  #drain: (() => void) | null = null;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  /** True when `max` buffers are outstanding; the drain listener then runs once one is free. */
+  full(): boolean {
+    if (this.#count < this.#max) return false;
+    this.#waiting = true;
+    return true;
+  }
+
+  onDrain(listener: () => void): void {
+    this.#drain = listener;
+  }
+
+  /** Counts a buffer that is free after `parts` completions; returns the callback each one calls. */
+  add(parts: number, free: () => void): () => void {
+    this.#count++;
+    let left = parts;
+    return () => {
+      if (--left > 0) return;
+      free();
+      this.#count--;
+      if (this.#waiting && this.#count < this.#max) {
+        this.#waiting = false;
+        this.#drain?.();
+      }
+    };
+  }
+}
