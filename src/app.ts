@@ -49,7 +49,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
   const db = openDatabase(join(config.dataDir, 'index.sqlite'));
   const pool = new WorkerPool(config.workers);
-  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel });
+  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
   const swept = await store.sweepStaging(60_000);
   if (swept > 0) log('swept staging files left by an earlier run', { count: swept });
   // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).

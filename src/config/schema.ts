@@ -45,6 +45,8 @@ export interface Config {
   readonly workers: number;
   /** zstd level for new objects (SVC_COMPRESSION=zstd[:level]), or null when off. */
   readonly compressionLevel: number | null;
+  /** Large uploads are written with O_DIRECT, past the page cache (SVC_DIRECT_IO). */
+  readonly directIo: boolean;
   /** Log every request as a JSON line on stdout. */
   readonly logRequests: boolean;
   /** Seconds after which a lock is stale and anyone with push may take it over; null (unset) = never. */
@@ -115,6 +117,7 @@ export const DEFAULTS = {
   SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
   SVC_WORKERS: null, // number of cores
   SVC_COMPRESSION: 'off',
+  SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',
   SVC_LOCK_MAX_AGE: null, // locks never go stale
   SVC_ANONYMOUS_READ: 'true',

@@ -36,22 +36,24 @@ export class DiskBlobStore implements BlobStore {
   readonly #pool: WorkerPool;
   /** zstd level for new objects, or null to store them as they arrive. */
   readonly #level: number | null;
+  readonly #directIo: boolean;
   #journal: Journal | null = null;
   /** Small objects whose bytes are still only in the journal. */
   readonly #journaled = new Map<Oid, JournalLocation>();
   /** Oids with bytes in each journal segment, to write their files before the segment goes. */
   readonly #segmentOids = new Map<number, Set<Oid>>();
 
-  private constructor(root: string, pool: WorkerPool, level: number | null) {
+  private constructor(root: string, pool: WorkerPool, level: number | null, directIo: boolean) {
     this.#root = root;
     this.#objects = join(root, 'objects');
     this.#staging = join(root, 'staging');
     this.#pool = pool;
     this.#level = level;
+    this.#directIo = directIo;
   }
 
-  static async open(root: string, options: { pool: WorkerPool; compressionLevel: number | null }): Promise<DiskBlobStore> {
-    const store = new DiskBlobStore(root, options.pool, options.compressionLevel);
+  static async open(root: string, options: { pool: WorkerPool; compressionLevel: number | null; directIo?: boolean }): Promise<DiskBlobStore> {
+    const store = new DiskBlobStore(root, options.pool, options.compressionLevel, options.directIo ?? true);
     await mkdir(store.#objects, { recursive: true });
     await mkdir(store.#staging, { recursive: true });
     store.#journal = await Journal.open(join(root, 'journal'));
@@ -87,12 +89,12 @@ export class DiskBlobStore implements BlobStore {
   async #fileWriter(oid: Oid, expectedSize: number | null): Promise<ObjectWriter> {
     // Tiny objects are not worth a frame index; everything else is framed when compression is on.
     const framed = this.#level !== null && (expectedSize === null || expectedSize >= MIN_FRAMED_SIZE);
-    // Large uploads bypass the page cache where their writes are aligned (see StagingFile): raw
-    // objects and raw frames; small objects stay cached for the downloads that often follow them.
-    const direct = expectedSize === null || expectedSize >= DIRECT_IO_MIN_SIZE;
-    const file = await StagingFile.create(this.#staging, oid, { direct });
-    // The same large uploads are hashed on the hash thread (see HashThread).
-    const hash = direct ? hashThread.open() : null;
+    // Large uploads bypass the page cache where their writes are aligned (see StagingFile: raw
+    // objects and raw frames) and are hashed on the hash thread (see HashThread); small ones stay
+    // cached for the downloads that often follow them, and are hashed in line.
+    const large = expectedSize === null || expectedSize >= LARGE_UPLOAD_MIN_SIZE;
+    const file = await StagingFile.create(this.#staging, oid, { direct: large && this.#directIo });
+    const hash = large ? hashThread.open() : null;
     this.#inFlight.add(file.path);
     const commit = (f: StagingFile, r: Omit<PutResult, 'created'>): Promise<PutResult> => this.#commit(oid, f, r);
     const writer = framed
@@ -493,8 +495,8 @@ const LEGACY_DIR_TTL_MS = 5000;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;
-/** Raw uploads from this size (or of unknown size) are written with O_DIRECT. */
-const DIRECT_IO_MIN_SIZE = 8 << 20;
+/** Uploads from this size (or of unknown size) go past the page cache and through the hash thread. */
+const LARGE_UPLOAD_MIN_SIZE = 8 << 20;
 
 /** The frame index of a framed file, or null for a plain object (see frame-format.ts). */
 async function readFrameIndex(fh: FileHandle, fileSize: number): Promise<FrameIndex | null> {

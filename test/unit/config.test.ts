@@ -11,6 +11,7 @@ t.test('defaults', async (t) => {
   t.equal(c.auth.forgeAApiUrl, 'https://api.github.com');
   t.ok(c.auth.rejectionTtl < c.auth.cacheTtl);
   t.equal(c.chunkedUploadThreshold, 1_000_000_000);
+  t.equal(c.directIo, true, 'large uploads go past the page cache unless told otherwise');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.auth), 'deep-frozen');
 });
 
@@ -20,6 +21,7 @@ t.test('explicit values', async (t) => {
   t.equal(c.baseUrl, 'https://lfs.example.com', 'trailing slash dropped');
   t.equal(c.auth.cacheTtl, 600);
   t.equal(c.auth.rejectionTtl, 45);
+  t.equal(loadConfig({ SVC_DIRECT_IO: 'false' }).directIo, false);
 });
 
 const refusals: [Record<string, string>, RegExp][] = [
@@ -35,6 +37,7 @@ const refusals: [Record<string, string>, RegExp][] = [
   [{ SVC_AUTH_LOOKUP_BUDGET: '0' }, /SVC_AUTH_LOOKUP_BUDGET must be between/],
   [{ SVC_FORGE_A_APP_ID: '12' }, /must be set together/],
   [{ SVC_LOG_REQUESTS: 'maybe' }, /SVC_LOG_REQUESTS must be true or false/],
+  [{ SVC_DIRECT_IO: 'sometimes' }, /SVC_DIRECT_IO must be true or false/],
   [{ SVC_CHUNKED_UPLOAD_THRESHOLD: '2GiB' }, /SVC_CHUNKED_UPLOAD_THRESHOLD must be between/],
 ];
 for (const [env, message] of refusals) {

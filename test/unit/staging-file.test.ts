@@ -1,36 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, existsSync, openSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import t from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
 import { StagingFile } from '../../src/store/staging-file.js';
+import { cachedBytes, supportsDirect } from '../helpers/page-cache.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 const OID = parseOid('a'.repeat(64)) as Oid;
 const MiB = 1 << 20;
 const pool = new AlignedBufferPool(MiB, { perSlab: 4, keep: 4 });
-
-function supportsDirect(dir: string): boolean {
-  const probe = `${dir}/probe`;
-  try {
-    closeSync(openSync(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_DIRECT));
-    return true;
-  } catch {
-    return false;
-  } finally {
-    if (existsSync(probe)) unlinkSync(probe);
-  }
-}
-
-/** Bytes of `path` in the page cache, from util-linux's fincore; null where it is not installed. */
-function cachedBytes(path: string): number | null {
-  try {
-    return Number(execFileSync('fincore', ['--bytes', '--noheadings', '--raw', '--output', 'RES', path], { encoding: 'utf8' }).trim());
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw e;
-  }
-}
 
 /** Three aligned MiB and a tail that is partly aligned, written as the raw writer does (two in flight). */
 async function writeSample(file: StagingFile): Promise<Buffer> {
