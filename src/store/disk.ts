@@ -40,6 +40,10 @@ export class DiskBlobStore implements BlobStore {
   #journal: Journal | null = null;
   /** Small objects whose bytes are still only in the journal. */
   readonly #journaled = new Map<Oid, JournalLocation>();
+  /** Client uploads between createWriter and their finish or abort. */
+  #uploads = 0;
+  /** Uploads in a row that started with no other in flight. */
+  #soloStreak = 0;
   /** Oids with bytes in each journal segment, to write their files before the segment goes. */
   readonly #segmentOids = new Map<number, Set<Oid>>();
 
@@ -66,6 +70,34 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    this.#uploads++;
+    this.#soloStreak = this.#uploads === 1 ? this.#soloStreak + 1 : 0;
+    let counted = true;
+    const done = (): void => {
+      if (counted) this.#uploads--;
+      counted = false;
+    };
+    try {
+      const w = await this.#createWriter(oid, options);
+      return { write: (c) => w.write(c), onDrain: (l) => w.onDrain(l), finish: () => w.finish().finally(done), abort: () => w.abort().finally(done) };
+    } catch (e) {
+      done();
+      throw e;
+    }
+  }
+
+  /**
+   * Whether the upload asking is alone, so its journal flush may run in line (see Journal#flush):
+   * the only one in flight, after a run of SOLO_STREAK uploads that never overlapped. The run keeps
+   * a busy server with a slow client, whose uploads only sometimes overlap, on the asynchronous
+   * flush, which lets the event loop read the next bodies while the disk works (measured: flushing
+   * in line whenever one upload was in flight cost 8 parallel uploaders a quarter of their rate).
+   */
+  #alone(): boolean {
+    return this.#uploads === 1 && this.#soloStreak >= SOLO_STREAK;
+  }
+
+  async #createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const size = options.expectedSize;
     if (size !== null && size <= SMALL_OBJECT_MAX) {
       // Small and of known size: acknowledged once journaled (one group-committed append).
@@ -78,7 +110,7 @@ export class DiskBlobStore implements BlobStore {
       finish: async () => {
         const r = await inner.finish();
         // The file is durable; the reference must be too before the client hears "stored".
-        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null });
+        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: this.#alone() });
         return r;
       },
       abort: () => inner.abort(),
@@ -114,11 +146,12 @@ export class DiskBlobStore implements BlobStore {
   async #journalSmall(repo: string, oid: Oid, data: Buffer): Promise<PutResult> {
     // No existence check of the file here (a threadpool round trip on the hot path): if the file
     // exists already, the background writer skips it when it retires the segment.
+    const alone = this.#alone();
     if (this.#journaled.has(oid)) {
-      await this.#journal!.append({ repo, oid, size: data.length, data: null });
+      await this.#journal!.append({ repo, oid, size: data.length, data: null }, { alone });
       return { size: data.length, storedSize: data.length, created: false };
     }
-    const location = (await this.#journal!.append({ repo, oid, size: data.length, data }))!;
+    const location = (await this.#journal!.append({ repo, oid, size: data.length, data }, { alone }))!;
     this.#remember(oid, location);
     return { size: data.length, storedSize: data.length, created: true };
   }
@@ -153,12 +186,19 @@ export class DiskBlobStore implements BlobStore {
    * Background step: closes an idle journal segment, writes the files of the small objects in the
    * sealed segments that are still wanted, then — once `checkpoint` has made the index durable on
    * its own — deletes those segments. Safe to interrupt: a segment goes only after all of that.
+   *
+   * It waits for a lull: each file costs a create, a write, an fsync, a rename and a directory fsync,
+   * which in the middle of a burst of small uploads competes with their group commits for the disk
+   * and the threadpool (measured: ~0.08 ms of HTTP-thread CPU per object, and the fsyncs on top).
+   * A burst long enough to seal RETIRE_BACKLOG segments is retired while it runs, so the journal
+   * stays bounded.
    */
   async retireJournal(isWanted: (oid: Oid) => boolean, checkpoint: () => void): Promise<number> {
     const journal = this.#journal!;
-    await journal.rotateIfIdle(1000);
+    await journal.rotateIfIdle(RETIRE_IDLE_MS);
     const segments = [...journal.sealed];
     if (segments.length === 0) return 0;
+    if (!journal.idleFor(RETIRE_IDLE_MS) && segments.length < RETIRE_BACKLOG) return 0;
     for (const segment of segments) {
       for (const oid of this.#segmentOids.get(segment) ?? []) {
         const at = this.#journaled.get(oid);
@@ -495,6 +535,12 @@ const LEGACY_DIR_TTL_MS = 5000;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;
+/** Uploads in a row that must start alone before journal flushes run in line (see #alone). */
+const SOLO_STREAK = 16;
+/** A journal with nothing appended for this long is retired (see retireJournal). */
+const RETIRE_IDLE_MS = 1000;
+/** Sealed journal segments (16 MiB each) that are retired even while uploads go on. */
+const RETIRE_BACKLOG = 16;
 /** Uploads from this size (or of unknown size) go past the page cache and through the hash thread. */
 const LARGE_UPLOAD_MIN_SIZE = 8 << 20;
 

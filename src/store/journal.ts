@@ -1,4 +1,5 @@
 import { blake3 } from '@napi-rs/blake-hash';
+import { fdatasyncSync } from 'node:fs';
 import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseOid, type Oid } from '../protocol/oid.js';
@@ -79,6 +80,7 @@ interface Segment {
 
 interface PendingAppend {
   readonly segment: Segment;
+  readonly alone: boolean;
   readonly written: Promise<void>;
   readonly resolve: () => void;
   readonly reject: (e: unknown) => void;
@@ -126,8 +128,11 @@ export class Journal {
     return this.#sealed;
   }
 
-  /** Appends a record and resolves once it is durable; data records resolve with where the bytes are. */
-  async append(rec: JournalRecord): Promise<JournalLocation | null> {
+  /**
+   * Appends a record and resolves once it is durable; data records resolve with where the bytes are.
+   * `alone`: the caller's upload is the only one in flight (see #flush).
+   */
+  async append(rec: JournalRecord, options: { alone?: boolean } = {}): Promise<JournalLocation | null> {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
     const length = HEADER + repo.length + dataLen + DIGEST;
@@ -168,20 +173,33 @@ export class Journal {
     // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
-      this.#queue.push({ segment: seg, written, resolve, reject });
+      this.#queue.push({ segment: seg, written, resolve, reject, alone: options.alone === true });
       if (!this.#flushing) void this.#flush();
     });
     return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
   }
 
-  /** Group commit: one fdatasync covers every append whose write finished before it started. */
+  /**
+   * Group commit: one fdatasync covers every append whose write finished before it started.
+   *
+   * The flush of an upload that is alone (nothing else in flight, nothing else queued) runs in line:
+   * through the threadpool the same fdatasync costs about 0.2 ms more here (a thread wake-up and an
+   * event-loop wake-up, each a cross-CPU interrupt in this VM: 0.54 vs 0.33 ms measured from
+   * JavaScript), the whole of a sequential client's wait, while the event loop has nothing else to
+   * do meanwhile. Concurrent uploads keep the asynchronous flush, so their bodies are read and
+   * hashed while the disk works.
+   */
   async #flush(): Promise<void> {
     this.#flushing = true;
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0);
       try {
         await Promise.all(batch.map((b) => b.written));
-        for (const seg of new Set(batch.map((b) => b.segment))) await seg.fh.datasync();
+        const inLine = batch.length === 1 && batch[0]!.alone && this.#queue.length === 0;
+        for (const seg of new Set(batch.map((b) => b.segment))) {
+          if (inLine) fdatasyncSync(seg.fh.fd);
+          else await seg.fh.datasync();
+        }
         for (const b of batch) b.resolve();
       } catch (e) {
         const err = mapIoError(e);
@@ -256,9 +274,14 @@ export class Journal {
       });
   }
 
+  /** Whether nothing was appended for `ms`. */
+  idleFor(ms: number): boolean {
+    return Date.now() - this.#lastAppend >= ms;
+  }
+
   /** Closes the current segment for appends once nothing was appended for `idleMs`. */
   async rotateIfIdle(idleMs: number): Promise<void> {
-    if (this.#current !== null && this.#current.tail > 0 && !this.#flushing && Date.now() - this.#lastAppend >= idleMs) await this.#seal();
+    if (this.#current !== null && this.#current.tail > 0 && !this.#flushing && this.idleFor(idleMs)) await this.#seal();
   }
 
   async #seal(): Promise<void> {

@@ -66,3 +66,21 @@ t.test('concurrent appends across segment switches all replay, bytes intact', as
   for (const segment of afterCrash.sealed) for await (const r of afterCrash.records(segment)) if (written.get(r.oid)?.data.length === r.size) replayed++;
   t.equal(replayed, written.size, 'replay after the crash finds every record and stops at the zeros');
 });
+
+// An upload that is alone has its flush run in line (no threadpool round trip); one that turns out
+// not to be alone (others queued with it) is group-committed as usual. Both must be durable records.
+t.test('appends flushed in line and group-committed ones replay alike', async (t) => {
+  const dir = tmpDir();
+  const journal = await Journal.open(dir);
+  const alone = randomBytes(70_000);
+  const at = await journal.append({ repo: 'acme/game', oid: oidOf(alone), size: alone.length, data: alone }, { alone: true });
+  t.ok((await readAt(journal, at!)).equals(alone), 'a lone append reads back');
+  const together = Array.from({ length: 6 }, () => randomBytes(50_000));
+  const locations = await Promise.all(together.map((d, i) => journal.append({ repo: 'acme/game', oid: oidOf(d), size: d.length, data: d }, { alone: i === 0 })));
+  for (const [i, d] of together.entries()) t.ok((await readAt(journal, locations[i]!)).equals(d), `append ${i} of a group reads back`);
+  await journal.close();
+  const again = await Journal.open(dir);
+  const replayed: string[] = [];
+  for (const segment of again.sealed) for await (const r of again.records(segment)) replayed.push(r.oid);
+  t.same(replayed, [alone, ...together].map(oidOf), 'every record replays, in order');
+});
