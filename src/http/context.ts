@@ -52,7 +52,9 @@ export class UwsRequestContext implements RequestContext {
   readonly route: string;
   readonly startedAt = performance.now();
   readonly #headers = new Map<string, string>();
-  readonly #abort = new AbortController();
+  /** Made on first use of `signal` (forge lookups): most requests never need one. */
+  #abort: AbortController | null = null;
+  #aborted = false;
   responded = false;
   status = 0;
   bodyPending = false;
@@ -70,15 +72,22 @@ export class UwsRequestContext implements RequestContext {
       if (v !== '') this.#headers.set(h, v);
     }
     this.requestId = `${prefix}-${(++counter).toString(16)}`;
-    res.onAborted(() => this.#abort.abort());
+    res.onAborted(() => {
+      this.#aborted = true;
+      this.#abort?.abort();
+    });
   }
 
   get signal(): AbortSignal {
+    if (this.#abort === null) {
+      this.#abort = new AbortController();
+      if (this.#aborted) this.#abort.abort();
+    }
     return this.#abort.signal;
   }
 
   get aborted(): boolean {
-    return this.#abort.signal.aborted;
+    return this.#aborted;
   }
 
   header(name: string): string {

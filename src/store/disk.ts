@@ -42,8 +42,6 @@ export class DiskBlobStore implements BlobStore {
   readonly #journaled = new Map<Oid, JournalLocation>();
   /** Client uploads between createWriter and their finish or abort. */
   #uploads = 0;
-  /** Uploads in a row that started with no other in flight. */
-  #soloStreak = 0;
   /** Oids with bytes in each journal segment, to write their files before the segment goes. */
   readonly #segmentOids = new Map<number, Set<Oid>>();
 
@@ -71,7 +69,6 @@ export class DiskBlobStore implements BlobStore {
 
   async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     this.#uploads++;
-    this.#soloStreak = this.#uploads === 1 ? this.#soloStreak + 1 : 0;
     let counted = true;
     const done = (): void => {
       if (counted) this.#uploads--;
@@ -86,15 +83,9 @@ export class DiskBlobStore implements BlobStore {
     }
   }
 
-  /**
-   * Whether the upload asking is alone, so its journal flush may run in line (see Journal#flush):
-   * the only one in flight, after a run of SOLO_STREAK uploads that never overlapped. The run keeps
-   * a busy server with a slow client, whose uploads only sometimes overlap, on the asynchronous
-   * flush, which lets the event loop read the next bodies while the disk works (measured: flushing
-   * in line whenever one upload was in flight cost 8 parallel uploaders a quarter of their rate).
-   */
+  /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
   #alone(): boolean {
-    return this.#uploads === 1 && this.#soloStreak >= SOLO_STREAK;
+    return this.#uploads === 1;
   }
 
   async #createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
@@ -535,8 +526,6 @@ const LEGACY_DIR_TTL_MS = 5000;
 
 /** Objects smaller than this are always stored as they arrive. */
 const MIN_FRAMED_SIZE = 4096;
-/** Uploads in a row that must start alone before journal flushes run in line (see #alone). */
-const SOLO_STREAK = 16;
 /** A journal with nothing appended for this long is retired (see retireJournal). */
 const RETIRE_IDLE_MS = 1000;
 /** Sealed journal segments (16 MiB each) that are retired even while uploads go on. */
