@@ -130,6 +130,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     pools: () => maintenance?.poolLoads() ?? { transfer: pool.stats },
     jobs: () => maintenance?.jobs().running ?? [],
     jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit'] satisfies JobKind[]),
+    journal: () => store.journalStats,
   });
   http.route('any', '/*', 'not_found', (ctx) => {
     const known = http.knownPath(ctx.url);

@@ -43,6 +43,14 @@ export interface MetricSources {
   jobs(): readonly JobProgress[];
   /** Every job kind, so each kind's series exist (at 0) before its first job. */
   readonly jobKinds: readonly string[];
+  /** The disk store's journal group commits so far; null without one (bucket store). */
+  journal(): JournalFlushes | null;
+}
+
+export interface JournalFlushes {
+  readonly inLine: number;
+  readonly pooled: number;
+  readonly records: number;
 }
 
 /** Store figures are recomputed at most this often (issue 7 item 4). */
@@ -70,6 +78,7 @@ const noSources: MetricSources = {
   pools: () => ({}),
   jobs: () => [],
   jobKinds: [],
+  journal: () => null,
 };
 
 /**
@@ -202,6 +211,17 @@ export class Metrics {
    */
   readonly poolBusySeconds = this.#poolBusyCounter();
 
+  /**
+   * Group commit at work: records / flushes is how many uploads share one fdatasync (near 1 with a
+   * sequential client, whose flushes run in line; higher under parallel uploads).
+   */
+  readonly journalFlushes = this.#journalCounter('svc_journal_flushes_total', 'Journal fdatasyncs, by mode (inline: a lone upload, on the event loop; pooled: on the threadpool)', ['mode'], (j) => [
+    [{ mode: 'inline' }, j.inLine],
+    [{ mode: 'pooled' }, j.pooled],
+  ]);
+
+  readonly journalRecords = this.#journalCounter('svc_journal_records_total', 'Journal records made durable (one per acknowledged upload)', [], (j) => [[{}, j.records]]);
+
   /** Tasks waiting for a thread: a growing queue means work arrives faster than the pool does it. */
   readonly poolQueued = this.#poolGauge('svc_worker_pool_queued_tasks', 'Tasks waiting for a worker thread, by pool', (p) => p.queued);
 
@@ -279,6 +299,22 @@ export class Metrics {
       collect() {
         this.reset();
         for (const [pool, load] of Object.entries(sources().pools())) this.set({ pool }, pick(load));
+      },
+    });
+  }
+
+  /** A counter mirroring the journal's own running totals at scrape time. */
+  #journalCounter<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JournalFlushes) => [Partial<Record<L, string>>, number][]): Counter<L> {
+    const sources = (): MetricSources => this.#sources;
+    return new Counter({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const j = sources().journal() ?? { inLine: 0, pooled: 0, records: 0 };
+        for (const [labels, value] of pick(j)) this.inc(labels as never, value);
       },
     });
   }

@@ -6,7 +6,7 @@ import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { Journal, type JournalLocation } from './journal.js';
+import { Journal, type FlushStats, type JournalLocation } from './journal.js';
 import { smallBuffers } from './buffer-pool.js';
 import { SMALL_OBJECT_MAX, SmallWriter } from './small-writer.js';
 import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
@@ -274,6 +274,10 @@ export class DiskBlobStore implements BlobStore {
   /** Drops a journaled object's bytes from view (quarantine, deletion); its segment retires as usual. */
   forgetJournaled(oid: Oid): void {
     this.#journaled.delete(oid);
+  }
+
+  get journalStats(): FlushStats {
+    return this.#journal!.flushStats;
   }
 
   async closeJournal(): Promise<void> {

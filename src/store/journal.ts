@@ -47,6 +47,16 @@ export interface JournalLocation {
   readonly length: number;
 }
 
+/** Group-commit figures since start, for /metrics. */
+export interface FlushStats {
+  /** Flushes run in line for a lone upload. */
+  readonly inLine: number;
+  /** Flushes run on the threadpool, each covering one or more records. */
+  readonly pooled: number;
+  /** Records made durable by those flushes. */
+  readonly records: number;
+}
+
 export interface ReplayedRecord {
   readonly repo: string;
   readonly oid: Oid;
@@ -101,6 +111,7 @@ export class Journal {
   #preparing: Promise<void> | null = null;
   #spareFailedAt = -Infinity;
   #switching: Promise<void> | null = null;
+  #stats = { inLine: 0, pooled: 0, records: 0 };
 
   private constructor(dir: string, nextNo: number, existing: number[]) {
     this.#dir = dir;
@@ -204,6 +215,9 @@ export class Journal {
           if (inLine) fdatasyncSync(seg.fh.fd);
           else await seg.fh.datasync();
         }
+        if (inLine) this.#stats.inLine++;
+        else this.#stats.pooled++;
+        this.#stats.records += batch.length;
         for (const b of batch) b.resolve();
       } catch (e) {
         const err = mapIoError(e);
@@ -276,6 +290,10 @@ export class Journal {
       .finally(() => {
         this.#preparing = null;
       });
+  }
+
+  get flushStats(): FlushStats {
+    return { ...this.#stats };
   }
 
   /** Whether nothing was appended for `ms`. */

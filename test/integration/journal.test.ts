@@ -86,3 +86,28 @@ t.test('a reference the index lost is restored from the journal; a torn tail is 
   t.ok((await get(again.url, b.oid)).body.equals(b.data), 'large object reference restored');
   t.ok(existsSync(pathOf(dataDir, b.oid)));
 });
+
+t.test('group commit seen in /metrics: a sequential client is flushed in line, parallel uploads share flushes', async (t) => {
+  const server = await startServer(env);
+  t.teardown(() => server.stop());
+  const counter = async (name: string, labels = ''): Promise<number> => {
+    const text = (await http('GET', `${server.url}/metrics`)).body.toString();
+    const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+    return Number(line?.split(' ')[1] ?? NaN);
+  };
+  for (const o of Array.from({ length: 20 }, () => blob(64 * 1024))) t.equal(await push(server.url, 'acme/game', 'tok', o), 200);
+  const inline = await counter('svc_journal_flushes_total', '{mode="inline"}');
+  t.ok(inline >= 16, `a sequential client's uploads are flushed in line (${inline} of 20)`);
+  t.equal(await counter('svc_journal_records_total'), 20, 'one record per acknowledged upload');
+
+  const pooledBefore = await counter('svc_journal_flushes_total', '{mode="pooled"}');
+  const parallel = Array.from({ length: 32 }, () => blob(64 * 1024));
+  const statuses = await Promise.all(parallel.map((o) => push(server.url, 'acme/game', 'tok', o)));
+  t.same(new Set(statuses), new Set([200]), 'all stored');
+  const pooled = (await counter('svc_journal_flushes_total', '{mode="pooled"}')) - pooledBefore;
+  const inlineAfter = (await counter('svc_journal_flushes_total', '{mode="inline"}')) - inline;
+  t.equal(await counter('svc_journal_records_total'), 52);
+  t.ok(pooled + inlineAfter < 32, `32 concurrent uploads shared ${pooled + inlineAfter} flushes (${pooled} pooled, ${inlineAfter} in line)`);
+  t.ok(pooled > 0, 'concurrent uploads are flushed on the threadpool');
+  for (const o of parallel) t.ok((await get(server.url, o.oid)).body.equals(o.data));
+});
