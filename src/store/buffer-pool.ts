@@ -42,7 +42,7 @@ export class BufferPool implements ViewPool {
 
 /** Alignment of memory, file offsets and lengths that O_DIRECT writes need (4 KiB covers every common disk). */
 export const DIRECT_ALIGN = 4096;
-/** The backing stores AlignedBufferPool carves buffers from; see isAlignedMemory. */
+/** The WebAssembly memories behind AlignedBufferPool's buffers; see isAlignedMemory. */
 const alignedSlabs = new WeakSet<ArrayBufferLike>();
 const WASM_PAGE = 64 << 10;
 
@@ -50,21 +50,22 @@ const WASM_PAGE = 64 << 10;
  * Buffers whose memory starts on a page boundary, for O_DIRECT writes (direct I/O moves bytes from
  * the buffer to the disk, so the address must be aligned). A plain ArrayBuffer's memory comes from
  * malloc, which puts its bookkeeping in front of it (measured: O_DIRECT writes from it fail with
- * EINVAL); a WebAssembly memory is mapped by V8 on its own pages. Each slab holds `perSlab`
- * buffers; idle buffers past `keep` are dropped, and a slab goes to the GC with its last buffer.
- * `shared` slabs are SharedArrayBuffers: a worker reads a buffer in place, with nothing moved.
+ * EINVAL); a WebAssembly memory is mapped by V8 on its own pages. Each buffer is a memory of its
+ * own: buffers carved from a shared slab would keep the whole slab alive for as long as any one of
+ * them sits in the pool, so after a burst the pool could hold many part-used slabs. Idle buffers
+ * past `keep` are dropped to the GC. `shared` buffers are SharedArrayBuffers: a worker reads them in
+ * place, with nothing moved. Should V8 refuse another memory (each reserves address space), the pool
+ * hands out an ordinary buffer, which is simply written through the page cache.
  */
 export class AlignedBufferPool implements ViewPool {
   readonly size: number;
-  readonly #perSlab: number;
   readonly #keep: number;
   readonly #shared: boolean;
   readonly #free: Uint8Array[] = [];
 
-  constructor(size: number, options: { perSlab: number; keep: number; shared?: boolean }) {
+  constructor(size: number, options: { keep: number; shared?: boolean }) {
     if (size % WASM_PAGE !== 0) throw new Error(`aligned buffers are whole 64 KiB pages, not ${size} bytes`);
     this.size = size;
-    this.#perSlab = options.perSlab;
     this.#keep = options.keep;
     this.#shared = options.shared ?? false;
   }
@@ -72,11 +73,15 @@ export class AlignedBufferPool implements ViewPool {
   takeView(): Uint8Array {
     const free = this.#free.pop();
     if (free !== undefined) return free;
-    const pages = (this.size * this.#perSlab) / WASM_PAGE;
-    const slab = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: this.#shared }).buffer;
-    alignedSlabs.add(slab);
-    for (let i = 1; i < this.#perSlab; i++) this.#free.push(new Uint8Array(slab, i * this.size, this.size));
-    return new Uint8Array(slab, 0, this.size);
+    const pages = this.size / WASM_PAGE;
+    let memory: ArrayBufferLike;
+    try {
+      memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: this.#shared }).buffer;
+      alignedSlabs.add(memory);
+    } catch {
+      memory = this.#shared ? new SharedArrayBuffer(this.size) : new ArrayBuffer(this.size);
+    }
+    return new Uint8Array(memory);
   }
 
   giveView(view: Uint8Array): void {
@@ -104,7 +109,7 @@ export const ioBuffers = new BufferPool(IO_CHUNK, 64);
  * The raw writers' buffers: aligned, so full ones go to disk with O_DIRECT (see StagingFile), and
  * shared, so the hash thread reads them in place.
  */
-export const directBuffers = new AlignedBufferPool(IO_CHUNK, { perSlab: 8, keep: 64, shared: true });
+export const directBuffers = new AlignedBufferPool(IO_CHUNK, { keep: 64, shared: true });
 
 /**
  * Copies incoming chunks (which uWS reuses once its callback returns) into buffers from a pool and

@@ -24,7 +24,7 @@ export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
  * An upload's frames as they arrive: shared with the workers (read in place, not moved) and aligned,
  * so a frame stored raw goes to disk with O_DIRECT straight from where it was gathered.
  */
-export const uploadFrames = new AlignedBufferPool(FRAME_SIZE, { perSlab: 4, keep: 16, shared: true });
+export const uploadFrames = new AlignedBufferPool(FRAME_SIZE, { keep: 16, shared: true });
 export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);
 
 /**

@@ -80,14 +80,17 @@ export class StreamHash {
     });
   }
 
-  /** An upload that ends without a digest (aborted, failed). */
+  /**
+   * An upload that ends without a digest (aborted, failed). The stream stays known until the thread
+   * confirms, so the buffers it is still hashing are released as usual, never reused before.
+   */
   drop(): void {
     if (this.#failed === null && this.#digest === null) this.#post({ id: this.#id, op: 'drop' });
-    this.#forget();
   }
 
   receive(m: HashReply): void {
     if (m.op === 'updated') this.#pending.shift()?.();
+    else if (m.op === 'dropped') this.#forget();
     else {
       this.#forget();
       this.#digest?.resolve(m.hex);

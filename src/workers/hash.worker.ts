@@ -10,7 +10,10 @@ export type HashRequest =
   | { readonly id: number; readonly op: 'digest' }
   | { readonly id: number; readonly op: 'drop' };
 
-export type HashReply = { readonly id: number; readonly op: 'updated' } | { readonly id: number; readonly op: 'digest'; readonly hex: string };
+export type HashReply =
+  | { readonly id: number; readonly op: 'updated' }
+  | { readonly id: number; readonly op: 'dropped' }
+  | { readonly id: number; readonly op: 'digest'; readonly hex: string };
 
 const streams = new Map<number, Hash>();
 const port = parentPort!;
@@ -27,5 +30,6 @@ port.on('message', (m: HashRequest) => {
     port.postMessage({ id: m.id, op: 'digest', hex: h.digest('hex') } satisfies HashReply);
   } else {
     streams.delete(m.id);
+    port.postMessage({ id: m.id, op: 'dropped' } satisfies HashReply);
   }
 });

@@ -26,23 +26,23 @@ t.test('sized pool: power-of-two classes, reuse, bounded, foreign buffers ignore
 });
 
 t.test('aligned pool: page-aligned views, shared on request, reused, bounded', async (t) => {
-  const pool = new AlignedBufferPool(1 << 20, { perSlab: 4, keep: 6 });
+  const pool = new AlignedBufferPool(1 << 20, { keep: 6 });
   const views = Array.from({ length: 8 }, () => pool.takeView());
   t.ok(views.every((v) => v.byteLength === 1 << 20 && isAlignedMemory(v)), 'every view is a whole, aligned MiB');
-  t.equal(new Set(views.map((v) => v.buffer)).size, 2, 'carved four to a slab');
+  t.equal(new Set(views.map((v) => v.buffer)).size, 8, 'each of its own memory, so a pooled buffer never keeps others alive');
   t.ok(views.every((v) => v.buffer instanceof ArrayBuffer), 'not shared unless asked');
   for (const v of views) pool.giveView(v);
   const again = Array.from({ length: 8 }, () => pool.takeView());
   t.equal(again.filter((v) => views.includes(v)).length, 6, 'idle views past `keep` are dropped, the rest reused');
   t.notOk(isAlignedMemory(new Uint8Array(1 << 20)), 'malloc-backed memory is never taken for aligned');
   t.notOk(isAlignedMemory(views[0]!.subarray(100)), 'nor an unaligned part of an aligned view');
-  const shared = new AlignedBufferPool(2 << 20, { perSlab: 2, keep: 2, shared: true }).takeView();
+  const shared = new AlignedBufferPool(2 << 20, { keep: 2, shared: true }).takeView();
   t.ok(shared.buffer instanceof SharedArrayBuffer && isAlignedMemory(shared), 'shared pools hand out aligned SharedArrayBuffer views');
-  t.throws(() => new AlignedBufferPool(1000, { perSlab: 1, keep: 1 }), /64 KiB pages/);
+  t.throws(() => new AlignedBufferPool(1000, { keep: 1 }), /64 KiB pages/);
 });
 
 t.test('gatherer copies chunks across buffer boundaries, into shared memory too', async (t) => {
-  const pool = new AlignedBufferPool(64 << 10, { perSlab: 2, keep: 4, shared: true });
+  const pool = new AlignedBufferPool(64 << 10, { keep: 4, shared: true });
   const full: Buffer[] = [];
   const g = new ChunkGatherer(pool, (buf, len) => {
     full.push(Buffer.from(buf.subarray(0, len)));

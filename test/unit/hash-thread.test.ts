@@ -3,7 +3,7 @@ import t from 'tap';
 import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
 import { HashThread } from '../../src/store/hash-thread.js';
 
-const pool = new AlignedBufferPool(1 << 20, { perSlab: 4, keep: 8, shared: true });
+const pool = new AlignedBufferPool(1 << 20, { keep: 8, shared: true });
 
 /** Feeds `data` to a stream in 1 MiB shared buffers, as the writers do; resolves with the order `done` ran in. */
 async function feed(stream: ReturnType<HashThread['open']>, data: Buffer): Promise<number[]> {
@@ -52,4 +52,18 @@ t.test('a hash thread that dies fails its streams; the next stream gets a new th
   const data = Buffer.alloc(2 << 20, 7);
   await feed(fresh, data);
   t.equal(await fresh.digest(), createHash('sha256').update(data).digest('hex'), 'a new thread serves the next upload');
+});
+
+t.test('a dropped stream still releases every buffer it was given, once the thread is through with it', async (t) => {
+  const ht = new HashThread();
+  t.teardown(() => ht.close());
+  const s = ht.open();
+  let released = 0;
+  for (let i = 0; i < 4; i++) s.update(pool.takeView(), () => released++);
+  s.drop(); // an aborted upload, with four buffers still queued for hashing
+  for (let i = 0; i < 50 && released < 4; i++) await new Promise((r) => setTimeout(r, 20));
+  t.equal(released, 4, 'all four released after the drop');
+  const next = ht.open();
+  await feed(next, Buffer.alloc(1 << 20, 9));
+  t.equal(await next.digest(), createHash('sha256').update(Buffer.alloc(1 << 20, 9)).digest('hex'), 'and the thread carries on');
 });

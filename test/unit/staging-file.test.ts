@@ -9,7 +9,7 @@ import { tmpDir } from '../helpers/start-server.js';
 
 const OID = parseOid('a'.repeat(64)) as Oid;
 const MiB = 1 << 20;
-const pool = new AlignedBufferPool(MiB, { perSlab: 4, keep: 4 });
+const pool = new AlignedBufferPool(MiB, { keep: 4 });
 
 /** Three aligned MiB and a tail that is partly aligned, written as the raw writer does (two in flight). */
 async function writeSample(file: StagingFile): Promise<Buffer> {
