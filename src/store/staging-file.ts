@@ -26,7 +26,9 @@ const noDirectIo = new Set<string>();
 export class StagingFile {
   readonly path: string;
   readonly #fh: FileHandle;
-  #direct: FileHandle | null;
+  readonly #direct: FileHandle | null;
+  /** Cleared if a direct write is refused; the descriptor stays open until close (see write). */
+  #directUsable = true;
   #pending = 0;
   #error: unknown = null;
   #idle: (() => void)[] = [];
@@ -60,7 +62,7 @@ export class StagingFile {
 
   /** Whether aligned writes bypass the page cache (false where the file system has no O_DIRECT). */
   get direct(): boolean {
-    return this.#direct !== null;
+    return this.#direct !== null && this.#directUsable;
   }
 
   /** The first write error, if any (ENOSPC becomes LFS_ERR_STORAGE_FULL). */
@@ -81,7 +83,7 @@ export class StagingFile {
       done();
       if (this.#pending === 0) for (const w of this.#idle.splice(0)) w();
     };
-    const aligned = this.#direct !== null && position % DIRECT_ALIGN === 0 && isAlignedMemory(data) ? data.byteLength - (data.byteLength % DIRECT_ALIGN) : 0;
+    const aligned = this.direct && position % DIRECT_ALIGN === 0 && isAlignedMemory(data) ? data.byteLength - (data.byteLength % DIRECT_ALIGN) : 0;
     if (aligned === 0) {
       writeFully(this.#fh.fd, data, position, finished);
       return;
@@ -90,7 +92,10 @@ export class StagingFile {
     // full disk) goes through the ordinary descriptor, which reports ENOSPC as such.
     write(this.#direct!.fd, data, 0, aligned, position, (err, n) => {
       if (err?.code === 'EINVAL') {
-        void this.#dropDirect(); // accepted at open, refused at write: a file system without real O_DIRECT
+        // Accepted at open, refused at write: a file system without real O_DIRECT. The descriptor is
+        // only closed with the file: another direct write may still be in flight on it, and a closed
+        // number can be reused by the next open.
+        this.#directUsable = false;
         n = 0;
       } else if (err) {
         finished(err);
@@ -99,12 +104,6 @@ export class StagingFile {
       if (n === data.byteLength) finished(null);
       else writeFully(this.#fh.fd, data.subarray(n), position + n, finished);
     });
-  }
-
-  async #dropDirect(): Promise<void> {
-    const d = this.#direct;
-    this.#direct = null;
-    await d?.close().catch(() => undefined);
   }
 
   /** Resolves when no write is in flight; rejects with the first write error. */
@@ -134,10 +133,12 @@ export class StagingFile {
     this.#kept = true;
   }
 
+  /** Closes both descriptors once no write is in flight on them. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#dropDirect();
+    await this.settled().catch(() => undefined);
+    await this.#direct?.close().catch(() => undefined);
     await this.#fh.close().catch(() => undefined);
   }
 
