@@ -11,38 +11,39 @@ import type { HashReply, HashRequest } from '../workers/hash.worker.js';
  * and the next stream starts a new thread.
  */
 export class HashThread {
-  #worker: Worker | null = null;
+  /** The running thread and the streams open on it (a thread that died fails only its own). */
+  #current: { readonly worker: Worker; readonly streams: Map<number, StreamHash> } | null = null;
   #nextId = 1;
-  readonly #streams = new Map<number, StreamHash>();
 
   /** A new running sha256; feed it with `update` in order, then take `digest` once. */
   open(): StreamHash {
-    const worker = this.#worker ?? this.#start();
+    const { worker, streams } = this.#current ?? this.#start();
     const id = this.#nextId++;
-    const s = new StreamHash(id, (m) => worker.postMessage(m), () => this.#streams.delete(id));
-    this.#streams.set(id, s);
+    const s = new StreamHash(id, (m) => worker.postMessage(m), () => streams.delete(id));
+    streams.set(id, s);
     return s;
   }
 
   async close(): Promise<void> {
-    const w = this.#worker;
-    this.#worker = null;
+    const w = this.#current?.worker;
+    this.#current = null;
     await w?.terminate();
   }
 
-  #start(): Worker {
+  #start(): { worker: Worker; streams: Map<number, StreamHash> } {
     const worker = new Worker(new URL('../workers/hash.worker.js', import.meta.url));
+    const streams = new Map<number, StreamHash>();
     worker.unref(); // an idle hash thread never keeps the process alive
-    worker.on('message', (m: HashReply) => this.#streams.get(m.id)?.receive(m));
+    worker.on('message', (m: HashReply) => streams.get(m.id)?.receive(m));
     const fail = (why: unknown): void => {
-      if (this.#worker === worker) this.#worker = null;
+      if (this.#current?.worker === worker) this.#current = null;
       const err = why instanceof Error ? why : new Error(`hash thread exited (${String(why)})`);
-      for (const s of [...this.#streams.values()]) s.fail(err);
+      for (const s of [...streams.values()]) s.fail(err);
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(code));
-    this.#worker = worker;
-    return worker;
+    this.#current = { worker, streams };
+    return this.#current;
   }
 }
 

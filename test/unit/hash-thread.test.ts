@@ -45,13 +45,14 @@ t.test('a hash thread that dies fails its streams; the next stream gets a new th
   await feed(doomed, Buffer.alloc(1 << 20, 1));
   let released = false;
   doomed.update(pool.takeView(), () => (released = true));
-  await ht.close(); // the thread exits with work pending
+  const dying = ht.close(); // the thread exits with work pending
+  const fresh = ht.open(); // opened while the old thread is still going away
+  await dying;
   await t.rejects(doomed.digest(), /hash thread/, 'its digest fails: the upload is refused, never taken as verified');
   t.ok(released, 'buffers handed over are released anyway');
-  const fresh = ht.open();
   const data = Buffer.alloc(2 << 20, 7);
   await feed(fresh, data);
-  t.equal(await fresh.digest(), createHash('sha256').update(data).digest('hex'), 'a new thread serves the next upload');
+  t.equal(await fresh.digest(), createHash('sha256').update(data).digest('hex'), 'a new thread serves the next upload, untouched by the old one\'s exit');
 });
 
 t.test('a dropped stream still releases every buffer it was given, once the thread is through with it', async (t) => {
