@@ -101,7 +101,7 @@ export class DiskBlobStore implements BlobStore {
       finish: async () => {
         const r = await inner.finish();
         // The file is durable; the reference must be too before the client hears "stored".
-        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: this.#alone() });
+        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: () => this.#alone() });
         return r;
       },
       abort: () => inner.abort(),
@@ -137,7 +137,7 @@ export class DiskBlobStore implements BlobStore {
   async #journalSmall(repo: string, oid: Oid, data: Buffer): Promise<PutResult> {
     // No existence check of the file here (a threadpool round trip on the hot path): if the file
     // exists already, the background writer skips it when it retires the segment.
-    const alone = this.#alone();
+    const alone = (): boolean => this.#alone();
     if (this.#journaled.has(oid)) {
       await this.#journal!.append({ repo, oid, size: data.length, data: null }, { alone });
       return { size: data.length, storedSize: data.length, created: false };

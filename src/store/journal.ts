@@ -90,7 +90,7 @@ interface Segment {
 
 interface PendingAppend {
   readonly segment: Segment;
-  readonly alone: boolean;
+  readonly alone: (() => boolean) | null;
   readonly written: Promise<void>;
   readonly resolve: () => void;
   readonly reject: (e: unknown) => void;
@@ -141,9 +141,10 @@ export class Journal {
 
   /**
    * Appends a record and resolves once it is durable; data records resolve with where the bytes are.
-   * `alone`: the caller's upload is the only one in flight (see #flush).
+   * `alone`: whether the caller's upload is the only one in flight, asked when its flush is due
+   * (see #flush).
    */
-  async append(rec: JournalRecord, options: { alone?: boolean } = {}): Promise<JournalLocation | null> {
+  async append(rec: JournalRecord, options: { alone?: () => boolean } = {}): Promise<JournalLocation | null> {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
     const length = HEADER + repo.length + dataLen + DIGEST;
@@ -184,7 +185,7 @@ export class Journal {
     // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
-      this.#queue.push({ segment: seg, written, resolve, reject, alone: options.alone === true });
+      this.#queue.push({ segment: seg, written, resolve, reject, alone: options.alone ?? null });
       if (!this.#flushing) void this.#flush();
     });
     return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
@@ -206,11 +207,11 @@ export class Journal {
   async #flush(): Promise<void> {
     this.#flushing = true;
     while (this.#queue.length > 0) {
-      if (this.#queue.length === 1 && this.#queue[0]!.alone) await afterNextPoll();
+      if (this.#queue.length === 1 && this.#queue[0]!.alone?.() === true) await afterNextPoll();
       const batch = this.#queue.splice(0);
       try {
         await Promise.all(batch.map((b) => b.written));
-        const inLine = batch.length === 1 && batch[0]!.alone;
+        const inLine = batch.length === 1 && batch[0]!.alone?.() === true;
         for (const seg of new Set(batch.map((b) => b.segment))) {
           if (inLine) fdatasyncSync(seg.fh.fd);
           else await seg.fh.datasync();

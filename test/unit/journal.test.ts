@@ -73,10 +73,10 @@ t.test('appends flushed in line and group-committed ones replay alike', async (t
   const dir = tmpDir();
   const journal = await Journal.open(dir);
   const alone = randomBytes(70_000);
-  const at = await journal.append({ repo: 'acme/game', oid: oidOf(alone), size: alone.length, data: alone }, { alone: true });
+  const at = await journal.append({ repo: 'acme/game', oid: oidOf(alone), size: alone.length, data: alone }, { alone: () => true });
   t.ok((await readAt(journal, at!)).equals(alone), 'a lone append reads back');
   const together = Array.from({ length: 6 }, () => randomBytes(50_000));
-  const locations = await Promise.all(together.map((d, i) => journal.append({ repo: 'acme/game', oid: oidOf(d), size: d.length, data: d }, { alone: i === 0 })));
+  const locations = await Promise.all(together.map((d, i) => journal.append({ repo: 'acme/game', oid: oidOf(d), size: d.length, data: d }, { alone: () => i === 0 })));
   for (const [i, d] of together.entries()) t.ok((await readAt(journal, locations[i]!)).equals(d), `append ${i} of a group reads back`);
   await journal.close();
   const again = await Journal.open(dir);
