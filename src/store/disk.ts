@@ -181,22 +181,32 @@ export class DiskBlobStore implements BlobStore {
    * It waits for a lull: each file costs a create, a write, an fsync, a rename and a directory fsync,
    * which in the middle of a burst of small uploads competes with their group commits for the disk
    * and the threadpool (measured: ~0.08 ms of HTTP-thread CPU per object, and the fsyncs on top).
-   * A burst long enough to seal RETIRE_BACKLOG segments is retired while it runs, so the journal
-   * stays bounded.
+   * A burst that starts while it runs stops it between two objects (whole segments retire; the
+   * rest waits for the next lull). A burst long enough to seal RETIRE_BACKLOG segments is retired
+   * while it runs, so the journal stays bounded.
    */
   async retireJournal(isWanted: (oid: Oid) => boolean, checkpoint: () => void): Promise<number> {
     const journal = this.#journal!;
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
-    const segments = [...journal.sealed];
-    if (segments.length === 0) return 0;
-    if (!journal.idleFor(RETIRE_IDLE_MS) && segments.length < RETIRE_BACKLOG) return 0;
-    for (const segment of segments) {
+    // A burst that starts meanwhile stops the work; what is left waits for the next lull.
+    const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
+    const segments: number[] = [];
+    for (const segment of [...journal.sealed]) {
+      if (!mayGoOn()) break;
+      let whole = true;
       for (const oid of this.#segmentOids.get(segment) ?? []) {
         const at = this.#journaled.get(oid);
         if (at === undefined || at.segment !== segment) continue;
+        if (!mayGoOn()) {
+          whole = false;
+          break;
+        }
         if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
       }
+      if (!whole) break;
+      segments.push(segment);
     }
+    if (segments.length === 0) return 0;
     checkpoint();
     for (const segment of segments) {
       for (const oid of this.#segmentOids.get(segment) ?? []) {
