@@ -44,8 +44,9 @@ export interface EncodedObject {
  * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked
  * (IncomingCheck: counted in line, sha256 in line or on the hash thread), gathered into FRAME_SIZE
  * frames of shared memory, each full frame is compressed and BLAKE3-hashed on the worker pool while
- * the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT frames are outstanding; past that write() asks the caller to
- * wait for onDrain. The store decides what to do with the result (index and trailer, or plain).
+ * the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT
+ * frames are outstanding (until stored and hashed); past that write() asks the caller to wait for
+ * onDrain. The store decides what to do with the result (index and trailer, or plain).
  */
 export class FrameEncoder {
   readonly #check: IncomingCheck;
