@@ -45,45 +45,48 @@ t.test('staging litter of a crash is swept at start; live files are kept', async
   t.match(server.logs.join('\n'), /swept staging files/);
 });
 
-t.test('SIGTERM: stop accepting, let an in-flight upload finish, exit 0, index intact', async (t) => {
-  const dataDir = tmpDir();
-  const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '20' }, { dataDir });
-  const a = blob(4_000_000);
-  const { sock, response } = await startUpload(server.port, a.data, 1_000_000);
-  await new Promise((r) => setTimeout(r, 200));
-  server.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 300));
-  const refused = await new Promise<boolean>((resolve) => {
-    const c = connect(server.port, '127.0.0.1');
-    c.once('connect', () => { c.destroy(); resolve(false); });
-    c.once('error', () => resolve(true));
+// 12 MB: a large upload (written with O_DIRECT, hashed on the hash thread) drains and aborts the same way.
+for (const size of [4_000_000, 12_000_000]) {
+  t.test(`SIGTERM: stop accepting, let an in-flight upload of ${size} bytes finish, exit 0, index intact`, async (t) => {
+    const dataDir = tmpDir();
+    const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '20' }, { dataDir });
+    const a = blob(size);
+    const { sock, response } = await startUpload(server.port, a.data, 1_000_000);
+    await new Promise((r) => setTimeout(r, 200));
+    server.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    const refused = await new Promise<boolean>((resolve) => {
+      const c = connect(server.port, '127.0.0.1');
+      c.once('connect', () => { c.destroy(); resolve(false); });
+      c.once('error', () => resolve(true));
+    });
+    t.ok(refused, 'new connections are refused while draining');
+    sock.write(a.data.subarray(1_000_000)); // no FIN: uWS treats a half-close as an abort, and real clients do not half-close
+    const text = await response;
+    t.match(text, /^HTTP\/1\.1 200 OK/, 'the in-flight upload completed');
+    t.equal(await server.stop(), 0, 'exit code 0');
+
+    const again = await startServer(env, { dataDir });
+    t.teardown(() => again.stop());
+    const got = await http('GET', `${again.url}/acme/game/objects/${a.oid}`, { headers: { authorization: basic('tok') } });
+    t.equal(got.status, 200, 'object recorded and served after restart');
+    t.ok(got.body.equals(a.data));
   });
-  t.ok(refused, 'new connections are refused while draining');
-  sock.write(a.data.subarray(1_000_000)); // no FIN: uWS treats a half-close as an abort, and real clients do not half-close
-  const text = await response;
-  t.match(text, /^HTTP\/1\.1 200 OK/, 'the in-flight upload completed');
-  t.equal(await server.stop(), 0, 'exit code 0');
 
-  const again = await startServer(env, { dataDir });
-  t.teardown(() => again.stop());
-  const got = await http('GET', `${again.url}/acme/game/objects/${a.oid}`, { headers: { authorization: basic('tok') } });
-  t.equal(got.status, 200, 'object recorded and served after restart');
-  t.ok(got.body.equals(a.data));
-});
-
-t.test('past the grace deadline an unfinished upload is cut and leaves nothing', async (t) => {
-  const dataDir = tmpDir();
-  const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '1' }, { dataDir });
-  const a = blob(2_000_000);
-  const { sock } = await startUpload(server.port, a.data, 500_000);
-  t.teardown(() => sock.destroy());
-  await new Promise((r) => setTimeout(r, 200));
-  t.equal(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')).length, 1, 'upload staging');
-  const started = Date.now();
-  t.equal(await server.stop('SIGTERM'), 0);
-  t.ok(Date.now() - started < 8000, 'the deadline is honoured');
-  t.same(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')), [], 'staging file removed');
-});
+  t.test(`past the grace deadline an unfinished upload of ${size} bytes is cut and leaves nothing`, async (t) => {
+    const dataDir = tmpDir();
+    const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '1' }, { dataDir });
+    const a = blob(size);
+    const { sock } = await startUpload(server.port, a.data, 500_000);
+    t.teardown(() => sock.destroy());
+    await new Promise((r) => setTimeout(r, 200));
+    t.equal(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')).length, 1, 'upload staging');
+    const started = Date.now();
+    t.equal(await server.stop('SIGTERM'), 0);
+    t.ok(Date.now() - started < 8000, 'the deadline is honoured');
+    t.same(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')), [], 'staging file removed');
+  });
+}
 
 t.test('a bad configuration refuses to start with a one-line reason', async (t) => {
   await t.rejects(startServer({ ...env, SVC_PORT: 'http' }), /SVC_PORT must be a whole number/);
