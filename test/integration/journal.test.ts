@@ -46,7 +46,8 @@ t.test('SIGKILL right after acknowledgements: every acknowledged object survives
   const server = await startServer(env, { dataDir });
   const small = Array.from({ length: 30 }, () => blob(65536));
   const large = blob(3_000_000);
-  const statuses = await Promise.all([...small, large].map((o) => push(server.url, 'acme/game', 'tok', o)));
+  const direct = blob(12_000_000); // written with O_DIRECT and hashed on the hash thread
+  const statuses = await Promise.all([...small, large, direct].map((o) => push(server.url, 'acme/game', 'tok', o)));
   t.ok(statuses.every((s) => s === 200), 'all acknowledged');
   server.child.kill('SIGKILL');
   await server.stop();
@@ -54,7 +55,7 @@ t.test('SIGKILL right after acknowledgements: every acknowledged object survives
 
   const again = await startServer(env, { dataDir });
   t.teardown(() => again.stop());
-  for (const o of [...small, large]) t.ok((await get(again.url, o.oid)).body.equals(o.data), `${o.size} bytes back after the kill`);
+  for (const o of [...small, large, direct]) t.ok((await get(again.url, o.oid)).body.equals(o.data), `${o.size} bytes back after the kill`);
 });
 
 t.test('a reference the index lost is restored from the journal; a torn tail is ignored', async (t) => {
