@@ -48,8 +48,11 @@ export interface MetricSources {
 }
 
 export interface JournalFlushes {
+  /** Flushes run in line for a lone upload. */
   readonly inLine: number;
+  /** Flushes run on the threadpool, each covering one or more records. */
   readonly pooled: number;
+  /** Records made durable by those flushes. */
   readonly records: number;
 }
 

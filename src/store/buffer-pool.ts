@@ -1,17 +1,10 @@
-/** What ChunkGatherer fills: fixed-size buffers handed out and given back as views. */
-export interface ViewPool {
-  readonly size: number;
-  takeView(): Uint8Array;
-  giveView(view: Uint8Array): void;
-}
-
 /**
  * Fixed-size, reusable transfer buffers. Streaming through freshly allocated Buffers leaves garbage
  * that V8 collects only after ~64 MiB of external memory piles up, which shows as RSS growth of
  * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
  * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
  */
-export class BufferPool implements ViewPool {
+export class BufferPool {
   readonly size: number;
   readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
@@ -29,14 +22,6 @@ export class BufferPool implements ViewPool {
   give(buffer: ArrayBuffer): void {
     // A buffer that was moved to a worker and not returned is detached (byteLength 0): drop it.
     if (buffer.byteLength === this.size && this.#free.length < this.#keep) this.#free.push(buffer);
-  }
-
-  takeView(): Uint8Array {
-    return new Uint8Array(this.take());
-  }
-
-  giveView(view: Uint8Array): void {
-    if (view.buffer instanceof ArrayBuffer) this.give(view.buffer);
   }
 }
 
@@ -57,7 +42,7 @@ const WASM_PAGE = 64 << 10;
  * place, with nothing moved. Should V8 refuse another memory (each reserves address space), the pool
  * hands out an ordinary buffer, which is simply written through the page cache.
  */
-export class AlignedBufferPool implements ViewPool {
+export class AlignedBufferPool {
   readonly size: number;
   readonly #keep: number;
   readonly #shared: boolean;
@@ -116,14 +101,14 @@ export const directBuffers = new AlignedBufferPool(IO_CHUNK, { keep: 64, shared:
  * hands each full buffer on; the writers' one copy of every uploaded byte.
  */
 export class ChunkGatherer {
-  readonly #pool: ViewPool;
+  readonly #pool: AlignedBufferPool;
   readonly #onFull: (buffer: Uint8Array, length: number) => void;
   #buf: Uint8Array | null = null;
   /** `#buf` as a Buffer, for the copy (see add). */
   #target: Buffer | null = null;
   #fill = 0;
 
-  constructor(pool: ViewPool, onFull: (buffer: Uint8Array, length: number) => void) {
+  constructor(pool: AlignedBufferPool, onFull: (buffer: Uint8Array, length: number) => void) {
     this.#pool = pool;
     this.#onFull = onFull;
   }

@@ -6,7 +6,8 @@ import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { Journal, type FlushStats, type JournalLocation } from './journal.js';
+import type { JournalFlushes } from '../metrics/registry.js';
+import { Journal, type JournalLocation } from './journal.js';
 import { smallBuffers } from './buffer-pool.js';
 import { SMALL_OBJECT_MAX, SmallWriter } from './small-writer.js';
 import { TRAILER_SIZE, INDEX_ENTRY_SIZE, decodeIndex, decodeTrailer, type FrameIndex } from './frame-format.js';
@@ -84,9 +85,7 @@ export class DiskBlobStore implements BlobStore {
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
-  #alone(): boolean {
-    return this.#uploads === 1;
-  }
+  readonly #alone = (): boolean => this.#uploads === 1;
 
   async #createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const size = options.expectedSize;
@@ -101,7 +100,7 @@ export class DiskBlobStore implements BlobStore {
       finish: async () => {
         const r = await inner.finish();
         // The file is durable; the reference must be too before the client hears "stored".
-        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: () => this.#alone() });
+        await this.#journal!.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: this.#alone });
         return r;
       },
       abort: () => inner.abort(),
@@ -137,12 +136,11 @@ export class DiskBlobStore implements BlobStore {
   async #journalSmall(repo: string, oid: Oid, data: Buffer): Promise<PutResult> {
     // No existence check of the file here (a threadpool round trip on the hot path): if the file
     // exists already, the background writer skips it when it retires the segment.
-    const alone = (): boolean => this.#alone();
     if (this.#journaled.has(oid)) {
-      await this.#journal!.append({ repo, oid, size: data.length, data: null }, { alone });
+      await this.#journal!.append({ repo, oid, size: data.length, data: null }, { alone: this.#alone });
       return { size: data.length, storedSize: data.length, created: false };
     }
-    const location = (await this.#journal!.append({ repo, oid, size: data.length, data }, { alone }))!;
+    const location = (await this.#journal!.append({ repo, oid, size: data.length, data }, { alone: this.#alone }))!;
     this.#remember(oid, location);
     return { size: data.length, storedSize: data.length, created: true };
   }
@@ -192,18 +190,7 @@ export class DiskBlobStore implements BlobStore {
     const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
     const segments: number[] = [];
     for (const segment of [...journal.sealed]) {
-      if (!mayGoOn()) break;
-      let whole = true;
-      for (const oid of this.#segmentOids.get(segment) ?? []) {
-        const at = this.#journaled.get(oid);
-        if (at === undefined || at.segment !== segment) continue;
-        if (!mayGoOn()) {
-          whole = false;
-          break;
-        }
-        if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
-      }
-      if (!whole) break;
+      if (!(await this.#materializeSegment(segment, isWanted, mayGoOn))) break;
       segments.push(segment);
     }
     if (segments.length === 0) return 0;
@@ -216,6 +203,18 @@ export class DiskBlobStore implements BlobStore {
       await journal.remove(segment);
     }
     return segments.length;
+  }
+
+  /** Writes the files of a segment's wanted objects; false if `mayGoOn` stopped it before the end. */
+  async #materializeSegment(segment: number, isWanted: (oid: Oid) => boolean, mayGoOn: () => boolean): Promise<boolean> {
+    if (!mayGoOn()) return false;
+    for (const oid of this.#segmentOids.get(segment) ?? []) {
+      const at = this.#journaled.get(oid);
+      if (at === undefined || at.segment !== segment) continue;
+      if (!mayGoOn()) return false;
+      if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
+    }
+    return true;
   }
 
   /** Writes a journaled object to its own file, through the same verifying writers as an upload. */
@@ -286,7 +285,7 @@ export class DiskBlobStore implements BlobStore {
     this.#journaled.delete(oid);
   }
 
-  get journalStats(): FlushStats {
+  get journalStats(): JournalFlushes {
     return this.#journal!.flushStats;
   }
 

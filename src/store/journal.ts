@@ -2,6 +2,7 @@ import { blake3 } from '@napi-rs/blake-hash';
 import { fdatasyncSync } from 'node:fs';
 import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { JournalFlushes } from '../metrics/registry.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
 import { smallBuffers } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
@@ -45,16 +46,6 @@ export interface JournalLocation {
   /** File offset of the first data byte. */
   readonly offset: number;
   readonly length: number;
-}
-
-/** Group-commit figures since start, for /metrics. */
-export interface FlushStats {
-  /** Flushes run in line for a lone upload. */
-  readonly inLine: number;
-  /** Flushes run on the threadpool, each covering one or more records. */
-  readonly pooled: number;
-  /** Records made durable by those flushes. */
-  readonly records: number;
 }
 
 export interface ReplayedRecord {
@@ -293,7 +284,8 @@ export class Journal {
       });
   }
 
-  get flushStats(): FlushStats {
+  /** Group-commit figures since start, for /metrics. */
+  get flushStats(): JournalFlushes {
     return { ...this.#stats };
   }
 

@@ -59,8 +59,9 @@ export class RawWriter implements ObjectWriter {
     const position = this.#written;
     this.#written += len;
     const release = this.#backlog.add(2, () => directBuffers.giveView(buf)); // written and hashed
-    this.#file.write(buf.subarray(0, len), position, release);
-    this.#check.hashGathered(buf.subarray(0, len), release);
+    const bytes = buf.subarray(0, len);
+    this.#file.write(bytes, position, release);
+    this.#check.hashGathered(bytes, release);
   }
 
   async finish(): Promise<PutResult> {

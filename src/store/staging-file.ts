@@ -70,10 +70,6 @@ export class StagingFile {
     return this.#error;
   }
 
-  get pending(): number {
-    return this.#pending;
-  }
-
   /** Starts a positioned write; `done` runs when it completed (the buffer may be reused then). */
   write(data: Uint8Array, position: number, done: () => void): void {
     this.#pending++;
