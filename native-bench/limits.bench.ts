@@ -201,7 +201,7 @@ function benchDdGrowing(ctx: BenchContext, count: number): void {
  * What one durable small object costs the disk: a new 64 KiB file written and fsync'd, and the whole
  * floor a store pays (create, write, fsync, close, rename into place, fsync the directory).
  */
-export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; floorMs: number; parallelPerSec: number; appendMs: number }> {
+export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; floorMs: number; parallelPerSec: number; appendMs: number; prewrittenMs: number }> {
   const n = ctx.quick ? 50 : 200;
   const dir = join(ctx.scratch, 'fsync');
   const final = join(dir, 'final');
@@ -231,23 +231,35 @@ export async function benchFsync(ctx: BenchContext): Promise<{ fsyncMs: number; 
   const fsyncMs = percentile(syncs, 50);
   const floorMs = percentile(floors, 50);
   const appendMs = await appendDurable(ctx, body, n);
+  const prewrittenMs = await appendDurable(ctx, body, n, true);
   const parallelPerSec = await parallelDurableFiles(ctx, body, 8, ctx.quick ? 200 : 800);
   ctx.record({ key: 'limits.fsync_64k', group: 'limits', label: 'fsync of a new 64 KiB file (median)', value: fsyncMs, unit: 'ms', detail: `p90 ${fmt(percentile(syncs, 90))} ms over ${n} files` });
   ctx.record({ key: 'limits.durable_64k_floor', group: 'limits', label: 'durable 64 KiB object floor: create+write+fsync+rename+dir fsync (median)', value: floorMs, unit: 'ms', detail: `p90 ${fmt(percentile(floors, 90))} ms; one at a time` });
   ctx.record({ key: 'limits.append_64k', group: 'limits', label: '64 KiB appended to an open file + fdatasync (median)', value: appendMs, unit: 'ms', detail: 'the floor of a pack/log layout for small objects: no new file, no rename, no directory fsync' });
+  ctx.record({ key: 'limits.append_64k_prewritten', group: 'limits', label: '64 KiB written into zeroed, synced blocks + fdatasync (median)', value: prewrittenMs, unit: 'ms', detail: 'a prepared journal segment: no block allocation, so no file-system journal commit' });
   ctx.record({ key: 'limits.durable_64k_parallel', group: 'limits', label: 'durable 64 KiB files, 8 writers, directory fsync group-committed', value: parallelPerSec, unit: 'files/s', detail: 'what 8 parallel uploads could reach with no HTTP, hashing or index' });
-  return { fsyncMs, floorMs, parallelPerSec, appendMs };
+  return { fsyncMs, floorMs, parallelPerSec, appendMs, prewrittenMs };
 }
 
 /** Median cost of appending 64 KiB to one open file and fdatasync-ing it, `n` times. */
-async function appendDurable(ctx: BenchContext, body: Buffer, n: number): Promise<number> {
+/**
+ * 64 KiB writes, each followed by fdatasync, one after another at the end of a file: growing it, or
+ * (`prewritten`) into blocks written with zeros and synced beforehand, as the journal's prepared
+ * segments are.
+ */
+async function appendDurable(ctx: BenchContext, body: Buffer, n: number, prewritten = false): Promise<number> {
   const path = join(ctx.scratch, 'append.bin');
-  const fh = await open(path, 'a');
+  const fh = await open(path, prewritten ? 'w' : 'a');
   const times: number[] = [];
   try {
+    if (prewritten) {
+      const zeros = Buffer.alloc(1 << 20);
+      for (let at = 0; at < n * body.length; at += zeros.length) await fh.write(zeros, 0, zeros.length, at);
+      await fh.datasync();
+    }
     for (let i = 0; i < n; i++) {
       const t0 = performance.now();
-      await fh.write(body);
+      await fh.write(body, 0, body.length, i * body.length);
       await fh.datasync();
       times.push(performance.now() - t0);
     }

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { Agent, request } from 'undici';
+import type { KeepAliveConnection } from './keepalive-client.js';
 
 const LFS_JSON = 'application/vnd.git-lfs+json';
 const MiB_ = 1 << 20;
@@ -97,6 +98,27 @@ export class LfsClient {
   }
 
   /**
+   * transfer() over a lean keep-alive connection instead of undici (see KeepAliveConnection): the
+   * same PUT with the action's headers, then verify if the batch asked for it. Small bodies only
+   * (sent with Content-Length in one write).
+   */
+  async transferOver(conn: KeepAliveConnection, entry: BatchObject, data: Buffer): Promise<void> {
+    const up = entry.actions?.upload;
+    if (up === undefined) return;
+    const headers: Record<string, string> = { authorization: this.#auth, 'content-type': 'application/octet-stream' };
+    for (const [k, v] of Object.entries(up.header ?? {})) if (k.toLowerCase() !== 'transfer-encoding') headers[k.toLowerCase()] = v;
+    const put = await conn.request('PUT', new URL(up.href).pathname, headers, data);
+    if (put.status !== 200) throw new Error(`PUT ${up.href}: ${put.status} ${put.body.toString()}`);
+    const verify = entry.actions?.verify;
+    if (verify === undefined) return;
+    const body = Buffer.from(JSON.stringify({ oid: entry.oid, size: entry.size }));
+    const vh: Record<string, string> = { authorization: this.#auth, accept: LFS_JSON, 'content-type': LFS_JSON };
+    for (const [k, v] of Object.entries(verify.header ?? {})) vh[k.toLowerCase()] = v;
+    const res = await conn.request('POST', new URL(verify.href).pathname, vh, body);
+    if (res.status !== 200) throw new Error(`verify ${entry.oid}: ${res.status} ${res.body.toString()}`);
+  }
+
+  /**
    * GETs an object (or a Range of it) and discards the bytes; returns how many arrived. `throttle`
    * (bytes per second) makes a slow reader whose socket buffers fill, to test server backpressure;
    * `limit` stops reading after that many bytes and closes the connection.
@@ -152,8 +174,8 @@ export class LfsClient {
  * on 2 shared cores measured well below what the server sends). One request per connection.
  */
 export function rawGet(href: string, headers: Record<string, string> = {}): Promise<number> {
-const url = new URL(href);
-const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const url = new URL(href);
+  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   return new Promise<number>((resolve, reject) => {
     let head: Buffer | null = Buffer.alloc(0);
     let expected = -1;

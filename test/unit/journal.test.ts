@@ -98,3 +98,27 @@ t.test('appends flushed in line and group-committed ones replay alike', async (t
   for (const segment of again.sealed) for await (const r of again.records(segment)) replayed.push(r.oid);
   t.same(replayed, [alone, ...together].map(oidOf), 'every record replays, in order');
 });
+
+// A lull prepares the next segment, so a sequential client's first objects after it append into
+// written blocks (cheaper flushes) instead of growing a new file; a journal that took no append
+// since start does not spend a segment of zeros on it.
+t.test('an idle rotation has a spare prepared, and the next append goes into it', async (t) => {
+  const dir = tmpDir();
+  const journal = await Journal.open(dir);
+  await journal.rotateIfIdle(0);
+  await new Promise((r) => setTimeout(r, 300));
+  t.notOk(existsSync(join(dir, 'next.spare')), 'no spare before the first append');
+  const first = randomBytes(1000);
+  await journal.append({ repo: 'acme/game', oid: oidOf(first), size: first.length, data: first });
+  await journal.rotateIfIdle(0);
+  t.same(journal.sealed.length, 1, 'the idle segment is sealed');
+  await spareReady(dir);
+  t.ok(existsSync(join(dir, 'next.spare')), 'a spare is prepared in the lull');
+  const second = randomBytes(1000);
+  const at = await journal.append({ repo: 'acme/game', oid: oidOf(second), size: second.length, data: second });
+  t.notOk(existsSync(join(dir, 'next.spare')), 'the spare became the new segment');
+  t.equal(statSync(journal.pathOf(at!.segment)).size, 16 << 20, 'the new segment is the prepared one, zeros after the record');
+  t.ok((await readAt(journal, at!)).equals(second), 'the record reads back');
+  await journal.close();
+  t.equal(statSync(journal.pathOf(at!.segment)).size, at!.offset + at!.length + 16, 'close drops the unused zeros');
+});
