@@ -61,6 +61,35 @@ export class KeepAliveConnection {
     });
   }
 
+  /**
+   * Sends one request whose body goes chunked (Transfer-Encoding: chunked), one HTTP chunk per
+   * buffer, waiting for the socket to drain whenever its buffer is full; resolves with the response.
+   */
+  async requestChunked(method: string, path: string, headers: Record<string, string>, body: Iterable<Buffer>): Promise<KeepAliveResponse> {
+    if (this.#closed !== null) throw this.#closed;
+    if (this.#pending !== null) throw new Error('one request at a time');
+    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const response = new Promise<KeepAliveResponse>((resolve, reject) => {
+      this.#pending = { resolve, reject };
+    });
+    // A refusal mid-body (the server answers early) must not count as unhandled while we still send.
+    response.catch(() => undefined);
+    const socket = this.#socket;
+    socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${this.#host}\r\n${lines}Transfer-Encoding: chunked\r\n\r\n`);
+    for (const chunk of body) {
+      if (this.#closed !== null || this.#pending === null) break;
+      if (chunk.length === 0) continue;
+      socket.cork();
+      socket.write(`${chunk.length.toString(16)}\r\n`);
+      socket.write(chunk);
+      const more = socket.write('\r\n');
+      socket.uncork();
+      if (!more) await drainOrClose(socket);
+    }
+    if (this.#closed === null && this.#pending !== null) socket.write('0\r\n\r\n');
+    return response;
+  }
+
   #onData(chunk: Buffer): void {
     this.#buffered = this.#buffered.length === 0 ? chunk : Buffer.concat([this.#buffered, chunk]);
     const end = this.#buffered.indexOf('\r\n\r\n');
@@ -86,4 +115,17 @@ export class KeepAliveConnection {
   close(): void {
     this.#socket.destroy();
   }
+}
+
+/** Resolves when the socket can take more, or is gone (the response promise then reports why). */
+function drainOrClose(socket: Socket): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      socket.off('drain', done);
+      socket.off('close', done);
+      resolve();
+    };
+    socket.on('drain', done);
+    socket.on('close', done);
+  });
 }

@@ -99,16 +99,31 @@ export class LfsClient {
 
   /**
    * transfer() over a lean keep-alive connection instead of undici (see KeepAliveConnection): the
-   * same PUT with the action's headers, then verify if the batch asked for it. Small bodies only
-   * (sent with Content-Length in one write).
+   * same PUT with the action's headers (Content-Length, one write), then verify if the batch asked.
    */
   async transferOver(conn: KeepAliveConnection, entry: BatchObject, data: Buffer): Promise<void> {
     const up = entry.actions?.upload;
     if (up === undefined) return;
+    const put = await conn.request('PUT', new URL(up.href).pathname, this.#leanPutHeaders(up), data);
+    if (put.status !== 200) throw new Error(`PUT ${up.href}: ${put.status} ${put.body.toString()}`);
+    await this.verifyOver(conn, entry);
+  }
+
+  /** put() of a large body over a lean keep-alive connection, chunked (as the action asks for it). */
+  async putChunkedOver(conn: KeepAliveConnection, action: LfsAction, body: Iterable<Buffer>): Promise<void> {
+    const put = await conn.requestChunked('PUT', new URL(action.href).pathname, this.#leanPutHeaders(action), body);
+    if (put.status !== 200) throw new Error(`PUT ${action.href}: ${put.status} ${put.body.toString()}`);
+  }
+
+  /** The upload action's headers with our credentials; the connection adds the framing header itself. */
+  #leanPutHeaders(up: LfsAction): Record<string, string> {
     const headers: Record<string, string> = { authorization: this.#auth, 'content-type': 'application/octet-stream' };
     for (const [k, v] of Object.entries(up.header ?? {})) if (k.toLowerCase() !== 'transfer-encoding') headers[k.toLowerCase()] = v;
-    const put = await conn.request('PUT', new URL(up.href).pathname, headers, data);
-    if (put.status !== 200) throw new Error(`PUT ${up.href}: ${put.status} ${put.body.toString()}`);
+    return headers;
+  }
+
+  /** verify() over a lean keep-alive connection, if the batch asked for it. */
+  async verifyOver(conn: KeepAliveConnection, entry: BatchObject): Promise<void> {
     const verify = entry.actions?.verify;
     if (verify === undefined) return;
     const body = Buffer.from(JSON.stringify({ oid: entry.oid, size: entry.size }));
