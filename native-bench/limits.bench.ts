@@ -144,9 +144,9 @@ export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
 }
 
 /** One `dd … conv=fdatasync` of `count` MiB into `path`: its rate, what dd says, or why it failed. */
-function dd(path: string, count: number): { rate: number; says: string; failed: string | null } {
+function dd(path: string, count: number, direct = false): { rate: number; says: string; failed: string | null } {
   const t0 = performance.now();
-  const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { encoding: 'utf8' });
+  const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync', ...(direct ? ['oflag=direct'] : [])], { encoding: 'utf8' });
   const rate = mbps(count * MiB, performance.now() - t0);
   const says = (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '');
   return { rate, says, failed: r.status === 0 ? null : r.stderr };
@@ -169,7 +169,21 @@ export function benchDd(ctx: BenchContext): number | null {
   const best = runs.reduce((a, b) => (b.rate > a.rate ? b : a));
   ctx.record({ key: 'limits.dd', group: 'limits', label: `dd bs=1M count=${count} conv=fdatasync`, value: best.rate, unit: 'MB/s', detail: `best of ${runs.length} (${runs.map((r) => fmt(r.rate)).join(', ')}); dd says: ${best.says}` });
   if (!ctx.quick) benchDdGrowing(ctx, count);
+  benchDdDirect(ctx, count);
   return best.rate;
+}
+
+/** The same dd with oflag=direct: past the page cache, as large uploads write (one 1 MiB write at a time). */
+function benchDdDirect(ctx: BenchContext, count: number): void {
+  const path = join(ctx.scratch, 'dd-direct.bin');
+  const rates: number[] = [];
+  for (let i = 0; i < tries(ctx); i++) {
+    const r = dd(path, count, true);
+    spawnSync('rm', ['-f', path]);
+    if (r.failed !== null) return; // a file system without O_DIRECT
+    rates.push(r.rate);
+  }
+  ctx.record({ key: 'limits.dd_direct', group: 'limits', label: `dd as above with oflag=direct`, value: Math.max(...rates), unit: 'MB/s', detail: `best of ${rates.map((r) => fmt(r)).join(', ')}; the path large uploads take (O_DIRECT), one write in flight` });
 }
 
 /**

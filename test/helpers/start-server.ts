@@ -19,8 +19,22 @@ export interface RunningServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** Every scratch dir this test process made; removed when it exits, whatever the test did. */
+const scratchDirs: string[] = [];
+process.once('exit', () => {
+  for (const dir of scratchDirs) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // a dir still in use (a mount on it): leave it
+    }
+  }
+});
+
 export function tmpDir(prefix = 'stowage-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  scratchDirs.push(dir);
+  return dir;
 }
 
 /**
