@@ -33,11 +33,26 @@ export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 
  */
 export type FrameSink = (stored: Uint8Array) => Promise<void>;
 
+/** A frame as encoded: its digest is null when it was stored raw untried and its digest deferred. */
+export interface EncodedFrame {
+  readonly storedLength: number;
+  readonly codec: Codec;
+  readonly digest: Uint8Array | null;
+}
+
 export interface EncodedObject {
   readonly size: number;
-  readonly entries: readonly FrameEntry[];
+  readonly entries: readonly EncodedFrame[];
   /** Bytes of all stored frames (where the index starts). */
   readonly framesLength: number;
+}
+
+/** The entries of an encoder that digests every frame (no `deferRawDigests`). */
+export function digested(entries: readonly EncodedFrame[]): FrameEntry[] {
+  return entries.map((e) => {
+    if (e.digest === null) throw new Error('frame digest was deferred');
+    return { storedLength: e.storedLength, codec: e.codec, digest: e.digest };
+  });
 }
 
 /**
@@ -58,17 +73,26 @@ export class FrameEncoder {
   #chain: Promise<void> = Promise.resolve();
   readonly #backlog = new Backlog(MAX_FRAMES_IN_FLIGHT);
   #framesLength = 0;
-  readonly #entries: FrameEntry[] = [];
+  readonly #entries: EncodedFrame[] = [];
   #failed: unknown = null;
   #rawStreak = 0;
   #submitted = 0;
+  readonly #deferRawDigests: boolean;
 
-  /** With `hash`, the hash thread hashes each frame while the pool compresses it (see HashThread). */
-  constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink, hash: StreamHash | null = null) {
-    this.#check = new IncomingCheck(oid, expected, hash);
+  /**
+   * With `hash`, the hash thread hashes each frame while the pool compresses it (see HashThread).
+   * With `deferRawDigests`, a frame stored raw without trying (an incompressible object) skips the
+   * pool: its BLAKE3 is left null, for the sink's owner to compute from the stored bytes if the
+   * framed form is kept. An incompressible object is stored exactly as it arrived, where frame
+   * digests are never used, so this saves the pool a BLAKE3 pass (0.15 ms per MiB) and a round
+   * trip per frame; only a sink that can read its frames back may ask for it.
+   */
+  constructor(oid: Oid, expected: number | null, pool: WorkerPool, level: number, sink: FrameSink, options: { hash?: StreamHash | null; deferRawDigests?: boolean } = {}) {
+    this.#check = new IncomingCheck(oid, expected, options.hash ?? null);
     this.#pool = pool;
     this.#level = level;
     this.#sink = sink;
+    this.#deferRawDigests = options.deferRawDigests ?? false;
   }
 
   write(chunk: Uint8Array): boolean {
@@ -92,11 +116,22 @@ export class FrameEncoder {
     this.#check.hashGathered(input.subarray(0, length), release);
     const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
     this.#submitted++;
+    const store = !attempt && this.#deferRawDigests ? this.#storeUntried(input, length) : this.#storeEncoded(input, length, attempt);
+    this.#chain = this.#chain.then(store);
+    this.#chain
+      .catch((e: unknown) => {
+        this.#failed ??= e;
+      })
+      .finally(release);
+  }
+
+  /** Starts the frame on the pool now; the returned step hands its stored bytes to the sink in turn. */
+  #storeEncoded(input: Uint8Array, length: number, attempt: boolean): () => Promise<void> {
     const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });
     // A failure surfaces through the chain; this keeps a frame behind an earlier failure from
     // becoming an unhandled rejection.
     compressed.catch(() => undefined);
-    this.#chain = this.#chain.then(async () => {
+    return async () => {
       const r = await compressed;
       try {
         // `input` itself, not the result's copy of the view: the shared memory never left, and only
@@ -109,12 +144,16 @@ export class FrameEncoder {
       } finally {
         compressedBuffers.give(r.out);
       }
-    });
-    this.#chain
-      .catch((e: unknown) => {
-        this.#failed ??= e;
-      })
-      .finally(release);
+    };
+  }
+
+  /** A frame stored raw without trying, its digest deferred (see the constructor). */
+  #storeUntried(input: Uint8Array, length: number): () => Promise<void> {
+    return async () => {
+      await this.#sink(input.subarray(0, length));
+      this.#framesLength += length;
+      this.#entries.push({ storedLength: length, codec: Codec.Raw, digest: null });
+    };
   }
 
   /** The whole body was given: stores the last frame, then checks size and digest. */

@@ -1,10 +1,11 @@
+import { blake3 } from '@napi-rs/blake-hash';
 import zstd from 'zstd-napi/binding.js';
 import type { Oid } from '../protocol/oid.js';
 import type { WorkerPool } from '../workers/pool.js';
 import { FRAME_SIZE } from './buffer-pool.js';
-import { FrameEncoder } from './frame-encoder.js';
+import { FrameEncoder, frameBuffers, type EncodedFrame } from './frame-encoder.js';
 import type { StreamHash } from './hash-thread.js';
-import { Codec, TRAILER_SIZE, encodeIndex, encodeTrailer, type FrameEntry } from './frame-format.js';
+import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, encodeIndex, encodeTrailer, type FrameEntry } from './frame-format.js';
 import type { CommitFn } from './raw-writer.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
@@ -25,7 +26,7 @@ export class FramedWriter implements ObjectWriter {
   constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, pool: WorkerPool, level: number, hash: StreamHash | null = null) {
     this.#file = file;
     this.#commit = commit;
-    this.#encoder = new FrameEncoder(oid, expected, pool, level, (stored) => this.#append(stored), hash);
+    this.#encoder = new FrameEncoder(oid, expected, pool, level, (stored) => this.#append(stored), { hash, deferRawDigests: true });
   }
 
   /** Frames arrive in order: each goes right after the previous one. */
@@ -46,27 +47,57 @@ export class FramedWriter implements ObjectWriter {
   }
 
   async finish(): Promise<PutResult> {
-    const { size, entries, framesLength } = await this.#encoder.end();
-    const index = encodeIndex(entries);
-    const framedSize = framesLength + index.length + TRAILER_SIZE;
+    const { size, entries: encoded, framesLength } = await this.#encoder.end();
+    if (encoded.every((e) => e.codec === Codec.Raw)) {
+      // All frames raw: the frames region is the object exactly as it arrived (no index, so the
+      // digests the encoder deferred are never needed).
+      await this.#file.seal(size);
+      return this.#commit(this.#file, { size, storedSize: size });
+    }
+    const framedSize = framesLength + encoded.length * INDEX_ENTRY_SIZE + TRAILER_SIZE;
     if (framedSize < size) {
+      const entries = await this.#digestDeferred(encoded);
+      const index = encodeIndex(entries);
       const trailer = encodeTrailer(FRAME_SIZE, size, entries.length, framesLength, index);
       await this.#append(Buffer.concat([index, trailer]));
       await this.#file.seal(framedSize);
       return this.#commit(this.#file, { size, storedSize: framedSize });
     }
-    if (entries.every((e) => e.codec === Codec.Raw)) {
-      // All frames raw: the frames region is the object exactly as it arrived.
-      await this.#file.seal(size);
-      return this.#commit(this.#file, { size, storedSize: size });
-    }
     // Some frames shrank but the whole did not (index overhead on a tiny object): store it plain.
-    await this.#rewritePlain(entries);
+    await this.#rewritePlain(encoded);
     return this.#commit(this.#file, { size, storedSize: size });
   }
 
+  /**
+   * The framed form is kept and some raw frames went in untried (an incompressible stretch before a
+   * probe found compressible data again): their BLAKE3 comes from the bytes as stored, read back
+   * one frame at a time.
+   */
+  async #digestDeferred(encoded: readonly EncodedFrame[]): Promise<FrameEntry[]> {
+    if (encoded.every((e) => e.digest !== null)) return encoded as FrameEntry[];
+    await this.#file.settled();
+    const buf = frameBuffers.take();
+    try {
+      const entries: FrameEntry[] = [];
+      let at = 0;
+      for (const e of encoded) {
+        let digest = e.digest;
+        if (digest === null) {
+          const stored = new Uint8Array(buf, 0, e.storedLength);
+          if ((await this.#file.read(stored, at)) !== e.storedLength) throw new Error('staging file shorter than its frames');
+          digest = new Uint8Array(blake3(Buffer.from(stored.buffer, 0, e.storedLength)));
+        }
+        entries.push({ storedLength: e.storedLength, codec: e.codec, digest });
+        at += e.storedLength;
+      }
+      return entries;
+    } finally {
+      frameBuffers.give(buf);
+    }
+  }
+
   /** Rare path: decode the few frames in place into their plain bytes. Objects here are one small frame. */
-  async #rewritePlain(entries: readonly FrameEntry[]): Promise<void> {
+  async #rewritePlain(entries: readonly EncodedFrame[]): Promise<void> {
     await this.#file.settled();
     const parts: Buffer[] = [];
     let at = 0;

@@ -43,7 +43,9 @@ export class StagingFile {
 
   static async create(dir: string, oid: Oid, options: { direct?: boolean } = {}): Promise<StagingFile> {
     const path = join(dir, `${oid}.${randomBytes(8).toString('hex')}.part`);
-    const fh = await open(path, 'wx', 0o644);
+    // Read-write: a framed upload whose framed form is not smaller, or whose untried raw frames need
+    // their digests, reads back what it wrote.
+    const fh = await open(path, 'wx+', 0o644);
     let direct: FileHandle | null = null;
     if (options.direct === true && !noDirectIo.has(dir)) {
       try {

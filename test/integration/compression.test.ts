@@ -64,6 +64,31 @@ t.test('incompressible objects stop trying; a compressible part is found again b
   t.ok((await get(b)).body.equals(mixed), 'round trip');
   const stored = statSync(pathOf(b)).size;
   t.ok(stored < mixed.length - 4 * F, `text after incompressible frames still compressed (${stored} of ${mixed.length})`);
+  // Frames 4–7 went in raw without trying (the probe is frame 8), their BLAKE3 deferred to the end
+  // and computed from the stored bytes: they must be served, and a damaged one must be caught.
+  const inFrame5 = `bytes=${5 * F + 100}-${5 * F + 200}`;
+  const before = await get(b, inFrame5);
+  t.equal(before.status, 206, 'a range in an untried raw frame is served');
+  t.ok(before.body.equals(mixed.subarray(5 * F + 100, 5 * F + 201)), 'with its bytes');
+  const fd = openSync(pathOf(b), 'r+');
+  const one = Buffer.alloc(1);
+  readSync(fd, one, 0, 1, 5 * F + 150); // frames 0–7 are stored raw, so frame 5 starts at 5F
+  one[0] ^= 0xff;
+  writeSync(fd, one, 0, 1, 5 * F + 150);
+  closeSync(fd);
+  t.equal((await get(b, inFrame5)).status, 500, 'damage in a frame whose digest was deferred is detected');
+  t.ok((await get(b, `bytes=0-99`)).body.equals(mixed.subarray(0, 100)), 'the frames around it are still served');
+});
+
+// One incompressible frame, then a 1000-byte last frame that shrinks by 5–6%: it saves less than
+// the index entries and trailer cost, so the writer decodes its frames back and stores the object
+// as it arrived (it reads the staging file it wrote, which must therefore be open for reading too).
+t.test('an object whose framed form is not smaller is stored as it arrived', async (t) => {
+  const data = Buffer.concat([randomBytes(F), randomBytes(930), Buffer.alloc(70)]);
+  const oid = await put(data);
+  t.equal(statSync(pathOf(oid)).size, data.length, 'stored exactly as it arrived');
+  t.ok(readFileSync(pathOf(oid)).equals(data), 'byte for byte');
+  t.ok((await get(oid)).body.equals(data), 'served');
 });
 
 t.test('every kind of Range against a compressed object', async (t) => {

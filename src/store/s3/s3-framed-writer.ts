@@ -1,7 +1,7 @@
 import type { Oid } from '../../protocol/oid.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import { FRAME_SIZE } from '../buffer-pool.js';
-import { FrameEncoder } from '../frame-encoder.js';
+import { FrameEncoder, digested } from '../frame-encoder.js';
 import { Codec, TRAILER_SIZE, encodeIndex, encodeTrailer } from '../frame-format.js';
 import type { ObjectWriter, PutResult } from '../types.js';
 import type { S3Client } from './s3-client.js';
@@ -42,7 +42,7 @@ export class S3FramedWriter implements ObjectWriter {
   async finish(): Promise<PutResult> {
     const { size, entries, framesLength } = await this.#encoder.end();
     if (!entries.every((e) => e.codec === Codec.Raw)) {
-      const index = encodeIndex(entries);
+      const index = encodeIndex(digested(entries));
       this.#upload.push(index);
       this.#upload.push(encodeTrailer(FRAME_SIZE, size, entries.length, framesLength, index));
       const r = await this.#upload.complete();
