@@ -4,7 +4,7 @@
  * (batch → PUT with the action's headers → verify). Every figure includes the protocol round trips.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
@@ -265,7 +265,7 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
     big = null;
 
     if (only('seq64k')) {
-      await settle(SETTLE_SMALL_MS);
+      await journalRetired(s.server.dataDir);
       const n = ctx.quick ? 100 : 500;
       const pool = new SeededBytes('seq64k').bytes(3 * n * 65536);
       const objs = Array.from({ length: 3 * n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
@@ -309,7 +309,7 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
       const pool = new SeededBytes('par64k').bytes(2 * n * 65536);
       const objs = Array.from({ length: 2 * n }, (_, i) => memObject(pool.subarray(i * 65536, (i + 1) * 65536)));
       const run = async (group: MemObject[], lean: KeepAliveConnection[] | null): Promise<{ perSec: number; detail: string }> => {
-        await settle(SETTLE_SMALL_MS);
+        await journalRetired(s.server.dataDir);
         const meter = cpuMeter(s.pid);
         const t0 = performance.now();
         await parallelUpload(client, group, 8, lean);
@@ -325,6 +325,9 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
         const viaLean = await run(objs.slice(n), conns);
         figures.parObjectsPerSecLean = viaLean.perSec;
         ctx.record({ key: 'server.par_64k_lean', group: 'server', label: `${n} × 64 KiB, 8 parallel uploaders, lean keep-alive clients`, value: viaLean.perSec, unit: 'objects/s', detail: `${viaLean.detail}; batches through undici, PUTs over 8 bare keep-alive connections` });
+        // The deferred cost of the burst: its objects written to files of their own in the lull after it.
+        const retiredS = await journalRetired(s.server.dataDir);
+        ctx.record({ key: 'server.retire_after_burst', group: 'server', label: `journal retired after the ${n}-object burst`, value: retiredS, unit: 's', detail: 'from the burst\'s end until no journal segment is left (its 1 s lull included)' });
       } finally {
         for (const c of conns) c.close();
       }
@@ -344,11 +347,16 @@ function settle(ms = 1000): Promise<void> {
 }
 
 /**
- * Before a small-object measure: the journal retires the previous measure's small objects to files
- * of their own once it has been idle for 1 s (about 0.7 ms each, yielding to a burst that starts),
- * so this waits for that to end rather than measure the burst against it.
+ * Seconds until the server's journal holds no segment: the small objects of the bursts before have
+ * files of their own (retirement starts after a 1 s lull and yields to a burst that starts). Used
+ * before a small-object measure, so that it is not measured against the previous one's retirement.
  */
-const SETTLE_SMALL_MS = 3000;
+async function journalRetired(dataDir: string, maxMs = 60_000): Promise<number> {
+  const t0 = performance.now();
+  const journal = join(dataDir, 'journal');
+  while (readdirSync(journal).some((f) => f.startsWith('seg-')) && performance.now() - t0 < maxMs) await settle(20);
+  return (performance.now() - t0) / 1000;
+}
 
 /** git-lfs's sequential pattern: one batch per 100 objects, then each object in turn; ms per object. */
 async function sequentialUpload(objs: MemObject[], transfer: (entry: BatchObject, o: MemObject) => Promise<void>, client: LfsClient): Promise<number> {

@@ -205,16 +205,38 @@ export class DiskBlobStore implements BlobStore {
     return segments.length;
   }
 
-  /** Writes the files of a segment's wanted objects; false if `mayGoOn` stopped it before the end. */
+  /**
+   * Writes the files of a segment's wanted objects, RETIRE_LANES at a time (each file waits mostly
+   * on its fsync and its directories', which concurrent lanes share: see DirSyncer); false if
+   * `mayGoOn` stopped it before the end.
+   */
   async #materializeSegment(segment: number, isWanted: (oid: Oid) => boolean, mayGoOn: () => boolean): Promise<boolean> {
     if (!mayGoOn()) return false;
-    for (const oid of this.#segmentOids.get(segment) ?? []) {
-      const at = this.#journaled.get(oid);
-      if (at === undefined || at.segment !== segment) continue;
-      if (!mayGoOn()) return false;
-      if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
-    }
-    return true;
+    const oids = [...(this.#segmentOids.get(segment) ?? [])];
+    let next = 0;
+    let stopped = false;
+    const lane = async (): Promise<void> => {
+      while (next < oids.length && !stopped) {
+        const oid = oids[next++]!;
+        const at = this.#journaled.get(oid);
+        if (at === undefined || at.segment !== segment) continue;
+        if (!mayGoOn()) {
+          stopped = true;
+          return;
+        }
+        try {
+          if (isWanted(oid) && !(await exists(this.pathOf(oid)))) await this.#materialize(oid, at);
+        } catch (e) {
+          stopped = true; // the other lanes stop too; the segment waits for the next try
+          throw e;
+        }
+      }
+    };
+    // Every lane settles before this returns, even when one fails: no write outlives the call.
+    const lanes = await Promise.allSettled(Array.from({ length: RETIRE_LANES }, lane));
+    const failed = lanes.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    return !stopped;
   }
 
   /** Writes a journaled object to its own file, through the same verifying writers as an upload. */
@@ -543,6 +565,8 @@ const MIN_FRAMED_SIZE = 4096;
 const RETIRE_IDLE_MS = 1000;
 /** Sealed journal segments (16 MiB each) that are retired even while uploads go on. */
 const RETIRE_BACKLOG = 16;
+/** Objects written to their own files at once while retiring (libuv's pool has 4 threads). */
+const RETIRE_LANES = 4;
 /** Uploads from this size (or of unknown size) go past the page cache and through the hash thread. */
 const LARGE_UPLOAD_MIN_SIZE = 8 << 20;
 
