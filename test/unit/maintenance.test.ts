@@ -74,10 +74,18 @@ t.test('MaintenanceRepo: dropping the last reference removes the row and records
   t.same(maint.pendingDeletes(), []);
 
   objects.addReference('o/one', oid, 10, 10);
+  t.equal(objects.isQuarantined(oid), false);
   maint.quarantine(oid, 'o/one', 'corrupt');
   t.equal(objects.findInRepo('o/one', oid), null, 'quarantined: missing to batch and downloads');
   t.equal(maint.repoObjects('o/one')[0]!.quarantined, true);
+  t.equal(objects.isQuarantined(oid), true, 'the mark is seen by the uploads of the same index');
+  // A server started on an index that already holds marks must see them too (they are not only
+  // known to the connection that wrote them).
+  const again = openDatabase(join(dir, 'index.sqlite'));
+  t.equal(new ObjectsRepo(again).isQuarantined(oid), true, 'marks already in the index are seen at start');
+  again.close();
   objects.addReference('o/one', oid, 10, 8);
+  t.equal(objects.isQuarantined(oid), false, 'healed');
   t.ok(objects.findInRepo('o/one', oid), 'good bytes uploaded again lift the quarantine');
   t.equal(objects.findShared(oid)!.storedSize, 8, 'and the row describes the new file');
 });
