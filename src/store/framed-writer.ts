@@ -64,7 +64,7 @@ export class FramedWriter implements ObjectWriter {
       return this.#commit(this.#file, { size, storedSize: framedSize });
     }
     // Some frames shrank but the whole did not (index overhead on a tiny object): store it plain.
-    await this.#rewritePlain(encoded);
+    await this.#rewritePlain(encoded, size);
     return this.#commit(this.#file, { size, storedSize: size });
   }
 
@@ -96,31 +96,45 @@ export class FramedWriter implements ObjectWriter {
     }
   }
 
-  /** Rare path: decode the few frames in place into their plain bytes. Objects here are one small frame. */
-  async #rewritePlain(entries: readonly EncodedFrame[]): Promise<void> {
+  /**
+   * Rare path (a last frame that shrank by a few per cent, less than the index costs): the frames
+   * are turned back into the plain object in place, one frame in memory at a time whatever the
+   * object's size. From the last frame to the first: a frame's plain bytes start at or after its
+   * stored bytes (frames before it only ever shrank), so writing them never touches a frame still
+   * to be read; a raw frame already at its plain offset stays where it is.
+   */
+  async #rewritePlain(entries: readonly EncodedFrame[], size: number): Promise<void> {
     await this.#file.settled();
-    const parts: Buffer[] = [];
+    const storedAt: number[] = [];
     let at = 0;
     for (const e of entries) {
-      const stored = Buffer.alloc(e.storedLength);
-      await this.#file.read(stored, at);
+      storedAt.push(at);
       at += e.storedLength;
-      parts.push(e.codec === Codec.Zstd ? Buffer.from(decompressSmall(stored)) : stored);
     }
-    const plain = Buffer.concat(parts);
-    await new Promise<void>((resolve) => this.#file.write(plain, 0, resolve));
-    await this.#file.seal(plain.length);
+    const input = frameBuffers.take();
+    const output = frameBuffers.take();
+    try {
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const e = entries[i]!;
+        const plainAt = i * FRAME_SIZE;
+        const length = Math.min(FRAME_SIZE, size - plainAt);
+        if (e.codec === Codec.Raw && storedAt[i] === plainAt) continue;
+        const stored = new Uint8Array(input, 0, e.storedLength);
+        if ((await this.#file.read(stored, storedAt[i]!)) !== e.storedLength) throw new Error('staging file shorter than its frames');
+        const plain = e.codec === Codec.Zstd ? new Uint8Array(output, 0, zstd.decompress(new Uint8Array(output), stored)) : stored;
+        if (plain.byteLength !== length) throw new Error(`frame ${i} holds ${plain.byteLength} bytes, not ${length}`);
+        await new Promise<void>((resolve) => this.#file.write(plain, plainAt, resolve));
+        await this.#file.settled();
+      }
+    } finally {
+      frameBuffers.give(input);
+      frameBuffers.give(output);
+    }
+    await this.#file.seal(size);
   }
 
   async abort(): Promise<void> {
     await this.#encoder.abort();
     await this.#file.dispose();
   }
-}
-
-function decompressSmall(stored: Buffer): Uint8Array {
-  const size = zstd.getFrameContentSize(stored) ?? FRAME_SIZE;
-  const out = new Uint8Array(size);
-  const n = zstd.decompress(out, stored);
-  return out.subarray(0, n);
 }
