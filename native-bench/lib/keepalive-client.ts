@@ -47,18 +47,13 @@ export class KeepAliveConnection {
   }
 
   /** Sends one request (head and body in one write) and resolves with its response. */
-  request(method: string, path: string, headers: Record<string, string>, body: Buffer | null = null): Promise<KeepAliveResponse> {
-    if (this.#closed !== null) return Promise.reject(this.#closed);
-    if (this.#pending !== null) return Promise.reject(new Error('one request at a time'));
-    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-    const head = `${method} ${path} HTTP/1.1\r\nHost: ${this.#host}\r\n${lines}Content-Length: ${body?.length ?? 0}\r\n\r\n`;
-    return new Promise((resolve, reject) => {
-      this.#pending = { resolve, reject };
-      this.#socket.cork();
-      this.#socket.write(head);
-      if (body !== null && body.length > 0) this.#socket.write(body);
-      this.#socket.uncork();
-    });
+  async request(method: string, path: string, headers: Record<string, string>, body: Buffer | null = null): Promise<KeepAliveResponse> {
+    const { head, response } = this.#start(method, path, headers, `Content-Length: ${body?.length ?? 0}`);
+    this.#socket.cork();
+    this.#socket.write(head);
+    if (body !== null && body.length > 0) this.#socket.write(body);
+    this.#socket.uncork();
+    return response;
   }
 
   /**
@@ -66,16 +61,11 @@ export class KeepAliveConnection {
    * buffer, waiting for the socket to drain whenever its buffer is full; resolves with the response.
    */
   async requestChunked(method: string, path: string, headers: Record<string, string>, body: Iterable<Buffer>): Promise<KeepAliveResponse> {
-    if (this.#closed !== null) throw this.#closed;
-    if (this.#pending !== null) throw new Error('one request at a time');
-    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-    const response = new Promise<KeepAliveResponse>((resolve, reject) => {
-      this.#pending = { resolve, reject };
-    });
+    const { head, response } = this.#start(method, path, headers, 'Transfer-Encoding: chunked');
     // A refusal mid-body (the server answers early) must not count as unhandled while we still send.
     response.catch(() => undefined);
     const socket = this.#socket;
-    socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${this.#host}\r\n${lines}Transfer-Encoding: chunked\r\n\r\n`);
+    socket.write(head);
     for (const chunk of body) {
       if (this.#closed !== null || this.#pending === null) break;
       if (chunk.length === 0) continue;
@@ -88,6 +78,18 @@ export class KeepAliveConnection {
     }
     if (this.#closed === null && this.#pending !== null) socket.write('0\r\n\r\n');
     return response;
+  }
+
+  /** The request's head (with `framing`, its body-length header) and the promise of its response. */
+  #start(method: string, path: string, headers: Record<string, string>, framing: string): { head: string; response: Promise<KeepAliveResponse> } {
+    if (this.#closed !== null) throw this.#closed;
+    if (this.#pending !== null) throw new Error('one request at a time');
+    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const head = `${method} ${path} HTTP/1.1\r\nHost: ${this.#host}\r\n${lines}${framing}\r\n\r\n`;
+    const response = new Promise<KeepAliveResponse>((resolve, reject) => {
+      this.#pending = { resolve, reject };
+    });
+    return { head, response };
   }
 
   #onData(chunk: Buffer): void {

@@ -111,7 +111,7 @@ export class FrameEncoder {
   }
 
   /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
-  #submit(input: Uint8Array, length: number): void {
+  #submit(input: Buffer, length: number): void {
     const release = this.#backlog.add(2, () => uploadFrames.giveView(input)); // stored and hashed
     this.#check.hashGathered(input.subarray(0, length), release);
     const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;

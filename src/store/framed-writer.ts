@@ -76,24 +76,25 @@ export class FramedWriter implements ObjectWriter {
   async #digestDeferred(encoded: readonly EncodedFrame[]): Promise<FrameEntry[]> {
     if (encoded.every((e) => e.digest !== null)) return encoded as FrameEntry[];
     await this.#file.settled();
+    const storedAt = storedOffsets(encoded);
     const buf = frameBuffers.take();
     try {
       const entries: FrameEntry[] = [];
-      let at = 0;
-      for (const e of encoded) {
-        let digest = e.digest;
-        if (digest === null) {
-          const stored = new Uint8Array(buf, 0, e.storedLength);
-          if ((await this.#file.read(stored, at)) !== e.storedLength) throw new Error('staging file shorter than its frames');
-          digest = new Uint8Array(blake3(Buffer.from(stored.buffer, 0, e.storedLength)));
-        }
+      for (const [i, e] of encoded.entries()) {
+        const digest = e.digest ?? new Uint8Array(blake3(await this.#readBack(buf, storedAt[i]!, e.storedLength)));
         entries.push({ storedLength: e.storedLength, codec: e.codec, digest });
-        at += e.storedLength;
       }
       return entries;
     } finally {
       frameBuffers.give(buf);
     }
+  }
+
+  /** A frame's stored bytes, read back from the staging file into `buf`. */
+  async #readBack(buf: ArrayBuffer, at: number, length: number): Promise<Buffer> {
+    const stored = Buffer.from(buf, 0, length);
+    if ((await this.#file.read(stored, at)) !== length) throw new Error('staging file shorter than its frames');
+    return stored;
   }
 
   /**
@@ -105,12 +106,7 @@ export class FramedWriter implements ObjectWriter {
    */
   async #rewritePlain(entries: readonly EncodedFrame[], size: number): Promise<void> {
     await this.#file.settled();
-    const storedAt: number[] = [];
-    let at = 0;
-    for (const e of entries) {
-      storedAt.push(at);
-      at += e.storedLength;
-    }
+    const storedAt = storedOffsets(entries);
     const input = frameBuffers.take();
     const output = frameBuffers.take();
     try {
@@ -119,8 +115,7 @@ export class FramedWriter implements ObjectWriter {
         const plainAt = i * FRAME_SIZE;
         const length = Math.min(FRAME_SIZE, size - plainAt);
         if (e.codec === Codec.Raw && storedAt[i] === plainAt) continue;
-        const stored = new Uint8Array(input, 0, e.storedLength);
-        if ((await this.#file.read(stored, storedAt[i]!)) !== e.storedLength) throw new Error('staging file shorter than its frames');
+        const stored = await this.#readBack(input, storedAt[i]!, e.storedLength);
         const plain = e.codec === Codec.Zstd ? new Uint8Array(output, 0, zstd.decompress(new Uint8Array(output), stored)) : stored;
         if (plain.byteLength !== length) throw new Error(`frame ${i} holds ${plain.byteLength} bytes, not ${length}`);
         await new Promise<void>((resolve) => this.#file.write(plain, plainAt, resolve));
@@ -137,4 +132,15 @@ export class FramedWriter implements ObjectWriter {
     await this.#encoder.abort();
     await this.#file.dispose();
   }
+}
+
+/** Where each frame's stored bytes start in the staging file (frames come first, in order). */
+function storedOffsets(entries: readonly EncodedFrame[]): number[] {
+  const offsets: number[] = [];
+  let at = 0;
+  for (const e of entries) {
+    offsets.push(at);
+    at += e.storedLength;
+  }
+  return offsets;
 }

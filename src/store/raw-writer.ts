@@ -55,7 +55,7 @@ export class RawWriter implements ObjectWriter {
     this.#backlog.onDrain(listener);
   }
 
-  #flush(buf: Uint8Array, len: number): void {
+  #flush(buf: Buffer, len: number): void {
     const position = this.#written;
     this.#written += len;
     const release = this.#backlog.add(2, () => directBuffers.giveView(buf)); // written and hashed
