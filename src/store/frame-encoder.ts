@@ -6,18 +6,22 @@ import { Backlog } from './backlog.js';
 import { AlignedBufferPool, BufferPool, ChunkGatherer, FRAME_SIZE } from './buffer-pool.js';
 import { Codec, type FrameEntry } from './frame-format.js';
 import type { StreamHash } from './hash-thread.js';
+import { samplesShrink } from './frame-sample.js';
 import { IncomingCheck } from './incoming-check.js';
 
 /** Frames of one upload compressing or being stored at once before the socket is paused. */
 const MAX_FRAMES_IN_FLIGHT = 2;
 /**
- * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core.
- * After this many raw frames in a row an object is treated as incompressible: its frames are stored
- * raw without trying, except one probe every PROBE_EVERY frames, which turns trying back on if it
- * shrinks (an object whose head is compressed media and whose rest is not still gets compressed).
+ * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core
+ * (zstd:3 on a 2 MiB frame: ~1 ms of a worker). So a frame is first judged by samples: SAMPLES
+ * slices of SAMPLE_SIZE bytes (start, middle, end) compressed at level 1 in line, ~20 µs for
+ * incompressible bytes, which zstd gives up on quickly. Only a frame whose samples save at least
+ * SAMPLE_MIN_SAVING goes to the pool to be compressed for real (where the 5% rule decides); the others
+ * are stored raw untried. While frames keep compressing, the next one is tried without samples.
  */
-const RAW_STREAK_GIVE_UP = 4;
-const PROBE_EVERY = 8;
+const SAMPLES = 3;
+const SAMPLE_SIZE = 16 << 10;
+const SAMPLE_MIN_SAVING = 0.03;
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
 /**
@@ -58,8 +62,8 @@ export function digested(entries: readonly EncodedFrame[]): FrameEntry[] {
 /**
  * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked
  * (IncomingCheck: counted in line, sha256 in line or on the hash thread), gathered into FRAME_SIZE
- * frames of shared memory, each full frame is compressed and BLAKE3-hashed on the worker pool while
- * the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT
+ * frames of shared memory, each full frame that samples say is worth it is compressed and
+ * BLAKE3-hashed on the worker pool while the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT
  * frames are outstanding (until stored and hashed); past that write() asks the caller to wait for
  * onDrain. The store decides what to do with the result (index and trailer, or plain).
  */
@@ -69,19 +73,21 @@ export class FrameEncoder {
   readonly #level: number;
   readonly #sink: FrameSink;
   readonly #gather = new ChunkGatherer(uploadFrames, (frame, length) => this.#submit(frame, length));
-  /** Frames handed to the pool, in order; each settles once the sink took its bytes. */
+  /** Frames in order: each step settles once its stored bytes were handed to the sink. */
   #chain: Promise<void> = Promise.resolve();
+  /** Settles once every frame handed to the sink was stored (sinks run concurrently, in order). */
+  #stored: Promise<unknown> = Promise.resolve();
   readonly #backlog = new Backlog(MAX_FRAMES_IN_FLIGHT);
   #framesLength = 0;
   readonly #entries: EncodedFrame[] = [];
   #failed: unknown = null;
-  #rawStreak = 0;
-  #submitted = 0;
+  /** The last frame tried on the pool was compressed: try the next one without sampling it. */
+  #compressing = false;
   readonly #deferRawDigests: boolean;
 
   /**
    * With `hash`, the hash thread hashes each frame while the pool compresses it (see HashThread).
-   * With `deferRawDigests`, a frame stored raw without trying (an incompressible object) skips the
+   * With `deferRawDigests`, a frame stored raw without trying (its samples did not shrink) skips the
    * pool: its BLAKE3 is left null, for the sink's owner to compute from the stored bytes if the
    * framed form is kept. An incompressible object is stored exactly as it arrived, where frame
    * digests are never used, so this saves the pool a BLAKE3 pass (0.15 ms per MiB) and a round
@@ -110,50 +116,55 @@ export class FrameEncoder {
     this.#backlog.onDrain(listener);
   }
 
-  /** Sends the filled frame to the pool; its bytes go to the sink after every earlier frame's. */
+  /**
+   * Judges the filled frame (see SAMPLES) and sends it to the pool if it is worth trying. Its bytes
+   * go to the sink after every earlier frame's; the sink is not waited for before the next frame's
+   * turn, so a frame's write overlaps the one before it, as a raw upload's do.
+   */
   #submit(input: Buffer, length: number): void {
     const release = this.#backlog.add(2, () => uploadFrames.giveView(input)); // stored and hashed
     this.#check.hashGathered(input.subarray(0, length), release);
-    const attempt = this.#rawStreak < RAW_STREAK_GIVE_UP || this.#submitted % PROBE_EVERY === 0;
-    this.#submitted++;
-    const store = !attempt && this.#deferRawDigests ? this.#storeUntried(input, length) : this.#storeEncoded(input, length, attempt);
-    this.#chain = this.#chain.then(store);
-    this.#chain
-      .catch((e: unknown) => {
-        this.#failed ??= e;
-      })
-      .finally(release);
-  }
-
-  /** Starts the frame on the pool now; the returned step hands its stored bytes to the sink in turn. */
-  #storeEncoded(input: Uint8Array, length: number, attempt: boolean): () => Promise<void> {
-    const compressed = this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });
+    const frame = input.subarray(0, length);
+    const attempt = this.#compressing || samplesShrink(frame, { samples: SAMPLES, sampleSize: SAMPLE_SIZE, minSaving: SAMPLE_MIN_SAVING });
+    // Untried and deferred, the frame needs no pool at all; otherwise the pool compresses it (or,
+    // untried, only takes its BLAKE3) while the frames before it are stored.
+    const encoded = !attempt && this.#deferRawDigests ? null : this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });
     // A failure surfaces through the chain; this keeps a frame behind an earlier failure from
     // becoming an unhandled rejection.
-    compressed.catch(() => undefined);
-    return async () => {
-      const r = await compressed;
+    encoded?.catch(() => undefined);
+    let handed = false;
+    this.#chain = this.#chain.then(async () => {
+      const r = encoded === null ? null : await encoded;
+      if (r !== null && attempt) this.#compressing = r.codec === Codec.Zstd;
+      // `input` itself, not the result's copy of the view: the shared memory never left, and only
+      // this view is known to the pool as aligned.
+      const stored = r?.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : frame;
+      this.#framesLength += stored.byteLength;
+      this.#entries.push({ storedLength: stored.byteLength, codec: r?.codec ?? Codec.Raw, digest: r?.digest ?? null });
+      let sunk: Promise<void>;
       try {
-        // `input` itself, not the result's copy of the view: the shared memory never left, and only
-        // this view is known to the pool as aligned.
-        await this.#sink(r.codec === Codec.Zstd ? new Uint8Array(r.out, 0, r.storedLength) : input.subarray(0, length));
-        this.#framesLength += r.storedLength;
-        this.#entries.push({ storedLength: r.storedLength, codec: r.codec, digest: r.digest });
-        if (r.codec === Codec.Zstd) this.#rawStreak = 0;
-        else if (attempt) this.#rawStreak++;
-      } finally {
-        compressedBuffers.give(r.out);
+        sunk = this.#sink(stored);
+      } catch (e) {
+        sunk = Promise.reject(e);
       }
-    };
-  }
-
-  /** A frame stored raw without trying, its digest deferred (see the constructor). */
-  #storeUntried(input: Uint8Array, length: number): () => Promise<void> {
-    return async () => {
-      await this.#sink(input.subarray(0, length));
-      this.#framesLength += length;
-      this.#entries.push({ storedLength: length, codec: Codec.Raw, digest: null });
-    };
+      handed = true;
+      const written = sunk.finally(() => {
+        if (r !== null) compressedBuffers.give(r.out);
+        release();
+      });
+      written.catch((e: unknown) => {
+        this.#failed ??= e;
+      });
+      this.#stored = Promise.all([this.#stored, written]);
+      this.#stored.catch(() => undefined); // reported by end(); never an unhandled rejection
+    });
+    this.#chain.catch((e: unknown) => {
+      this.#failed ??= e;
+      if (handed) return;
+      // Never handed to the sink (it or an earlier frame failed): free what it holds.
+      encoded?.then((r) => compressedBuffers.give(r.out), () => undefined);
+      release();
+    });
   }
 
   /** The whole body was given: stores the last frame, then checks size and digest. */
@@ -161,6 +172,7 @@ export class FrameEncoder {
     if (this.#failed !== null) throw this.#failed;
     this.#gather.flush();
     await this.#chain;
+    await this.#stored;
     if (this.#failed !== null) throw this.#failed;
     await this.#check.verify();
     return { size: this.#check.count, entries: this.#entries, framesLength: this.#framesLength };
@@ -170,6 +182,7 @@ export class FrameEncoder {
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     await this.#chain.catch(() => undefined);
+    await this.#stored.catch(() => undefined);
     this.#gather.discard();
     this.#check.discard();
   }

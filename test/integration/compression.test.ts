@@ -6,6 +6,7 @@ import { request } from 'undici';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
+import { textLike } from '../helpers/data.js';
 
 const F = 2 << 20; // frame size (FRAME_SIZE)
 const forge = new GitHubEmulator();
@@ -18,13 +19,6 @@ const dataDir = tmpDir();
 let server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_COMPRESSION: 'zstd:3' }, { dataDir });
 t.teardown(() => server.stop());
 
-/** Text-like bytes: compressible, but every line differs. */
-function textLike(size: number): Buffer {
-  const out = Buffer.alloc(size);
-  let at = 0;
-  for (let i = 0; at < size; i++) at += out.write(`v ${i * 0.5} ${i % 977} ${(i * 7) % 13}.25 // vertex ${i}\n`, at);
-  return out;
-}
 const oidOf = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const pathOf = (oid: string): string => join(dataDir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
 
@@ -51,32 +45,32 @@ t.test('round trips across frame boundaries, compressible and not', async (t) =>
   }
 });
 
-t.test('incompressible objects stop trying; a compressible part is found again by a probe', async (t) => {
-  // 12 random frames, then one text frame: compression was given up after four raw frames in a row,
-  // and frame 12 is no probe (every 8th is), so the object stays exactly as it arrived.
-  const media = Buffer.concat([randomBytes(12 * F), textLike(F)]);
-  const a = await put(media);
-  t.ok((await get(a)).body.equals(media), 'round trip');
-  t.equal(statSync(pathOf(a)).size, media.length, 'stored raw: its text tail was not even tried');
-  // 4 random frames, then text: at the latest the probe at frame 8 shrinks, and trying resumes.
-  const mixed = Buffer.concat([randomBytes(4 * F), textLike(12 * F)]);
+t.test('each frame is judged by samples: incompressible frames go in untried, compressible ones are compressed', async (t) => {
+  // 4 random frames, then text: the random frames are stored raw without a try (their BLAKE3
+  // deferred), the text frames after them are compressed, so the framed form is kept.
+  const mixed = Buffer.concat([randomBytes(4 * F), textLike(8 * F)]);
   const b = await put(mixed);
   t.ok((await get(b)).body.equals(mixed), 'round trip');
   const stored = statSync(pathOf(b)).size;
-  t.ok(stored < mixed.length - 4 * F, `text after incompressible frames still compressed (${stored} of ${mixed.length})`);
-  // Frames 4–7 went in raw without trying (the probe is frame 8), their BLAKE3 deferred to the end
-  // and computed from the stored bytes: they must be served, and a damaged one must be caught.
-  const inFrame5 = `bytes=${5 * F + 100}-${5 * F + 200}`;
-  const before = await get(b, inFrame5);
+  t.ok(stored < mixed.length - 4 * F, `text after incompressible frames compressed (${stored} of ${mixed.length})`);
+  // A frame whose first half is random and whose second half is text: a sample reaches the text.
+  const half = Buffer.concat([randomBytes(F / 2), textLike(F / 2), randomBytes(F)]);
+  const h = await put(half);
+  t.ok((await get(h)).body.equals(half), 'half-and-half round trip');
+  t.ok(statSync(pathOf(h)).size < half.length - F / 4, 'its text half was found and compressed');
+  // Frames 0–3 went in raw without trying, their BLAKE3 deferred to the end and computed from the
+  // stored bytes: they must be served, and a damaged one must be caught.
+  const inFrame1 = `bytes=${F + 100}-${F + 200}`;
+  const before = await get(b, inFrame1);
   t.equal(before.status, 206, 'a range in an untried raw frame is served');
-  t.ok(before.body.equals(mixed.subarray(5 * F + 100, 5 * F + 201)), 'with its bytes');
+  t.ok(before.body.equals(mixed.subarray(F + 100, F + 201)), 'with its bytes');
   const fd = openSync(pathOf(b), 'r+');
   const one = Buffer.alloc(1);
-  readSync(fd, one, 0, 1, 5 * F + 150); // frames 0–7 are stored raw, so frame 5 starts at 5F
+  readSync(fd, one, 0, 1, F + 150); // frames 0–3 are stored raw, so frame 1 starts at F
   one[0] ^= 0xff;
-  writeSync(fd, one, 0, 1, 5 * F + 150);
+  writeSync(fd, one, 0, 1, F + 150);
   closeSync(fd);
-  t.equal((await get(b, inFrame5)).status, 500, 'damage in a frame whose digest was deferred is detected');
+  t.equal((await get(b, inFrame1)).status, 500, 'damage in a frame whose digest was deferred is detected');
   t.ok((await get(b, `bytes=0-99`)).body.equals(mixed.subarray(0, 100)), 'the frames around it are still served');
 });
 

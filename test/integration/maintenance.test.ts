@@ -6,6 +6,7 @@ import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http, schemaErrors } from '../helpers/lfs-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
+import { textLike } from '../helpers/data.js';
 
 // Maintenance (issue 6) against the real server: audit (raw, framed, legacy; quarantine and
 // healing), compress (dry run and real), retain (grace, shared objects, in-flight uploads), dedupe
@@ -32,13 +33,6 @@ t.teardown(() => {
 const MiB = 1 << 20;
 const oidOf = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const pathOf = (oid: string): string => join(dataDir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
-/** Text-like bytes: compressible, every line different. */
-function textLike(size: number, seed = 0): Buffer {
-  const out = Buffer.alloc(size);
-  let at = 0;
-  for (let i = 0; at < size; i++) at += out.write(`v ${seed} ${i * 0.5} ${i % 977} // vertex ${i}\n`, at);
-  return out;
-}
 
 async function put(repo: string, data: Buffer, tok = 'tok-push'): Promise<string> {
   const oid = oidOf(data);
