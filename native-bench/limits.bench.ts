@@ -152,6 +152,31 @@ function dd(path: string, count: number, direct = false): { rate: number; says: 
   return { rate, says, failed: r.status === 0 ? null : r.stderr };
 }
 
+/**
+ * The dd yardstick measured right beside an upload (see pairUp), so both see the same spell of a
+ * shared machine: the faster of two dd runs of `count` MiB, each removed again. Two, because on this
+ * VM a dd whose page cache must grow into guest memory not touched lately runs at a quarter of its
+ * rate (see benchDdGrowing), and between uploads the bench's 1 GiB data buffers take the memory a
+ * previous dd freed; the second dd reuses what the first freed, as the limit above does.
+ */
+export async function ddBeside(ctx: BenchContext, count: number): Promise<number> {
+  const path = join(ctx.scratch, 'dd-beside.bin');
+  let best = 0;
+  for (let i = 0; i < 2; i++) {
+    // Not spawnSync: the bench's keep-alive connections must see the server's idle close meanwhile.
+    const t0 = performance.now();
+    const child = spawn('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));
+    const rate = mbps(count * MiB, performance.now() - t0);
+    await rm(path, { force: true });
+    if (code !== 0) throw new Error(`dd failed: ${stderr}`);
+    best = Math.max(best, rate);
+  }
+  return best;
+}
+
 /** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick issue 5 names. */
 export function benchDd(ctx: BenchContext): number | null {
   const count = ctx.quick ? 256 : 1024;
