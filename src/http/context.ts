@@ -13,8 +13,14 @@ export interface RequestContext {
   readonly requestId: string;
   readonly route: string;
   readonly startedAt: number;
-  /** Aborted when the client goes away (uWS onAborted) or the server is forced down. */
+  /**
+   * Aborted when the client goes away (uWS onAborted) or the server is forced down. Made on first
+   * use (an AbortController costs ~20 µs here): only forge lookups, which may outlive a client,
+   * need one; code on every request's path uses onAbort.
+   */
   readonly signal: AbortSignal;
+  /** Runs `listener` once when the client goes away; returns a function that removes it. */
+  onAbort(listener: () => void): () => void;
   header(name: string): string;
   /** True once the client disconnected; `res` must not be touched after that. */
   readonly aborted: boolean;
@@ -54,6 +60,7 @@ export class UwsRequestContext implements RequestContext {
   readonly #headers = new Map<string, string>();
   /** Made on first use of `signal` (forge lookups): most requests never need one. */
   #abort: AbortController | null = null;
+  #onAbort: (() => void)[] = [];
   #aborted = false;
   responded = false;
   status = 0;
@@ -74,6 +81,7 @@ export class UwsRequestContext implements RequestContext {
     this.requestId = `${prefix}-${(++counter).toString(16)}`;
     res.onAborted(() => {
       this.#aborted = true;
+      for (const listener of this.#onAbort.splice(0)) listener();
       this.#abort?.abort();
     });
   }
@@ -84,6 +92,18 @@ export class UwsRequestContext implements RequestContext {
       if (this.#aborted) this.#abort.abort();
     }
     return this.#abort.signal;
+  }
+
+  onAbort(listener: () => void): () => void {
+    if (this.#aborted) {
+      queueMicrotask(listener);
+      return () => undefined;
+    }
+    this.#onAbort.push(listener);
+    return () => {
+      const i = this.#onAbort.indexOf(listener);
+      if (i >= 0) this.#onAbort.splice(i, 1);
+    };
   }
 
   get aborted(): boolean {

@@ -39,7 +39,7 @@ export class BodyPump {
     this.#counted = counted;
     ctx.bodyPending = true;
     ctx.res.onData((chunk, isLast) => this.#onData(new Uint8Array(chunk), isLast));
-    ctx.signal.addEventListener('abort', () => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')), { once: true });
+    ctx.onAbort(() => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')));
   }
 
   /** Cuts the body at `cap.bytes` (uploads of unknown size under an access-settings limit). */
@@ -153,7 +153,7 @@ export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
         resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
       }
     });
-    ctx.signal.addEventListener('abort', () => reject(lfsError('LFS_ERR_UPLOAD_ABORTED')), { once: true });
+    ctx.onAbort(() => reject(lfsError('LFS_ERR_UPLOAD_ABORTED')));
   });
 }
 

@@ -68,8 +68,7 @@ export async function sendStream(
   let pendingOffset = 0;
   let wake: { resolve: () => void; reject: (e: unknown) => void } | null = null;
   let finished = false; // tryEnd reported the whole response sent: `res` must not be touched again
-  const onAbort = (): void => wake?.reject(new Error('client went away'));
-  ctx.signal.addEventListener('abort', onAbort);
+  const offAbort = ctx.onAbort(() => wake?.reject(new Error('client went away')));
   res.onWritable((offset) => {
     if (pending === null) return true;
     const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
@@ -117,7 +116,7 @@ export async function sendStream(
     else if (!headWritten) ctx.responded = false;
     throw e;
   } finally {
-    ctx.signal.removeEventListener('abort', onAbort);
+    offAbort();
     await source.close();
   }
 }

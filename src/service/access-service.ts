@@ -59,6 +59,14 @@ class BoundedCache<T> {
   }
 }
 
+/**
+ * Who is asking: a request context (its `signal` is made only when read, so a cached answer costs
+ * no AbortController), or `{ signal }`.
+ */
+export interface Caller {
+  readonly signal: AbortSignal;
+}
+
 /** Waits for `work`, but gives up as soon as this caller's own request is aborted. */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
@@ -112,8 +120,8 @@ export class AccessService {
    * answer. Without a token, a public repository is readable (rule 10); anything else asks for
    * credentials with a 401 challenge, so a private repository looks the same as a missing one.
    */
-  async authorize(token: string | null, repo: RepoName, need: Need, signal: AbortSignal): Promise<Grant> {
-    const answer = await this.#answer(token, repo, signal);
+  async authorize(token: string | null, repo: RepoName, need: Need, caller: Caller): Promise<Grant> {
+    const answer = await this.#answer(token, repo, caller);
     if (token === null) {
       if (answer.kind === 'granted' && answer.permissions.pull && need === 'pull') return { permissions: answer.permissions, anonymous: true };
       throw lfsError('LFS_ERR_AUTH_REQUIRED', undefined, CHALLENGE);
@@ -154,7 +162,7 @@ export class AccessService {
     return untilAborted(pending, signal);
   }
 
-  async #answer(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
+  async #answer(token: string | null, repo: RepoName, caller: Caller): Promise<ForgeAnswer> {
     const key = `${token === null ? ANONYMOUS : hashToken(token)}\0${repo.key}`;
     const now = Date.now();
     const hit = this.#answers.get(key, now);
@@ -171,7 +179,7 @@ export class AccessService {
       this.#inFlight.set(key, pending);
       pending.catch(() => undefined); // every waiter may have hung up: never an unhandled rejection
     }
-    return untilAborted(pending, signal);
+    return untilAborted(pending, caller.signal);
   }
 
   async #lookup(token: string | null, repo: RepoName, key: string): Promise<ForgeAnswer> {

@@ -66,7 +66,7 @@ export class LockService {
 
   /** `POST /locks`: "Servers should ensure that users have push access … and that files are locked exclusively to one user." */
   async create(token: string | null, repo: RepoName, req: CreateLockRequest, signal: AbortSignal): Promise<CreateLockResult> {
-    await this.#access.authorize(token, repo, 'push', signal); // throws 401 for a null token
+    await this.#access.authorize(token, repo, 'push', { signal }); // throws 401 for a null token
     const me = await this.#access.identify(token!, signal);
     // An app or installation token names nobody, so nobody could release its lock.
     if (me === null) throw lfsError('LFS_ERR_LOCK_NO_IDENTITY');
@@ -106,7 +106,7 @@ export class LockService {
 
   /** `GET /locks`: pull suffices. `refspec` is accepted and ignored (single-branch locking). */
   async list(token: string | null, repo: RepoName, query: ListLocksQuery, signal: AbortSignal): Promise<LockList> {
-    await this.#access.authorize(token, repo, 'pull', signal);
+    await this.#access.authorize(token, repo, 'pull', { signal });
     const { rows, next } = this.#select(repo, query.path, query.id, query.cursor, query.limit);
     const answer: LockList = { locks: rows.map(toWireLock) };
     if (next !== null) answer.next_cursor = next;
@@ -119,7 +119,7 @@ export class LockService {
    * halted only by files someone has locked, rather than refused outright.
    */
   async verify(token: string | null, repo: RepoName, req: VerifyLocksRequest, signal: AbortSignal): Promise<LockVerifyList> {
-    await this.#access.authorize(token, repo, 'push', signal);
+    await this.#access.authorize(token, repo, 'push', { signal });
     const me = await this.#access.identify(token!, signal);
     const { rows, next } = this.#select(repo, null, null, req.cursor, req.limit);
     const answer: LockVerifyList = { ours: [], theirs: [] };
@@ -134,7 +134,7 @@ export class LockService {
    * stale lock, which anyone with push could take over anyway.
    */
   async unlock(token: string | null, repo: RepoName, id: string, req: UnlockRequest, signal: AbortSignal): Promise<WireLock> {
-    const grant = await this.#access.authorize(token, repo, 'push', signal);
+    const grant = await this.#access.authorize(token, repo, 'push', { signal });
     // Null for an app token: it owns no lock, but with admin it may still force one open.
     const me = await this.#access.identify(token!, signal);
     // No await below this line: find, check and delete happen in one turn of the event loop.

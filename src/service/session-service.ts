@@ -61,7 +61,7 @@ export class SessionService {
     const adminRepo = this.#opts.adminRepo;
     if (adminRepo !== null) {
       try {
-        await this.#access.authorizeIgnoringSettings(token, adminRepo, 'admin', signal);
+        await this.#access.authorizeIgnoringSettings(token, adminRepo, 'admin', { signal });
         const id = identity?.id ?? `token:${hashSecret(token).slice(0, 12)}`;
         return { id, name: identity?.name ?? `admin of ${adminRepo.key}`, via: 'admin_repo' };
       } catch (e) {

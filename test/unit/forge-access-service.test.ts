@@ -8,7 +8,7 @@ import { AccessService } from '../../src/service/access-service.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 
 const REPO = parseRepoName('acme', 'app')!;
-const live = (): AbortSignal => new AbortController().signal;
+const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 
 async function setup(t: Test, opts: Partial<{ cacheEntries: number; lookupBudget: number }> = {}): Promise<{ gh: GitHubEmulator; access: AccessService; metrics: Metrics }> {
   const gh = new GitHubEmulator();
@@ -40,7 +40,7 @@ t.test('a shared lookup survives the first caller hanging up', async (t) => {
   gh.tokens.set('tok', { login: 'k', repos: { 'acme/app': 'push' } });
   gh.delayMs = 200;
   const first = new AbortController();
-  const a = access.authorize('tok', REPO, 'push', first.signal);
+  const a = access.authorize('tok', REPO, 'push', first);
   const b = access.authorize('tok', REPO, 'push', live());
   first.abort(new Error('client went away'));
   await t.rejects(a, /client went away/, 'the caller that hung up gets its abort');
@@ -54,7 +54,7 @@ t.test('every waiter gone and the forge failing: no unhandled rejection, nothing
   gh.delayMs = 100;
   gh.outage = 'reset';
   const ac = new AbortController();
-  const p = access.authorize('tok', REPO, 'push', ac.signal);
+  const p = access.authorize('tok', REPO, 'push', ac);
   ac.abort(new Error('gone'));
   await t.rejects(p);
   await new Promise((r) => setTimeout(r, 300));
@@ -80,9 +80,9 @@ t.test('identify: once per token, shared and cached', async (t) => {
   const { gh, access } = await setup(t);
   gh.tokens.set('tok', { login: 'octo', repos: {} });
   gh.delayMs = 100;
-  const [a, b] = await Promise.all([access.identify('tok', live()), access.identify('tok', live())]);
+  const [a, b] = await Promise.all([access.identify('tok', live().signal), access.identify('tok', live().signal)]);
   t.same(a, { id: String(GitHubEmulator.idOf('octo')), name: 'octo', siteAdmin: false });
   t.same(b, a);
-  await access.identify('tok', live());
+  await access.identify('tok', live().signal);
   t.equal(gh.requests.filter((r) => r.path === '/user').length, 1, 'one /user call');
 });

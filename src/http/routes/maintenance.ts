@@ -70,7 +70,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const body = collectBody(ctx, RETAIN_BODY_CAP);
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'push', ctx.signal);
+    await access.authorize(token(ctx), repo, 'push', ctx);
     const list = options.oids;
     if (!Array.isArray(list)) throw lfsError('LFS_ERR_BAD_REQUEST', 'oids must be a list of object ids (empty means none is referenced)');
     const keep = new Set<Oid>();
@@ -86,7 +86,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const body = collectBody(ctx, SMALL_BODY_CAP);
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'admin', ctx.signal);
+    await access.authorize(token(ctx), repo, 'admin', ctx);
     await answer(ctx, repo, maintenance.dedupe(repo), flag(options, 'wait', true));
   });
 
@@ -94,7 +94,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const body = collectBody(ctx, SMALL_BODY_CAP);
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'admin', ctx.signal);
+    await access.authorize(token(ctx), repo, 'admin', ctx);
     await answer(ctx, repo, maintenance.compress(repo, flag(options, 'dry_run', false)), flag(options, 'wait', true));
   });
 
@@ -102,7 +102,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const body = collectBody(ctx, SMALL_BODY_CAP);
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
-    const grant = await access.authorize(token(ctx), repo, 'pull', ctx.signal);
+    const grant = await access.authorize(token(ctx), repo, 'pull', ctx);
     // Quarantine needs admin; `"quarantine": false` asks an admin's audit to only report.
     const quarantine = grant.permissions.admin && !grant.anonymous && flag(options, 'quarantine', true);
     await answer(ctx, repo, maintenance.audit(repo, quarantine), flag(options, 'wait', true));
@@ -111,7 +111,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
   http.route('get', '/:org/:repo/objects/jobs/:id', 'job', async (ctx) => {
     const repo = repoOf(ctx);
     const id = ctx.params[2]!;
-    await access.authorize(token(ctx), repo, 'pull', ctx.signal);
+    await access.authorize(token(ctx), repo, 'pull', ctx);
     const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? maintenance.job(repo, id) : null;
     if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such job for this repository');
     sendJson(ctx, 200, job, { 'Cache-Control': 'no-store' });

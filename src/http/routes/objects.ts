@@ -59,7 +59,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     const repo = repoOf(ctx);
     checkJsonRequest(ctx);
     const request = parseBatchRequest(parseJson(await body));
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, request.operation === 'upload' ? 'push' : 'pull', ctx.signal);
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, request.operation === 'upload' ? 'push' : 'pull', ctx);
     sendJson(ctx, 200, batch.answer(repo, request));
   });
 
@@ -71,7 +71,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     // Issue 8: a presigned upload's verify link is signed for one object (see PresignService); it is
     // checked instead of forge credentials, which the client does not send for authenticated objects.
     const signed = deps.presign?.isSignedVerify(ctx.query) ?? false;
-    if (!signed) await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
+    if (!signed) await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx);
     const oid = parseOid(parsed?.oid);
     const size = parsed?.size;
     if (oid === null) throw lfsError('LFS_ERR_BAD_REQUEST', 'oid must be 64 lowercase hex digits');
@@ -101,7 +101,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       if (expected !== null && expected !== n) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Content-Length ${expected} differs from ${EXPECTED_SIZE_HEADER} ${n}`);
       expected = n;
     }
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx.signal);
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx);
     // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
     body.limit(deps.limits?.admitPut(repo, oid, expected) ?? null);
     // --- end access settings
@@ -112,7 +112,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
   http.route('get', '/:org/:repo/objects/:oid', 'download', async (ctx) => {
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx.signal);
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
     const reader = await transfers.openForDownload(repo, oid);
     let sent = 0;
     try {
