@@ -88,13 +88,26 @@ interface PendingAppend {
   readonly reject: (e: unknown) => void;
 }
 
+/**
+ * Group commits in flight at once. With one, records that arrive during a flush wait for it to end
+ * before theirs can start, and the disk idles while the finished batch's responses are sent; with
+ * two, the next batch's fdatasync starts at once (it covers only writes that completed before it
+ * started, so every record is still durable before it is acknowledged). Measured with 8 parallel
+ * uploaders of 64 KiB objects (lean clients, 2,000 per burst, alternating builds): 3,400 → 3,565
+ * objects/s on average, for 2.2 times as many fdatasyncs (2.4 records each instead of 5.5).
+ */
+const MAX_FLUSHES = 2;
+
 export class Journal {
   readonly #dir: string;
   readonly #dirs = new DirSyncer();
   #current: Segment | null = null;
   #nextNo: number;
   #queue: PendingAppend[] = [];
-  #flushing = false;
+  #flushes = 0;
+  get #flushing(): boolean {
+    return this.#flushes > 0;
+  }
   #lastAppend = 0;
   /** Segments no longer appended to, oldest first. */
   readonly #sealed: number[] = [];
@@ -178,13 +191,14 @@ export class Journal {
     written.catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
       this.#queue.push({ segment: seg, written, resolve, reject, alone: options.alone ?? null });
-      if (!this.#flushing) void this.#flush();
+      if (this.#flushes < MAX_FLUSHES) void this.#flush();
     });
     return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
   }
 
   /**
-   * Group commit: one fdatasync covers every append whose write finished before it started.
+   * Group commit: one fdatasync covers every append whose write finished before it started; up to
+   * MAX_FLUSHES of these loops run at once, each taking whatever is queued when it turns.
    *
    * The flush of an upload that is alone runs in line: through the threadpool the same fdatasync
    * costs about 0.2 ms more here (a thread wake-up and an event-loop wake-up, each a cross-CPU
@@ -197,10 +211,11 @@ export class Journal {
    * keep the asynchronous group commit, so their bodies are read and hashed while the disk works.
    */
   async #flush(): Promise<void> {
-    this.#flushing = true;
+    this.#flushes++;
     while (this.#queue.length > 0) {
       if (this.#queue.length === 1 && this.#queue[0]!.alone?.() === true) await afterNextPoll();
       const batch = this.#queue.splice(0);
+      if (batch.length === 0) break; // the other flush took them during that turn
       try {
         await Promise.all(batch.map((b) => b.written));
         const inLine = batch.length === 1 && batch[0]!.alone?.() === true;
@@ -217,7 +232,7 @@ export class Journal {
         for (const b of batch) b.reject(err);
       }
     }
-    this.#flushing = false;
+    this.#flushes--;
   }
 
   /** The current segment if `length` more bytes go into it now; null when a switch is needed first. */
