@@ -32,8 +32,11 @@ export interface Blob {
 }
 
 export function blob(size: number): Blob {
-  const data = randomBytes(size);
-  return { data, oid: createHash('sha256').update(data).digest('hex'), size };
+  return blobOf(randomBytes(size));
+}
+
+export function blobOf(data: Buffer): Blob {
+  return { data, oid: createHash('sha256').update(data).digest('hex'), size: data.length };
 }
 
 export interface Reply {
