@@ -6,12 +6,17 @@
  */
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { Readable } from 'node:stream';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
 import { startServer, tmpDir } from '../test/helpers/start-server.js';
 import { textLike } from './lib/data-gen.js';
 
+const here = dirname(fileURLToPath(import.meta.url));
 const REPO = 'bench/responsive';
 const TOKEN = 'bench-admin';
 const AUTH = `Basic ${Buffer.from(`bench:${TOKEN}`).toString('base64')}`;
@@ -43,11 +48,19 @@ async function main(): Promise<void> {
   const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_COMPRESSION: 'zstd:3' }, { dataDir });
   const agent = new Agent({ connections: 4 });
   const base = `${server.url}/${REPO}/objects`;
+  let uploader: ChildProcessByStdio<Writable, Readable, null> | null = null;
   try {
-    // Generated first: building it blocks this process for seconds, longer than the server keeps an
-    // idle keep-alive connection (uWS: 10 s), and a streamed PUT cannot be retried on a closed one.
-    // textLike builds a string, which cannot reach 1 GiB: join 64 MiB pieces.
-    const upload = Buffer.concat(Array.from({ length: Math.ceil(sizeMiB / 64) }, (_, i) => textLike(64 * MiB, 500 + i))).subarray(0, sizeMiB * MiB);
+    // The upload runs in a process of its own (see responsive-uploader.ts); it builds its body
+    // before anything is timed.
+    uploader = spawn(process.execPath, [join(here, 'responsive-uploader.js'), base, AUTH, String(sizeMiB)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = uploader;
+    const uploaderLines = createInterface({ input: child.stdout });
+    const nextLine = (): Promise<string> =>
+      new Promise((resolve, reject) => {
+        uploaderLines.once('line', resolve);
+        child.once('exit', (code) => reject(new Error(`uploader exited with ${code}`)));
+      });
+    await nextLine(); // ready
     // Something to audit: 16 compressed objects of 64 MiB of text-like data.
     const seeded: Buffer[] = [];
     for (let i = 0; i < 16; i++) seeded.push(textLike(64 * MiB, 100 + i));
@@ -70,20 +83,14 @@ async function main(): Promise<void> {
     const idleUntil = performance.now() + 3000;
     const [idleHealth, idleBatch] = await Promise.all([probe(health, () => performance.now() > idleUntil), probe(batch, () => performance.now() > idleUntil)]);
 
-    const oid = createHash('sha256').update(upload).digest('hex');
     let busy = 2;
     const t0 = performance.now();
     const uploading = (async () => {
-      const r = await request(`${base}/${oid}`, {
-        method: 'PUT',
-        dispatcher: agent,
-        headers: { authorization: AUTH, 'x-lfs-object-size': String(upload.length) },
-        body: Readable.from((function* () { for (let at = 0; at < upload.length; at += MiB) yield upload.subarray(at, at + MiB); })()),
-      });
-      await r.body.text();
-      if (r.statusCode !== 200) throw new Error(`upload ${r.statusCode}`);
+      const done = nextLine();
+      child.stdin.write('go\n');
+      const { ms } = JSON.parse(await done) as { ms: number };
       busy--;
-      return performance.now() - t0;
+      return ms;
     })();
     const auditing = (async () => {
       const r = await request(`${base}/audit`, { method: 'POST', dispatcher: agent, headers: { authorization: AUTH, 'content-type': LFS, accept: LFS }, body: '{}' });
@@ -115,6 +122,7 @@ async function main(): Promise<void> {
     process.stderr.write(`failed: ${String(e)}\nserver log tail:\n${server.logs.slice(-8).join('\n')}\n`);
     throw e;
   } finally {
+    uploader?.kill();
     await agent.close();
     await server.stop();
     await forge.stop();
