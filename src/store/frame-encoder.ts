@@ -13,15 +13,11 @@ import { IncomingCheck } from './incoming-check.js';
 const MAX_FRAMES_IN_FLIGHT = 2;
 /**
  * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core
- * (zstd:3 on a 2 MiB frame: ~1 ms of a worker). So a frame is first judged by samples: SAMPLES
- * slices of SAMPLE_SIZE bytes (start, middle, end) compressed at level 1 in line, ~20 µs for
- * incompressible bytes, which zstd gives up on quickly. Only a frame whose samples save at least
- * SAMPLE_MIN_SAVING goes to the pool to be compressed for real (where the 5% rule decides); the others
- * are stored raw untried. While frames keep compressing, the next one is tried without samples.
+ * (zstd:3 on a 2 MiB frame: ~1 ms of a worker). So a frame is first judged by samples compressed in
+ * line (see frame-sample.ts), ~20 µs for incompressible bytes. Only a frame whose samples shrink goes
+ * to the pool to be compressed for real (where the 5% rule decides); the others are stored raw
+ * untried. While frames keep compressing, the next one is tried without samples.
  */
-const SAMPLES = 3;
-const SAMPLE_SIZE = 16 << 10;
-const SAMPLE_MIN_SAVING = 0.03;
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
 /**
@@ -117,7 +113,7 @@ export class FrameEncoder {
   }
 
   /**
-   * Judges the filled frame (see SAMPLES) and sends it to the pool if it is worth trying. Its bytes
+   * Judges the filled frame by samples and sends it to the pool if it is worth trying. Its bytes
    * go to the sink after every earlier frame's; the sink is not waited for before the next frame's
    * turn, so a frame's write overlaps the one before it, as a raw upload's do.
    */
@@ -125,7 +121,7 @@ export class FrameEncoder {
     const release = this.#backlog.add(2, () => uploadFrames.giveView(input)); // stored and hashed
     this.#check.hashGathered(input.subarray(0, length), release);
     const frame = input.subarray(0, length);
-    const attempt = this.#compressing || samplesShrink(frame, { samples: SAMPLES, sampleSize: SAMPLE_SIZE, minSaving: SAMPLE_MIN_SAVING });
+    const attempt = this.#compressing || samplesShrink(frame);
     // Untried and deferred, the frame needs no pool at all; otherwise the pool compresses it (or,
     // untried, only takes its BLAKE3) while the frames before it are stored.
     const encoded = !attempt && this.#deferRawDigests ? null : this.#pool.compress({ input, length, out: compressedBuffers.take(), level: this.#level, attempt });

@@ -7,7 +7,20 @@ import zstd from 'zstd-napi/binding.js';
  * the pool and a full attempt there (zstd:3 on a 2 MiB frame: ~1 ms of a worker); on compressible
  * bytes it costs ~120 µs, which is why a caller that has just seen frames compress skips it.
  */
-export function samplesShrink(frame: Uint8Array, options: { samples: number; sampleSize: number; minSaving: number }): boolean {
+export interface Sampling {
+  readonly samples: number;
+  readonly sampleSize: number;
+  /** Least share the samples must save for the frame to be worth a real try. */
+  readonly minSaving: number;
+}
+
+/**
+ * How uploads and the compress job judge a frame: three 16 KiB samples (start, middle, end) must
+ * save 3%; the real try then applies the 5% rule.
+ */
+export const FRAME_SAMPLING: Sampling = { samples: 3, sampleSize: 16 << 10, minSaving: 0.03 };
+
+export function samplesShrink(frame: Uint8Array, options: Sampling = FRAME_SAMPLING): boolean {
   const { samples, sampleSize, minSaving } = options;
   if (frame.byteLength <= samples * sampleSize) return true; // small enough to just try
   cctx ??= new zstd.CCtx();

@@ -10,6 +10,7 @@ import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, unlinkSync } f
 import { blake3 } from '@napi-rs/blake-hash';
 import zstd from 'zstd-napi/binding.js';
 import { FRAME_SIZE } from '../store/buffer-pool.js';
+import { samplesShrink } from '../store/frame-sample.js';
 import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../store/frame-format.js';
 import { writeFullySync } from '../store/write-fully.js';
 
@@ -174,16 +175,23 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
     const h = createHash('sha256');
     const entries: FrameEntry[] = [];
     let position = 0;
+    // Frames are judged as uploads judge them (frame-sample.ts): incompressible media costs a few
+    // samples per frame instead of a full try; while frames keep compressing, no samples.
+    let compressing = false;
     for (let pos = 0; pos < size; pos += FRAME_SIZE) {
       const n = Math.min(FRAME_SIZE, size - pos);
       readExactly(fd, plainBuf, n, pos);
       const plain = plainBuf.subarray(0, n);
       h.update(plain);
-      let stored: Buffer = storedBuf.subarray(0, cctx.compress(storedBuf, plain, task.level));
-      let codec = Codec.Zstd;
-      if (stored.length > n * (1 - MIN_SAVING)) {
-        stored = plain;
-        codec = Codec.Raw;
+      let stored: Buffer = plain;
+      let codec = Codec.Raw;
+      if (compressing || samplesShrink(plain)) {
+        const c = cctx.compress(storedBuf, plain, task.level);
+        if (c <= n * (1 - MIN_SAVING)) {
+          stored = storedBuf.subarray(0, c);
+          codec = Codec.Zstd;
+        }
+        compressing = codec === Codec.Zstd;
       }
       if (out !== null) writeFullySync(out, stored, position);
       entries.push({ storedLength: stored.length, codec, digest: new Uint8Array(blake3(stored)) });
