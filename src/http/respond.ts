@@ -23,8 +23,20 @@ export function send(
     ctx.res.writeHeader('X-Request-Id', ctx.requestId);
     if (contentType !== null) ctx.res.writeHeader('Content-Type', contentType);
     for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
-    // A body left unread on the wire would be parsed as the next request: close instead.
-    ctx.res.end(body, ctx.bodyPending);
+    if (!ctx.bodyPending) {
+      ctx.res.end(body);
+      return;
+    }
+    // Answered before the body was read (a refusal): the rest of the body must not be parsed as the
+    // next request, but cutting the connection at once would reset it while the client is still
+    // sending, and a reset throws away the answer waiting in the client's receive buffer. git-lfs
+    // then sees only "connection reset" and retries with backoff, never learning that the 401 asked
+    // for credentials (measured: 1 GiB pushes of 1.1 s took 9–28 s now and then). So the socket
+    // stops being read, the answer says the connection will close, and the client closes it (Go,
+    // curl and undici do once they have the answer) or uWS's idle timeout does (~10 s).
+    ctx.res.pause();
+    ctx.res.writeHeader('Connection', 'close');
+    ctx.res.end(body, false);
   });
 }
 

@@ -239,6 +239,32 @@ t.test('a client that disconnects mid-upload leaves nothing behind', async (t) =
   t.equal((await http('GET', `${base}/health`)).status, 200, 'server fine');
 });
 
+
+// git-lfs's first PUT to an href goes out without credentials and learns from the 401 to send them
+// (../shared/git-lfs-client.md (a)). A large body is still streaming when the 401 is written: if the
+// server cut the connection then, the reset would throw the answer away before the client read it
+// (git-lfs would see only "connection reset", retry with backoff and never send credentials).
+t.test('a refusal answered mid-body reaches a client that is still sending', async (t) => {
+  const sock = connect(server.port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.pause(); // reads nothing until it has sent what it meant to send, as a busy writer would
+  let got = '';
+  let error: string | null = null;
+  sock.on('data', (d: Buffer) => (got += d.toString('latin1')));
+  sock.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? String(e)));
+  sock.write(`PUT /${GAME}/objects/${'a'.repeat(64)} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nX-Lfs-Object-Size: 1073741824\r\n\r\n`);
+  const chunk = Buffer.alloc(1 << 20, 1);
+  for (let i = 0; i < 8; i++) sock.write(Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
+  await new Promise((r) => setTimeout(r, 300));
+  sock.resume();
+  for (let i = 0; i < 100 && !got.includes('request_id'); i++) await new Promise((r) => setTimeout(r, 20));
+  t.match(got, /^HTTP\/1\.1 401 /, 'the 401 was read');
+  t.match(got, /\r\nconnection: close\r\n/i, 'it says the connection will close');
+  t.match(got, /\r\n\r\n\{"message":"[^"]+","request_id":"[^"]+"\}$/, 'with the Git LFS error body, whole');
+  t.equal(error, null, 'no reset before the answer was read');
+  sock.destroy();
+  t.equal((await http('GET', `${base}/health`)).status, 200, 'server fine');
+});
 t.test('concurrent PUTs of one oid both succeed and store it once', async (t) => {
   const a = blob(3_000_000);
   const put = () => http('PUT', `${base}/${GAME}/objects/${a.oid}`, { headers: { authorization: basic('tok-writer') }, body: a.data });
