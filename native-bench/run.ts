@@ -19,10 +19,11 @@ import { MiB } from './lib/data-gen.js';
 import { describeMachine } from './lib/machine-info.js';
 import { fmt, renderMarkdown, writeResults, type BenchResults, type Comparison } from './lib/report.js';
 import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchSha256, benchZstd, type BenchContext } from './limits.bench.js';
+import { benchGitPush } from './git-push.bench.js';
 import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigures, type PairedUploads, type RssFigures, type ServerFigures } from './server.bench.js';
 
 /** Every measure --only accepts. */
-const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed'] as const;
+const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'gitpush'] as const;
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** dist/native-bench → native-bench/results in the source tree. */
@@ -229,6 +230,7 @@ async function main(): Promise<void> {
           ctx.note('Compressed-store targets (issue 5) not measured: the built server has no SVC_COMPRESSION yet.');
         }
       }
+      if (only('gitpush')) await section('git push through git-lfs', () => benchGitPush(ctx, forge));
     } finally {
       await forge.stop();
     }

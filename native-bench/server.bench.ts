@@ -17,8 +17,8 @@ import { fmt } from './lib/report.js';
 import { ddBeside, mbps, percentile, tries, type BenchContext } from './limits.bench.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const REPO = 'bench/assets';
-const TOKEN = 'bench-push-token';
+export const REPO = 'bench/assets';
+export const TOKEN = 'bench-push-token';
 
 /** A running server with its forge and a client holding a token with push on one repository. */
 export interface Stowage {
