@@ -176,6 +176,21 @@ export async function besideDd<T>(ctx: BenchContext, bytes: number, turn: number
   return { result, dd };
 }
 
+/**
+ * Try `i` of a paired upload measure: odd tries go through the lean client, even ones through undici;
+ * the dd beside it runs before the try or after it, alternating (see besideDd, pairUp).
+ */
+async function uploadTry(ctx: BenchContext, client: LfsClient, pid: number, obj: MemObject, i: number): Promise<{ t: Timed; cpu: ReturnType<ReturnType<typeof cpuMeter>>; dd: number }> {
+  let cpu: ReturnType<ReturnType<typeof cpuMeter>> | null = null;
+  const { result: t, dd } = await besideDd(ctx, obj.size, i + (i >> 1), async () => {
+    const meter = cpuMeter(pid);
+    const timed = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data), i % 2 === 1 ? obj.data : null);
+    cpu = meter();
+    return timed;
+  });
+  return { t, cpu: cpu!, dd };
+}
+
 /** Upload tries per client, each beside its own dd: an odd number, so the median is one of them. */
 const uploadPairs = (ctx: BenchContext): number => (ctx.quick ? 1 : 3);
 
@@ -258,14 +273,8 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
         big = memObject(new SeededBytes(`big-${i}`).bytes(bigSize));
         const obj = big;
         const lean = i % 2 === 1;
-        let cpu: Run['cpu'] | null = null;
-        const { result: t, dd } = await besideDd(ctx, bigSize, i + (i >> 1), async () => {
-          const meter = cpuMeter(s.pid);
-          const timed = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data), lean ? obj.data : null);
-          cpu = meter();
-          return timed;
-        });
-        (lean ? leanRuns : runs).push({ t, cpu: cpu!, dd });
+        const { t, cpu, dd } = await uploadTry(ctx, client, s.pid, obj, i);
+        (lean ? leanRuns : runs).push({ t, cpu, dd });
       }
       const record = (key: string, label: string, list: Run[]): { best: number; paired: PairedUploads } => {
         const { t, cpu } = list.reduce((a, b) => (b.t.totalMs < a.t.totalMs ? b : a));
@@ -621,14 +630,8 @@ export async function benchCompressed(ctx: BenchContext, forge: GitHubEmulator, 
     for (let i = 0; i < 2 * uploadPairs(ctx); i++) {
       const rnd = memObject(new SeededBytes(`z-rnd-${i}`).bytes(size));
       const lean = i % 2 === 1;
-      let cpu: Run['cpu'] | null = null;
-      const { result: u, dd } = await besideDd(ctx, size, i + (i >> 1), async () => {
-        const meter = cpuMeter(s.pid);
-        const timed = await timedUpload(client, rnd.oid, rnd.size, () => slices(rnd.data), lean ? rnd.data : null);
-        cpu = meter();
-        return timed;
-      });
-      (lean ? leanRuns : runs).push({ rate: mbps(size, u.totalMs), dd, cpu: cpu! });
+      const { t: u, cpu, dd } = await uploadTry(ctx, client, s.pid, rnd, i);
+      (lean ? leanRuns : runs).push({ rate: mbps(size, u.totalMs), dd, cpu });
     }
     const record = (key: string, label: string, list: Run[]): { best: number; paired: PairedUploads } => {
       const best = list.reduce((a, b) => (b.rate > a.rate ? b : a));
