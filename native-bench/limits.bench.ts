@@ -143,10 +143,13 @@ export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
   return rate;
 }
 
+/** `dd if=/dev/zero of=path bs=1M count=… conv=fdatasync [oflag=direct]`'s arguments. */
+const ddArgs = (path: string, count: number, direct = false): string[] => ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync', ...(direct ? ['oflag=direct'] : [])];
+
 /** One `dd … conv=fdatasync` of `count` MiB into `path`: its rate, what dd says, or why it failed. */
 function dd(path: string, count: number, direct = false): { rate: number; says: string; failed: string | null } {
   const t0 = performance.now();
-  const r = spawnSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync', ...(direct ? ['oflag=direct'] : [])], { encoding: 'utf8' });
+  const r = spawnSync('dd', ddArgs(path, count, direct), { encoding: 'utf8' });
   const rate = mbps(count * MiB, performance.now() - t0);
   const says = (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '');
   return { rate, says, failed: r.status === 0 ? null : r.stderr };
@@ -165,7 +168,7 @@ export async function ddBeside(ctx: BenchContext, count: number): Promise<number
   for (let i = 0; i < 2; i++) {
     // Not spawnSync: the bench's keep-alive connections must see the server's idle close meanwhile.
     const t0 = performance.now();
-    const child = spawn('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn('dd', ddArgs(path, count), { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));

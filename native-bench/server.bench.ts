@@ -134,7 +134,7 @@ async function timedUpload(client: LfsClient, oid: string, size: number, body: (
   }
 }
 
-/** Uploads measured each beside its own dd (see pairedUploads). */
+/** Uploads measured each beside its own dd (see pairUp). */
 export interface PairedUploads {
   /** Median upload rate, MB/s. */
   readonly rate: number;
@@ -158,7 +158,7 @@ const median = (xs: number[]): number => {
  * (before it in one pair, after it in the next), and the target is judged by the median of those
  * per-pair ratios; the best-of figures stay in the table as they are.
  */
-export function pairUp(runs: { rate: number; dd: number }[]): PairedUploads {
+function pairUp(runs: { rate: number; dd: number }[]): PairedUploads {
   return {
     rate: median(runs.map((r) => r.rate)),
     dd: median(runs.map((r) => r.dd)),
@@ -167,28 +167,18 @@ export function pairUp(runs: { rate: number; dd: number }[]): PairedUploads {
   };
 }
 
-/** Runs `upload` with a dd of `bytes` right before it (even `turn`) or right after it (odd). */
-export async function besideDd<T>(ctx: BenchContext, bytes: number, turn: number, upload: () => Promise<T>): Promise<{ result: T; dd: number }> {
-  const count = Math.round(bytes / MiB);
-  const before = turn % 2 === 0 ? await ddBeside(ctx, count) : null;
-  const result = await upload();
-  const dd = before ?? (await ddBeside(ctx, count));
-  return { result, dd };
-}
-
 /**
  * Try `i` of a paired upload measure: odd tries go through the lean client, even ones through undici;
- * the dd beside it runs before the try or after it, alternating (see besideDd, pairUp).
+ * the dd beside it runs before the try or after it, alternating (see pairUp).
  */
 async function uploadTry(ctx: BenchContext, client: LfsClient, pid: number, obj: MemObject, i: number): Promise<{ t: Timed; cpu: ReturnType<ReturnType<typeof cpuMeter>>; dd: number }> {
-  let cpu: ReturnType<ReturnType<typeof cpuMeter>> | null = null;
-  const { result: t, dd } = await besideDd(ctx, obj.size, i + (i >> 1), async () => {
-    const meter = cpuMeter(pid);
-    const timed = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data), i % 2 === 1 ? obj.data : null);
-    cpu = meter();
-    return timed;
-  });
-  return { t, cpu: cpu!, dd };
+  const count = Math.round(obj.size / MiB);
+  // Tries 0, 1 | 2, 3 | 4, 5 …: dd before, after | after, before | before, after …
+  const before = (i + (i >> 1)) % 2 === 0 ? await ddBeside(ctx, count) : null;
+  const meter = cpuMeter(pid);
+  const t = await timedUpload(client, obj.oid, obj.size, () => slices(obj.data), i % 2 === 1 ? obj.data : null);
+  const cpu = meter();
+  return { t, cpu, dd: before ?? (await ddBeside(ctx, count)) };
 }
 
 /** Upload tries per client, each beside its own dd: an odd number, so the median is one of them. */

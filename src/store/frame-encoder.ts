@@ -11,13 +11,6 @@ import { IncomingCheck } from './incoming-check.js';
 
 /** Frames of one upload compressing or being stored at once before the socket is paused. */
 const MAX_FRAMES_IN_FLIGHT = 2;
-/**
- * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core
- * (zstd:3 on a 2 MiB frame: ~1 ms of a worker). So a frame is first judged by samples compressed in
- * line (see frame-sample.ts), ~20 µs for incompressible bytes. Only a frame whose samples shrink goes
- * to the pool to be compressed for real (where the 5% rule decides); the others are stored raw
- * untried. While frames keep compressing, the next one is tried without samples.
- */
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
 /**
@@ -59,8 +52,8 @@ export function digested(entries: readonly EncodedFrame[]): FrameEntry[] {
  * The upload side of the framed format (frame-format.ts), whatever the store: bytes are checked
  * (IncomingCheck: counted in line, sha256 in line or on the hash thread), gathered into FRAME_SIZE
  * frames of shared memory, each full frame that samples say is worth it is compressed and
- * BLAKE3-hashed on the worker pool while the next one fills, and stored frames reach the sink in order. At most MAX_FRAMES_IN_FLIGHT
- * frames are outstanding (until stored and hashed); past that write() asks the caller to wait for
+ * BLAKE3-hashed on the worker pool while the next one fills, and stored frames reach the sink in
+ * order. At most MAX_FRAMES_IN_FLIGHT frames are outstanding (until stored and hashed); past that write() asks the caller to wait for
  * onDrain. The store decides what to do with the result (index and trailer, or plain).
  */
 export class FrameEncoder {
@@ -113,8 +106,11 @@ export class FrameEncoder {
   }
 
   /**
-   * Judges the filled frame by samples and sends it to the pool if it is worth trying. Its bytes
-   * go to the sink after every earlier frame's; the sink is not waited for before the next frame's
+   * Already-compressed assets (textures, video, archives) do not shrink, and trying costs a core.
+   * So the filled frame is first judged by samples compressed in line (frame-sample.ts); only a
+   * frame whose samples shrink goes to the pool to be compressed for real, the others are stored raw
+   * untried, and while frames keep compressing the next one is tried without samples. Its bytes go
+   * to the sink after every earlier frame's; the sink is not waited for before the next frame's
    * turn, so a frame's write overlaps the one before it, as a raw upload's do.
    */
   #submit(input: Buffer, length: number): void {

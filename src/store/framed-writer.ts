@@ -69,9 +69,9 @@ export class FramedWriter implements ObjectWriter {
   }
 
   /**
-   * The framed form is kept and some raw frames went in untried (an incompressible stretch before a
-   * probe found compressible data again): their BLAKE3 comes from the bytes as stored, read back
-   * one frame at a time.
+   * The framed form is kept and some raw frames went in untried (their samples did not shrink, but
+   * other frames compressed): their BLAKE3 comes from the bytes as stored, read back one frame at a
+   * time.
    */
   async #digestDeferred(encoded: readonly EncodedFrame[]): Promise<FrameEntry[]> {
     if (encoded.every((e) => e.digest !== null)) return encoded as FrameEntry[];

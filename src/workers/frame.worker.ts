@@ -7,9 +7,7 @@
 import { blake3 } from '@napi-rs/blake-hash';
 import { Piscina } from 'piscina';
 import zstd from 'zstd-napi/binding.js';
-
-/** A frame is stored raw unless zstd saves at least this share of it. */
-const MIN_SAVING = 0.05;
+import { MIN_FRAME_SAVING } from '../store/frame-sample.js';
 
 let cctx: zstd.CCtx | null = null;
 let dctx: zstd.DCtx | null = null;
@@ -58,7 +56,7 @@ export function compressFrame(task: CompressTask): CompressResult {
   if (task.attempt) {
     cctx ??= new zstd.CCtx();
     const c = cctx.compress(dst, src, task.level);
-    if (c <= task.length * (1 - MIN_SAVING)) {
+    if (c <= task.length * (1 - MIN_FRAME_SAVING)) {
       codec = 1;
       n = c;
     }

@@ -10,7 +10,7 @@ import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, unlinkSync } f
 import { blake3 } from '@napi-rs/blake-hash';
 import zstd from 'zstd-napi/binding.js';
 import { FRAME_SIZE } from '../store/buffer-pool.js';
-import { samplesShrink } from '../store/frame-sample.js';
+import { MIN_FRAME_SAVING, samplesShrink } from '../store/frame-sample.js';
 import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../store/frame-format.js';
 import { writeFullySync } from '../store/write-fully.js';
 
@@ -22,8 +22,6 @@ try {
   // not permitted here
 }
 
-/** Same rule as frame.worker.ts: a frame is stored raw unless zstd saves at least this share. */
-const MIN_SAVING = 0.05;
 /** Plain files are read in chunks of this size. */
 const READ_CHUNK = 4 << 20;
 
@@ -187,7 +185,7 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
       let codec = Codec.Raw;
       if (compressing || samplesShrink(plain)) {
         const c = cctx.compress(storedBuf, plain, task.level);
-        if (c <= n * (1 - MIN_SAVING)) {
+        if (c <= n * (1 - MIN_FRAME_SAVING)) {
           stored = storedBuf.subarray(0, c);
           codec = Codec.Zstd;
         }
