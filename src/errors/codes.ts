@@ -9,7 +9,12 @@ export const ERROR_CODES = {
   LFS_ERR_BAD_MEDIA_TYPE: { status: 415, message: 'Content-Type must be application/vnd.git-lfs+json' },
   LFS_ERR_NOT_ACCEPTABLE: { status: 406, message: 'Accept must allow application/vnd.git-lfs+json' },
   LFS_ERR_BODY_TOO_LARGE: { status: 413, message: 'Request body is too large' },
+  // HTTP framing the server cannot read one way only (RFC 9112 §6.3); the connection is closed after it.
+  LFS_ERR_BAD_FRAMING: { status: 400, message: 'Conflicting or unsupported message framing (RFC 9112 §6.3)' },
+  // The HTTP layer (uWS) takes no Content-Length of 1e9 or more; chunked bodies have no such limit.
+  LFS_ERR_LENGTH_TOO_LARGE: { status: 413, message: 'A Content-Length of 1000000000 bytes or more cannot be read here; send the body with Transfer-Encoding: chunked' },
   LFS_ERR_BATCH_TOO_LARGE: { status: 413, message: 'Too many objects in one batch' },
+  LFS_ERR_TRANSFER_UNSUPPORTED: { status: 422, message: 'None of the offered transfer adapters is spoken here; this server speaks "basic"' },
   LFS_ERR_BAD_PATH: { status: 404, message: 'Not found' },
   LFS_ERR_NOT_FOUND: { status: 404, message: 'Not found' },
   LFS_ERR_METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed' },
@@ -19,6 +24,9 @@ export const ERROR_CODES = {
   LFS_ERR_RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable' },
   LFS_ERR_AUTH_REQUIRED: { status: 401, message: 'Credentials needed' },
   LFS_ERR_AUTH_REJECTED: { status: 401, message: 'The forge did not accept these credentials' },
+  // Refused before any forge call: a token with a space, a control or a non-ASCII character cannot
+  // go into the forge request's header, and is no forge's token anyway.
+  LFS_ERR_AUTH_MALFORMED: { status: 401, message: 'These credentials cannot be a forge token: they hold spaces, control or non-ASCII characters' },
   LFS_ERR_REPO_NOT_FOUND: { status: 404, message: 'Repository not found, or this token cannot see it' },
   LFS_ERR_FORBIDDEN_WRITE: { status: 403, message: 'This token may read but not write this repository' },
   LFS_ERR_FORBIDDEN: { status: 403, message: 'This token may not do that' },

@@ -1,8 +1,35 @@
+import { lfsError } from '../errors/errors.js';
+import { CHALLENGE } from '../service/access-service.js';
+
+/**
+ * Visible ASCII, no space: every forge's tokens fit (RFC 6750's b64token is a subset), and the token
+ * goes raw into the header of the forge call, where a control character, a line break or a non-Latin-1
+ * character makes undici refuse to send it (UND_ERR_INVALID_ARG). Such credentials are unusable:
+ * refused here, before any forge call, rather than taken for a forge outage.
+ */
+const TOKEN = /^[\x21-\x7e]+$/;
+
+/**
+ * Returns `token` when it can be a forge token; otherwise throws 401 LFS_ERR_AUTH_MALFORMED with
+ * `challenge` (git-lfs asks its credential helper again; the dashboard passes none, so that a
+ * browser shows no password prompt).
+ */
+export function usableToken(token: string, challenge: Record<string, string> = CHALLENGE): string {
+  if (!TOKEN.test(token)) throw lfsError('LFS_ERR_AUTH_MALFORMED', undefined, challenge);
+  return token;
+}
+
 /**
  * Pulls the token out of an Authorization header (spec Authentication rule 2): the password of
- * HTTP Basic (any username) or a Bearer token. Returns null when there is none; never logs it.
+ * HTTP Basic (any username) or a Bearer token. Returns null when there is none; throws 401 when it
+ * is one no forge could accept (see usableToken). Never logs it.
  */
-export function tokenFromAuthorization(header: string): string | null {
+export function tokenFromAuthorization(header: string, challenge: Record<string, string> = CHALLENGE): string | null {
+  const token = parseAuthorization(header);
+  return token === null ? null : usableToken(token, challenge);
+}
+
+function parseAuthorization(header: string): string | null {
   if (header === '') return null;
   const space = header.indexOf(' ');
   if (space < 0) return null;

@@ -1,4 +1,6 @@
 import type { HttpRequest, HttpResponse } from '@trufflesuite/uws-js-unofficial';
+import type { LfsError } from '../errors/errors.js';
+import { framingError } from './framing.js';
 
 /**
  * What a handler knows of one request. uWS's HttpRequest lives only during the synchronous part of
@@ -32,7 +34,7 @@ export interface RequestContext {
   bodyPending: boolean;
 }
 
-const HEADERS_KEPT = [
+const HEADERS_KEPT = new Set([
   'authorization',
   'content-type',
   'content-length',
@@ -43,7 +45,7 @@ const HEADERS_KEPT = [
   'origin',
   'cookie',
   'host',
-] as const;
+]);
 
 let counter = 0;
 const prefix = Math.floor(Math.random() * 0xffffffff).toString(16).padStart(8, '0');
@@ -65,6 +67,8 @@ export class UwsRequestContext implements RequestContext {
   responded = false;
   status = 0;
   bodyPending = false;
+  /** Set when the framing headers are unreadable or conflicting: answered instead of the route, and the connection closed. */
+  readonly framing: LfsError | null;
 
   constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
     this.res = res;
@@ -74,10 +78,16 @@ export class UwsRequestContext implements RequestContext {
     this.query = req.getQuery() ?? '';
     this.params = [];
     for (let i = 0; i < paramCount; i++) this.params.push(req.getParameter(i) ?? '');
-    for (const h of HEADERS_KEPT) {
-      const v = req.getHeader(h);
-      if (v !== '') this.#headers.set(h, v);
-    }
+    // One pass over every header (getHeader sees only the first of a repeated one): the kept
+    // values, first occurrence wins as with getHeader, and each framing header however often it came.
+    const lengths: string[] = [];
+    const codings: string[] = [];
+    req.forEach((name, value) => {
+      if (name === 'content-length') lengths.push(value);
+      else if (name === 'transfer-encoding') codings.push(value);
+      if (value !== '' && HEADERS_KEPT.has(name) && !this.#headers.has(name)) this.#headers.set(name, value);
+    });
+    this.framing = lengths.length + codings.length === 0 ? null : framingError(lengths, codings);
     this.requestId = `${prefix}-${(++counter).toString(16)}`;
     res.onAborted(() => {
       this.#aborted = true;

@@ -5,6 +5,37 @@ import type { RequestContext } from './context.js';
 /** Bytes copied and held while the writer is not ready yet (authorization, opening the file). */
 const PRE_BUFFER = 1 << 20;
 
+/**
+ * uWS rearms its 10 s idle timeout on request data only once 160 KiB arrived within it (16 KiB/s,
+ * HTTP_RECEIVE_THROUGHPUT_BYTES in its HttpContext), so an upload slower than that is cut after 8-12 s
+ * with no answer though it is still progressing. `resume()` sets the timeout anew, so pause + resume
+ * while bytes keep coming rearms it: a slow link can push, and a connection that sends nothing for
+ * about 10 s is still cut. At most once a second: each is a couple of epoll_ctl calls.
+ */
+const REARM_EVERY_MS = 1000;
+
+/** Rearms uWS's idle timer of one request while its body keeps arriving. */
+class IdleRearm {
+  readonly #ctx: RequestContext;
+  #at = performance.now();
+
+  constructor(ctx: RequestContext) {
+    this.#ctx = ctx;
+  }
+
+  /**
+   * Bytes arrived and the socket is not paused by us. Never once answered: a refusal pauses the
+   * socket on purpose (respond.ts), and a resume would read on.
+   */
+  progress(): void {
+    const now = performance.now();
+    if (now - this.#at < REARM_EVERY_MS || this.#ctx.responded || this.#ctx.aborted) return;
+    this.#at = now;
+    this.#ctx.res.pause();
+    this.#ctx.res.resume();
+  }
+}
+
 /** The most bytes a body of unknown size may carry, and the error to answer past it. */
 export interface BodyCap {
   readonly bytes: number;
@@ -29,6 +60,7 @@ export class BodyPump {
   #settle: { resolve: () => void; reject: (e: unknown) => void } | null = null;
   #failure: unknown = null;
   readonly #counted: (bytes: number) => void;
+  readonly #idle: IdleRearm;
 
   /**
    * `counted` is told of every byte as it reaches the writer (metrics count uploads as they
@@ -38,6 +70,7 @@ export class BodyPump {
     this.#ctx = ctx;
     this.#counted = counted;
     ctx.bodyPending = true;
+    this.#idle = new IdleRearm(ctx);
     ctx.res.onData((chunk, isLast) => this.#onData(new Uint8Array(chunk), isLast));
     ctx.onAbort(() => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')));
   }
@@ -70,6 +103,7 @@ export class BodyPump {
         }
       }
     }
+    if (!isLast && !this.#paused) this.#idle.progress();
     if (isLast) {
       this.#ended = true;
       this.#ctx.bodyPending = false;
@@ -135,12 +169,14 @@ export class BodyPump {
 export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
   const res = ctx.res;
   ctx.bodyPending = true;
-  return new Promise((resolve, reject) => {
+  const body = new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
+    const idle = new IdleRearm(ctx);
     res.onData((chunk, isLast) => {
       if (failed) return;
+      if (!isLast) idle.progress();
       size += chunk.byteLength;
       if (size > cap) {
         failed = true;
@@ -155,6 +191,12 @@ export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
     });
     ctx.onAbort(() => reject(lfsError('LFS_ERR_UPLOAD_ABORTED')));
   });
+  // A handler may refuse the request (bad Accept, bad path) before it awaits the body, and the rest
+  // of the body can still arrive and overflow the cap after that answer: nobody awaits this promise
+  // then, and its rejection must not surface as an unhandled one. A handler that awaits it still
+  // gets the rejection.
+  body.catch(() => undefined);
+  return body;
 }
 
 /** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */

@@ -7,6 +7,15 @@ import type { RequestContext } from './context.js';
 
 const statusLine = (status: number): string => `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 
+/**
+ * uWS's cork buffer. uWS corks the socket while it parses what one read brought, and sends what was
+ * written only after that; a write that does not fit in the buffer goes out at once.
+ */
+const CORK_BUFFER_BYTES = 16 * 1024;
+
+/** Errors after which the connection cannot be read on: answered, then closed (see sendAndClose). */
+const CLOSING_CODES: ReadonlySet<string> = new Set(['LFS_ERR_BAD_FRAMING', 'LFS_ERR_LENGTH_TOO_LARGE']);
+
 /** Writes a complete response in one corked write. No-op when the client is gone. */
 export function send(
   ctx: RequestContext,
@@ -23,6 +32,11 @@ export function send(
     ctx.res.writeHeader('X-Request-Id', ctx.requestId);
     if (contentType !== null) ctx.res.writeHeader('Content-Type', contentType);
     for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
+    if (ctx.method === 'head') {
+      // RFC 9110 §9.3.2: the head GET would send (Content-Length included), never the body.
+      ctx.res.endWithoutBody(Buffer.byteLength(body));
+      return;
+    }
     if (!ctx.bodyPending) {
       ctx.res.end(body);
       return;
@@ -40,6 +54,41 @@ export function send(
   });
 }
 
+/** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
+export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
+  if (ctx.aborted || ctx.responded) return;
+  ctx.responded = true;
+  ctx.status = status;
+  ctx.res.cork(() => {
+    ctx.res.writeStatus(statusLine(status));
+    ctx.res.writeHeader('X-Request-Id', ctx.requestId);
+    for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
+    ctx.res.endWithoutBody(length);
+  });
+}
+
+/**
+ * Answers and closes the connection at once: for a request whose framing cannot be trusted, where
+ * the bytes after its head must never be parsed as a next request (RFC 9112 §6.3), and for one uWS
+ * closes on its own right after the handler (Content-Length of 1e9 or more). Both happen while uWS
+ * has the socket corked; a response that fits the cork buffer would then wait for the uncork, by
+ * which time uWS has parsed the smuggled next request (and answered it) or closed the connection
+ * (throwing the answer away). So the JSON body is padded with spaces (still valid JSON) past the
+ * cork buffer: uWS writes it at once, then ends the connection and parses nothing more.
+ */
+function sendAndClose(ctx: RequestContext, status: number, json: string, headers: Readonly<Record<string, string>>): void {
+  if (ctx.aborted || ctx.responded) return;
+  ctx.responded = true;
+  ctx.status = status;
+  ctx.res.cork(() => {
+    ctx.res.writeStatus(statusLine(status));
+    ctx.res.writeHeader('X-Request-Id', ctx.requestId);
+    ctx.res.writeHeader('Content-Type', LFS_JSON);
+    for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
+    ctx.res.end(json.padEnd(CORK_BUFFER_BYTES + 1), true);
+  });
+}
+
 export function sendJson(ctx: RequestContext, status: number, value: unknown, headers?: Record<string, string>): void {
   send(ctx, status, JSON.stringify(value), headers);
 }
@@ -50,7 +99,9 @@ export function sendJson(ctx: RequestContext, status: number, value: unknown, he
  */
 export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, fields: object) => void): void {
   if (isLfsError(err)) {
-    sendJson(ctx, err.status, { message: err.message, request_id: ctx.requestId }, err.headers);
+    const body = { message: err.message, request_id: ctx.requestId };
+    if (CLOSING_CODES.has(err.code)) sendAndClose(ctx, err.status, JSON.stringify(body), err.headers);
+    else sendJson(ctx, err.status, body, err.headers);
     return;
   }
   log('unhandled error', { request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });

@@ -5,7 +5,7 @@ import { UwsRequestContext, type RequestContext } from './context.js';
 import { sendError } from './respond.js';
 
 export type Handler = (ctx: RequestContext) => void | Promise<void>;
-type Method = 'get' | 'post' | 'put' | 'del' | 'any';
+type Method = 'get' | 'head' | 'post' | 'put' | 'del' | 'any';
 export type Logger = (msg: string, fields: object) => void;
 
 /**
@@ -74,6 +74,8 @@ export class HttpServer {
       if (!ctx.responded && !ctx.aborted) sendError(ctx, e, this.#log);
     };
     try {
+      // Before the route: the bytes after this head cannot be told apart from a next request.
+      if (ctx.framing !== null) throw ctx.framing;
       if (this.#closing) throw lfsError('LFS_ERR_SHUTTING_DOWN', undefined, { 'Retry-After': '5', Connection: 'close' });
       const result = handler(ctx);
       if (result instanceof Promise) {

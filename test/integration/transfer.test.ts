@@ -107,6 +107,40 @@ t.test('batch: bad input', async (t) => {
 
   const noRef = await http('POST', url, { headers: { authorization: auth, 'content-type': LFS }, body: JSON.stringify({ operation: 'download', objects: [], ref: {} }) });
   t.equal(noRef.status, 200, 'no charset, ref {} and no transfers are fine');
+  t.equal(noRef.json().transfer, 'basic');
+
+  // batch.md: the answer's transfer must be one the client offered; none of ours offered: refused.
+  const tus = await batch(base, GAME, 'tok-writer', 'upload', [{ oid: 'e'.repeat(64), size: 7 }], { transfers: ['tus', 'lfs-standalone-file'] });
+  errorBody(t, tus, 422);
+  t.match(tus.json().message, /"tus", "lfs-standalone-file".*basic/, 'names what was offered and what is spoken');
+  t.notOk(tus.json().objects, 'an error answer has no objects');
+  const withBasic = await batch(base, GAME, 'tok-writer', 'upload', [{ oid: 'e'.repeat(64), size: 7 }], { transfers: ['tus', 'basic'] });
+  t.equal(withBasic.json().transfer, 'basic', 'basic among others: basic');
+  t.same(objs[1].size, -5, 'a negative size is echoed as sent in its error entry');
+});
+
+t.test('HEAD of an object answers as GET, without the body', async (t) => {
+  const a = blob(12345);
+  t.equal(await push(base, GAME, 'tok-writer', a), 200);
+  const url = `${base}/${GAME}/objects/${a.oid}`;
+  const get = await http('GET', url, { headers: { authorization: basic('tok-reader') } });
+  const head = await http('HEAD', url, { headers: { authorization: basic('tok-reader') } });
+  t.equal(head.status, 200);
+  t.equal(head.body.length, 0, 'no body');
+  for (const h of ['content-length', 'content-type', 'accept-ranges']) t.equal(head.headers[h], get.headers[h], `${h} as GET says`);
+  t.equal(head.headers['content-length'], '12345');
+  const ranged = await http('HEAD', url, { headers: { authorization: basic('tok-reader'), range: 'bytes=0-9' } });
+  t.equal(ranged.status, 200, 'Range is ignored on HEAD (RFC 9110 §14.2)');
+  const anon = await http('HEAD', url);
+  t.equal(anon.status, 401, 'the same permission as GET');
+  t.equal(anon.body.length, 0, 'errors have no body either');
+  t.ok(Number(anon.headers['content-length']) > 0, 'but say the length of the body GET would get');
+  t.equal(anon.headers['lfs-authenticate'], 'Basic realm="Stowage"');
+  const missing = await http('HEAD', `${base}/${GAME}/objects/${'9'.repeat(64)}`, { headers: { authorization: basic('tok-reader') } });
+  t.equal(missing.status, 404);
+  const allow = await http('DELETE', url, { headers: { authorization: basic('tok-reader') } });
+  t.equal(allow.status, 405);
+  t.match(allow.headers.allow, /HEAD/, 'Allow names HEAD');
 });
 
 t.test('authentication and authorization', async (t) => {

@@ -53,6 +53,10 @@ t.test('parseBatchRequest', async (t) => {
   t.equal(ok.refName, null, 'ref {} is accepted');
   const bad = parseBatchRequest({ operation: 'download', objects: [{ oid: 'nope', size: 1 }, { oid: OID, size: -1 }, { oid: OID, size: 1.5 }, { oid: OID, size: 2 ** 60 }] });
   t.match(bad.objects.map((o) => o.invalid), [/oid/, /size/, /size/, /size/], 'bad entries are kept and flagged, not dropped');
+  t.same(bad.objects.map((o) => o.size), [1, -1, 0, 2 ** 60], 'sizes echoed as sent; a fraction (undecodable as int64) becomes 0');
+  const odd = parseBatchRequest({ operation: 'download', objects: [{ oid: OID, size: '5' }, { oid: OID, size: -(2 ** 64) }, { oid: OID }] });
+  t.same(odd.objects.map((o) => o.size), [0, 0, 0], 'not a number, or past int64: 0');
+  t.equal(parseBatchRequest({ operation: 'upload', objects: [] }).operation, 'upload', 'no transfers: basic is assumed');
   const throwsCode = (body: unknown, code: string): void => {
     try {
       parseBatchRequest(body);
@@ -66,6 +70,10 @@ t.test('parseBatchRequest', async (t) => {
   throwsCode([], 'LFS_ERR_BAD_REQUEST');
   throwsCode({ operation: 'upload', objects: [], ref: 'main' }, 'LFS_ERR_BAD_REQUEST');
   throwsCode({ operation: 'upload', objects: Array.from({ length: MAX_BATCH_OBJECTS + 1 }, () => ({ oid: OID, size: 1 })) }, 'LFS_ERR_BATCH_TOO_LARGE');
+  // batch.md: the answer's transfer "MUST be one of the given transfer identifiers".
+  throwsCode({ operation: 'download', objects: [], transfers: ['lfs-standalone-file', 'ssh'] }, 'LFS_ERR_TRANSFER_UNSUPPORTED');
+  throwsCode({ operation: 'download', objects: [], transfers: [] }, 'LFS_ERR_TRANSFER_UNSUPPORTED');
+  throwsCode({ operation: 'download', objects: [], transfers: ['Basic'] }, 'LFS_ERR_TRANSFER_UNSUPPORTED');
 });
 
 t.test('media types', async (t) => {

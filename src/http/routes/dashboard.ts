@@ -2,7 +2,7 @@ import { lfsError } from '../../errors/errors.js';
 import type { Session, SessionService, DashboardUser } from '../../service/session-service.js';
 import type { SettingsService } from '../../service/settings-service.js';
 import type { StatsService } from '../../service/stats-service.js';
-import { tokenFromAuthorization } from '../auth.js';
+import { tokenFromAuthorization, usableToken } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { renderDashboard, renderSignIn } from '../pages/dashboard-page.js';
 import { collectBody, parseJson } from '../request-body.js';
@@ -15,6 +15,8 @@ const COOKIE_PATH = '/-/';
 const BODY_CAP = 64 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
 const NO_STORE = { 'Cache-Control': 'no-store' };
+/** Dashboard 401s carry no Basic challenge: a browser must not pop up a password prompt. */
+const NO_CHALLENGE = {};
 
 export interface DashboardDeps {
   readonly sessions: SessionService;
@@ -67,7 +69,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
 
   /** The admin making this call: by token when one is sent, else by the session cookie. */
   const requireAdmin = async (ctx: RequestContext, changesState: boolean): Promise<DashboardUser> => {
-    const token = tokenFromAuthorization(ctx.header('authorization'));
+    const token = tokenFromAuthorization(ctx.header('authorization'), NO_CHALLENGE);
     if (token !== null) {
       if (changesState) checkOrigin(ctx, false);
       return sessions.adminOf(token, ctx.signal);
@@ -96,7 +98,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
     const parsed = parseJson(await body) as { token?: unknown } | null;
     const token = parsed?.token;
     if (typeof token !== 'string' || token.trim() === '' || token.length > 4096) throw lfsError('LFS_ERR_BAD_REQUEST', 'Body must be {"token": "<forge token>"}');
-    const { id, session } = await sessions.signIn(token.trim(), ctx.signal);
+    const { id, session } = await sessions.signIn(usableToken(token.trim(), NO_CHALLENGE), ctx.signal);
     json(ctx, 201, userView(session.user, session.expiresAt), { 'Set-Cookie': cookie(id, sessions.ttlSeconds) });
   });
 

@@ -12,8 +12,11 @@ import type { TransferService } from '../../service/transfer-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { BodyPump, collectBody, parseJson } from '../request-body.js';
-import { sendJson, sendStream, send } from '../respond.js';
+import { send, sendHead, sendJson, sendStream } from '../respond.js';
 import type { HttpServer } from '../server.js';
+
+/** What a download (GET or HEAD) says of the object beside its length. */
+const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
 
 /** JSON bodies of the API (batch of 1000 objects ≈ 100 KB) are capped well above need. */
 const JSON_BODY_CAP = 1 << 20;
@@ -109,6 +112,20 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     sendJson(ctx, 200, {});
   });
 
+  // HEAD answers as GET does, head only (RFC 9110 §9.3.2): Content-Length is the object's size.
+  // Range is ignored, as for any method but GET (RFC 9110 §14.2), and nothing counts as a download.
+  http.route('head', '/:org/:repo/objects/:oid', 'download_head', async (ctx) => {
+    const repo = repoOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
+    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
+    const reader = await transfers.openForDownload(repo, oid);
+    try {
+      sendHead(ctx, 200, DOWNLOAD_HEADERS, reader.size);
+    } finally {
+      await reader.close();
+    }
+  });
+
   http.route('get', '/:org/:repo/objects/:oid', 'download', async (ctx) => {
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
@@ -122,7 +139,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
         // Spec rule 4: 416 carries the object's real size.
         throw lfsError('LFS_ERR_RANGE_NOT_SATISFIABLE', undefined, { 'Content-Range': `bytes */${total}` });
       }
-      const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
+      const headers: Record<string, string> = { ...DOWNLOAD_HEADERS };
       if (range.kind === 'range') {
         headers['Content-Range'] = `bytes ${range.start}-${range.end}/${total}`;
         const length = range.end - range.start + 1;

@@ -1,0 +1,34 @@
+import { lfsError, type LfsError } from '../errors/errors.js';
+
+/**
+ * The HTTP layer (uWS) refuses a Content-Length of this many bytes or more: it closes the
+ * connection right after the route handler returns. Chunked bodies have no such limit.
+ */
+export const UWS_MAX_CONTENT_LENGTH = 1_000_000_000;
+
+/**
+ * Checks a request's framing headers, every occurrence of each as uWS received them, and returns
+ * the error to answer when the body's extent cannot be read one way only (RFC 9112 §6.3):
+ * "If a message is received without Transfer-Encoding and with an invalid Content-Length header
+ * field, then the message framing is invalid and the recipient MUST treat it as an unrecoverable
+ * error … the server MUST respond with a 400 (Bad Request) status code and then close the
+ * connection", and a Transfer-Encoding whose final coding is not chunked "MUST respond with the 400".
+ * uWS itself takes the first Content-Length and decodes any Transfer-Encoding as chunked, so a proxy
+ * in front that reads them otherwise would disagree with it on where the next request starts
+ * (request smuggling). Only `chunked` is accepted: no coding before it is implemented here.
+ */
+export function framingError(contentLengths: readonly string[], transferEncodings: readonly string[]): LfsError | null {
+  const refuse = (why: string): LfsError => lfsError('LFS_ERR_BAD_FRAMING', `${why} (RFC 9112 §6.3); the connection is closed`, { Connection: 'close' });
+  if (transferEncodings.length > 0) {
+    if (contentLengths.length > 0) return refuse('Both Transfer-Encoding and Content-Length are set');
+    if (transferEncodings.length > 1) return refuse('Transfer-Encoding is given more than once');
+    if (transferEncodings[0]!.trim().toLowerCase() !== 'chunked') return refuse('Transfer-Encoding must be exactly "chunked"');
+    return null;
+  }
+  if (contentLengths.length === 0) return null;
+  if (contentLengths.length > 1) return refuse('Content-Length is given more than once');
+  const value = contentLengths[0]!.trim();
+  if (!/^\d+$/.test(value)) return refuse('Content-Length must be a number of bytes');
+  if (Number(value) >= UWS_MAX_CONTENT_LENGTH) return lfsError('LFS_ERR_LENGTH_TOO_LARGE', undefined, { Connection: 'close' });
+  return null;
+}
