@@ -31,6 +31,7 @@ export class DataDirLock {
     const db = new Database(join(dataDir, LOCK_FILE), { timeout: 0 });
     try {
       db.pragma('locking_mode = EXCLUSIVE');
+      db.pragma('journal_mode = MEMORY'); // no stowage.lock-journal beside it
       // Taken at once and never committed: the lock needs no byte written (SQLite's lock bytes lie
       // past the end of the file), so it is taken on a full disk too.
       db.exec('BEGIN EXCLUSIVE');
