@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase } from './db/database.js';
+import { DataDirLock } from './db/data-dir-lock.js';
 import { LocksRepo } from './db/locks-repo.js';
 import { ObjectsRepo } from './db/objects-repo.js';
 import { ForgeHttpClient } from './forge/client.js';
@@ -21,6 +22,7 @@ import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
 import { PolicedAccessService, SettingsService } from './service/settings-service.js';
 import { StatsService } from './service/stats-service.js';
+import { sweepAfterCrash } from './service/startup-sweep.js';
 import { sendError } from './http/respond.js';
 import { HttpServer } from './http/server.js';
 import { lfsError } from './errors/errors.js';
@@ -47,11 +49,11 @@ export interface App {
 /** Composition root: builds every part from the config, wires the routes, and listens. */
 export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
+  // Before anything in the directory is touched: another server there would lose its staging files.
+  const lock = DataDirLock.acquire(config.dataDir);
   const db = openDatabase(join(config.dataDir, 'index.sqlite'));
   const pool = new WorkerPool(config.workers);
   const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
-  const swept = await store.sweepStaging(60_000);
-  if (swept > 0) log('swept staging files left by an earlier run', { count: swept });
   // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
   const s3 = config.s3 === null ? null : S3BlobStore.open({ ...config.s3, pool, compressionLevel: config.compressionLevel });
   const blobs: BlobStore = s3 ?? store;
@@ -63,6 +65,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
   const replayed = await store.recover((repo, oid, size) => objects.restoreReference(repo, oid, size, size));
   if (replayed > 0) log('journal replayed', { records: replayed });
+  await sweepAfterCrash(store, objects, log);
   let retiring = false;
   const retirer = setInterval(() => {
     if (retiring) return;
@@ -163,6 +166,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await pool.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
       db.close();
+      lock.release();
     },
   };
 }

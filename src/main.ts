@@ -1,5 +1,6 @@
 import { startApp } from './app.js';
 import { ConfigError, loadConfig } from './config/load.js';
+import { StartRefusedError } from './errors/start-refused.js';
 import { log } from './util/log.js';
 
 /** Process entry: the only place that reads process.env or calls process.exit. */
@@ -40,6 +41,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: unknown) => {
+  if (e instanceof StartRefusedError) {
+    process.stderr.write(`stowage: refusing to start: ${e.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`stowage: failed to start: ${(e as Error)?.stack ?? String(e)}\n`);
   process.exit(1);
 });

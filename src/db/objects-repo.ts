@@ -30,6 +30,7 @@ export class ObjectsRepo {
   readonly #unquarantine: Statement<[string]>;
   readonly #refresh: Statement<[number, number, string]>;
   readonly #isQuarantined: Statement<[string], { n: number }>;
+  readonly #anyObject: Statement<[], { n: number }>;
 
   constructor(db: Db) {
     this.#getInRepo = db.prepare(
@@ -40,6 +41,7 @@ export class ObjectsRepo {
     this.#unquarantine = db.prepare('DELETE FROM quarantine WHERE oid = ?');
     this.#refresh = db.prepare('UPDATE objects SET size = ?, stored_size = ? WHERE oid = ?');
     this.#isQuarantined = db.prepare('SELECT COUNT(*) AS n FROM quarantine WHERE oid = ?');
+    this.#anyObject = db.prepare('SELECT EXISTS (SELECT 1 FROM objects) AS n');
     this.#getObject = db.prepare('SELECT size, stored_size FROM objects WHERE oid = ?');
     this.#insertObject = db.prepare('INSERT OR IGNORE INTO objects (oid, size, stored_size, created_at) VALUES (?, ?, ?, ?)');
     this.#insertRef = db.prepare('INSERT OR IGNORE INTO repo_objects (repo, oid, created_at) VALUES (?, ?, ?)');
@@ -71,6 +73,11 @@ export class ObjectsRepo {
   findShared(oid: Oid): ObjectRow | null {
     const row = this.#getObject.get(oid);
     return row ? { oid, size: row.size, storedSize: row.stored_size } : null;
+  }
+
+  /** Whether the index knows any object at all (an empty index beside a full store means a lost index). */
+  hasAny(): boolean {
+    return this.#anyObject.get()!.n === 1;
   }
 
   /** True when an audit found the stored bytes bad and no good copy has arrived since (issue 6). */

@@ -1,5 +1,7 @@
 import uws, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import { createServer } from 'node:net';
 import { lfsError } from '../errors/errors.js';
+import { StartRefusedError } from '../errors/start-refused.js';
 import type { Metrics } from '../metrics/registry.js';
 import { UwsRequestContext, type RequestContext } from './context.js';
 import { sendError } from './respond.js';
@@ -104,11 +106,14 @@ export class HttpServer {
     return methods.length > 0 ? [...new Set(methods)].join(', ') : null;
   }
 
+  /** Listens alone on the port, or rejects with StartRefusedError saying why not. */
   listen(host: string, port: number): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.#app.listen(host, port, (socket) => {
+      // Exclusive: by default uSockets sets SO_REUSEPORT, so a second server on the same port would
+      // start without complaint and the kernel would hand it a share of the connections.
+      exclusiveListen(this.#app, host, port, (socket) => {
         if (!socket) {
-          reject(new Error(`could not listen on ${host}:${port}`));
+          void whyNotListening(host, port).then((why) => reject(new StartRefusedError(`cannot listen on ${host}:${port}: ${why}`)));
           return;
         }
         this.#listenSocket = socket;
@@ -144,4 +149,26 @@ export class HttpServer {
       };
     });
   }
+}
+
+/** uWS's listen(host, port, options, cb), which its type declarations leave out. */
+function exclusiveListen(app: TemplatedApp, host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
+  const listen = app.listen as unknown as (h: string, p: number, options: number, cb: (socket: us_listen_socket | false) => void) => TemplatedApp;
+  listen.call(app, host, port, (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT, cb);
+}
+
+/** uWS gives no reason for a failed listen: ask the system by trying the same bind once. */
+function whyNotListening(host: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (e: NodeJS.ErrnoException) =>
+      resolve(
+        e.code === 'EADDRINUSE' ? 'the port is in use (another server is listening on it)'
+        : e.code === 'EACCES' ? 'permission denied'
+        : e.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host\'s'
+        : e.message,
+      ),
+    );
+    probe.listen(port, host, () => probe.close(() => resolve('refused by the HTTP layer')));
+  });
 }

@@ -525,6 +525,46 @@ export class DiskBlobStore implements BlobStore {
   }
   // --- end maintenance
 
+  /**
+   * Object files no reference points to: an upload killed between its rename into `objects/` and its
+   * journal record (never acknowledged, so its client sends it again), or a dedupe killed between
+   * its link and its index row (the legacy file is still there). `isKnown` asks the index, after
+   * journal replay; an oid whose bytes are journaled is known too. Only meaningful while no upload
+   * or job runs: at start, with the data directory locked (an upload in flight may have renamed its
+   * file and not yet recorded it).
+   */
+  async findOrphans(isKnown: (oid: Oid) => boolean): Promise<{ path: string; size: number }[]> {
+    const out: { path: string; size: number }[] = [];
+    const names = (dir: string): Promise<string[]> => readdir(dir).catch(() => []);
+    for (const a of await names(this.#objects)) {
+      if (!/^[0-9a-f]{2}$/.test(a)) continue;
+      for (const b of await names(join(this.#objects, a))) {
+        if (!/^[0-9a-f]{2}$/.test(b)) continue;
+        for (const name of await names(join(this.#objects, a, b))) {
+          const oid = parseOid(name);
+          if (oid === null || !oid.startsWith(a + b) || isKnown(oid) || this.#journaled.has(oid)) continue;
+          const st = await stat(this.pathOf(oid)).catch(() => null);
+          if (st !== null && st.isFile()) out.push({ path: this.pathOf(oid), size: st.size });
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Start-up: removes every staging file. With the data directory locked (one process per data
+   * directory) each one belongs to a process that died mid-upload, whatever its age.
+   */
+  async clearStaging(): Promise<number> {
+    let removed = 0;
+    for (const e of await readdir(this.#staging, { withFileTypes: true })) {
+      if (!e.isFile()) continue; // .maintenance/ is the jobs' own, emptied when they start
+      await unlink(join(this.#staging, e.name)).then(() => removed++, () => undefined);
+    }
+    if (removed > 0) await this.#dirs.sync(this.#staging);
+    return removed;
+  }
+
   async sweepStaging(maxAgeMs: number): Promise<number> {
     const cutoff = Date.now() - maxAgeMs;
     let removed = 0;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, blob, http } from '../helpers/lfs-http.js';
+import { waitForDir } from '../helpers/fs-events.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 const forge = new GitHubEmulator();
@@ -29,21 +30,44 @@ async function startUpload(port: number, data: Buffer, sent: number): Promise<{ 
   return { sock, response };
 }
 
-t.test('staging litter of a crash is swept at start; live files are kept', async (t) => {
+t.test('staging litter of a crash is swept at start, however young', async (t) => {
   const dataDir = tmpDir();
   mkdirSync(join(dataDir, 'staging'), { recursive: true });
   const old = join(dataDir, 'staging', `${'a'.repeat(64)}.0123456789abcdef.part`);
   const fresh = join(dataDir, 'staging', `${'b'.repeat(64)}.0123456789abcdef.part`);
   writeFileSync(old, 'half an object');
-  writeFileSync(fresh, 'someone is writing this');
+  writeFileSync(fresh, 'written a moment before the crash');
   const past = new Date(Date.now() - 10 * 60_000);
   utimesSync(old, past, past);
   const server = await startServer(env, { dataDir });
   t.teardown(() => server.stop());
+  // One process per data directory: no live writer can own a staging file at start.
   t.notOk(existsSync(old), 'old staging file removed');
-  t.ok(existsSync(fresh), 'recent staging file kept (may belong to a live writer)');
-  t.match(server.logs.join('\n'), /swept staging files/);
+  t.notOk(existsSync(fresh), 'recent staging file removed too');
+  t.match(server.logs.join('\n'), /swept staging files left by an earlier run","count":2/);
 });
+
+/** Resolves once a connection to the port is refused (each try waits for the previous one's outcome). */
+async function refusedSoon(port: number): Promise<boolean> {
+  for (let i = 0; i < 1500; i++) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const c = connect(port, '127.0.0.1');
+      c.once('connect', () => {
+        c.destroy();
+        resolve(false);
+      });
+      c.once('error', () => resolve(true));
+    });
+    if (refused) return true;
+    await new Promise((r) => setTimeout(r, 20)); // not a window: only spacing between tries
+  }
+  return false;
+}
+
+/** Resolves once the upload of `oid` has its staging file. */
+function staging(dataDir: string, oid: string): Promise<string[]> {
+  return waitForDir(join(dataDir, 'staging'), (names) => names.some((n) => n.startsWith(oid) && n.endsWith('.part')));
+}
 
 // 12 MB: a large upload (written with O_DIRECT, hashed on the hash thread) drains and aborts the same way.
 for (const size of [4_000_000, 12_000_000]) {
@@ -52,15 +76,10 @@ for (const size of [4_000_000, 12_000_000]) {
     const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '20' }, { dataDir });
     const a = blob(size);
     const { sock, response } = await startUpload(server.port, a.data, 1_000_000);
-    await new Promise((r) => setTimeout(r, 200));
+    await staging(dataDir, a.oid); // the upload is in flight
     server.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
-    const refused = await new Promise<boolean>((resolve) => {
-      const c = connect(server.port, '127.0.0.1');
-      c.once('connect', () => { c.destroy(); resolve(false); });
-      c.once('error', () => resolve(true));
-    });
-    t.ok(refused, 'new connections are refused while draining');
+    // The upload is still waiting for its last bytes, so whatever this waits for happens while draining.
+    t.ok(await refusedSoon(server.port), 'new connections are refused while draining');
     sock.write(a.data.subarray(1_000_000)); // no FIN: uWS treats a half-close as an abort, and real clients do not half-close
     const text = await response;
     t.match(text, /^HTTP\/1\.1 200 OK/, 'the in-flight upload completed');
@@ -77,13 +96,19 @@ for (const size of [4_000_000, 12_000_000]) {
     const dataDir = tmpDir();
     const server = await startServer({ ...env, SVC_SHUTDOWN_GRACE: '1' }, { dataDir });
     const a = blob(size);
-    const { sock } = await startUpload(server.port, a.data, 500_000);
+    const { sock, response } = await startUpload(server.port, a.data, 500_000);
     t.teardown(() => sock.destroy());
-    await new Promise((r) => setTimeout(r, 200));
-    t.equal(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')).length, 1, 'upload staging');
-    const started = Date.now();
-    t.equal(await server.stop('SIGTERM'), 0);
-    t.ok(Date.now() - started < 8000, 'the deadline is honoured');
+    t.equal((await staging(dataDir, a.oid)).filter((f) => f.endsWith('.part')).length, 1, 'upload staging');
+    // The client keeps sending, slowly (a second of grace against about a minute of upload), so
+    // only the deadline can end it: without it the upload would finish, or the server never exit.
+    let at = 500_000;
+    const trickle = setInterval(() => {
+      if (at < a.size && !sock.destroyed) sock.write(a.data.subarray(at, (at += 10_000)));
+    }, 100);
+    t.teardown(() => clearInterval(trickle));
+    t.equal(await server.stop('SIGTERM'), 0, 'exit 0 while the client is still sending');
+    t.ok(at < a.size, 'the upload was cut before its end');
+    t.notMatch(await response, /^HTTP\/1\.1 200/, 'and never acknowledged');
     t.same(readdirSync(join(dataDir, 'staging')).filter((f) => f.endsWith('.part')), [], 'staging file removed');
   });
 }

@@ -1,0 +1,66 @@
+import Database from 'better-sqlite3';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { StartRefusedError } from '../errors/start-refused.js';
+
+/** The lock file; an SQLite database so the lock is SQLite's own POSIX record lock (see DataDirLock). */
+const LOCK_FILE = 'stowage.lock';
+/** Who holds the lock, for the refusal message only: the lock itself is what decides. */
+const HOLDER_FILE = 'stowage.pid';
+
+/**
+ * One process per data directory, for the life of the process: two servers on one directory sweep
+ * each other's staging files and rename each other's journal segments, and each serves only what it
+ * indexed itself.
+ *
+ * Node has no flock, so the lock is an exclusive SQLite lock on an empty database of its own: an
+ * exclusive transaction opened at start and never ended, in `locking_mode=EXCLUSIVE`. SQLite's
+ * lock is an fcntl record lock, which the kernel releases when the process dies however it dies
+ * (kill -9 included), so a crash never leaves a stale lock; a PID file alone could name a PID the
+ * system has since reused. SQLite also refuses a second connection in the same process.
+ */
+export class DataDirLock {
+  readonly #db: Database.Database;
+
+  private constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  /** Takes the lock or throws StartRefusedError naming the holder; never waits. */
+  static acquire(dataDir: string): DataDirLock {
+    const db = new Database(join(dataDir, LOCK_FILE), { timeout: 0 });
+    try {
+      db.pragma('locking_mode = EXCLUSIVE');
+      db.pragma('journal_mode = MEMORY'); // no stowage.lock-journal beside it
+      // Taken at once and never committed: the lock needs no byte written (SQLite's lock bytes lie
+      // past the end of the file), so it is taken on a full disk too.
+      db.exec('BEGIN EXCLUSIVE');
+    } catch (e) {
+      db.close();
+      if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+        throw new StartRefusedError(`data directory ${dataDir} is in use by another Stowage process${holderOf(dataDir)}; one process per data directory`);
+      }
+      throw e;
+    }
+    try {
+      writeFileSync(join(dataDir, HOLDER_FILE), `${process.pid}\n`);
+    } catch {
+      // Informational only (a full disk must not stop the start).
+    }
+    return new DataDirLock(db);
+  }
+
+  /** Releases the lock (process exit releases it too). */
+  release(): void {
+    this.#db.close();
+  }
+}
+
+function holderOf(dataDir: string): string {
+  try {
+    const pid = readFileSync(join(dataDir, HOLDER_FILE), 'utf8').trim();
+    return /^\d+$/.test(pid) ? ` (pid ${pid})` : '';
+  } catch {
+    return '';
+  }
+}
