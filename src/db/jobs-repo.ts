@@ -7,7 +7,7 @@ export interface JobRow {
   readonly id: string;
   readonly kind: string;
   readonly repo: string;
-  readonly state: 'running' | 'done' | 'failed' | 'interrupted';
+  readonly state: 'running' | 'done' | 'failed' | 'cancelled' | 'interrupted';
   readonly dryRun: boolean;
   readonly objectsDone: number;
   readonly objectsTotal: number | null;
@@ -62,6 +62,7 @@ export class JobsRepo {
   readonly #finish: Statement<[string, string | null, string | null, number, number, number | null, number, number | null, string]>;
   readonly #get: Statement<[string], RawJob>;
   readonly #recent: Statement<[number], RawJob>;
+  readonly #recentOf: Statement<[string, number], RawJob>;
   readonly #interrupt: Statement<[number]>;
   readonly #prune: Statement<[number]>;
 
@@ -75,6 +76,8 @@ export class JobsRepo {
     );
     this.#get = db.prepare('SELECT * FROM jobs WHERE id = ?');
     this.#recent = db.prepare('SELECT * FROM jobs ORDER BY started_at DESC LIMIT ?');
+    // The table holds at most KEEP_JOBS rows, so a scan per call is cheap without an index on repo.
+    this.#recentOf = db.prepare('SELECT * FROM jobs WHERE repo = ? ORDER BY started_at DESC LIMIT ?');
     this.#interrupt = db.prepare("UPDATE jobs SET state = 'interrupted', finished_at = ? WHERE state = 'running'");
     this.#prune = db.prepare(`DELETE FROM jobs WHERE state != 'running' AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)`);
   }
@@ -90,7 +93,7 @@ export class JobsRepo {
 
   finish(
     id: string,
-    state: 'done' | 'failed' | 'interrupted',
+    state: 'done' | 'failed' | 'cancelled' | 'interrupted',
     report: unknown,
     error: string | null,
     p: { objectsDone: number; objectsTotal: number | null; bytesDone: number; bytesTotal: number | null },
@@ -105,6 +108,11 @@ export class JobsRepo {
 
   recent(limit: number): JobRow[] {
     return this.#recent.all(limit).map(toJob);
+  }
+
+  /** The most recent jobs of one repository ("org/repo"), newest first. */
+  recentOf(repo: string, limit: number): JobRow[] {
+    return this.#recentOf.all(repo, limit).map(toJob);
   }
 
   /** At start: jobs a previous process left running were cut short (crash, kill -9). */

@@ -68,7 +68,10 @@ export interface JobView {
   readonly id: string;
   readonly kind: string;
   readonly repository: string;
+  /** queued | running | done | failed | cancelled | interrupted */
   readonly state: string;
+  /** clean | problems | failed | cancelled | interrupted; null while queued or running (job-outcome.ts). */
+  readonly outcome: string | null;
   readonly objects_done: number;
   readonly objects_total: number | null;
   readonly bytes_done: number;

@@ -13,6 +13,7 @@ import { FRAME_SIZE } from '../store/buffer-pool.js';
 import { MIN_FRAME_SAVING, samplesShrink } from '../store/frame-sample.js';
 import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../store/frame-format.js';
 import { writeFullySync } from '../store/write-fully.js';
+import { reportBytes } from './byte-meter.js';
 
 // Maintenance yields the CPU to requests and uploads: on Linux the nice value is per thread, so this
 // lowers only this worker thread (see WorkerTasks). Where it is not allowed the thread runs as is.
@@ -35,6 +36,8 @@ export interface HashFileTask {
   readonly path: string;
   /** Treat the file as plain even if it ends like a framed one (legacy files from other servers). */
   readonly plainOnly?: boolean;
+  /** A ByteMeter's buffer: the logical bytes read so far are stored there after every chunk. */
+  readonly meter?: SharedArrayBuffer;
 }
 
 /**
@@ -99,10 +102,12 @@ export function hashFile(task: HashFileTask): HashFileResult {
         readExactly(fd, plainBuf, n, pos);
         h.update(plainBuf.subarray(0, n));
         pos += n;
+        reportBytes(task.meter, pos);
       }
       return { outcome: 'ok', sha256: h.digest('hex'), size: storedSize, storedSize, framed: false, detail: null };
     }
     framed = true;
+    let logical = 0;
     // Sized by the object's own frame size: objects written with another FRAME_SIZE stay readable.
     if (storedBuf === null || storedBuf.length < zstd.compressBound(index.frameSize)) storedBuf = Buffer.allocUnsafe(zstd.compressBound(index.frameSize));
     if (outBuf === null || outBuf.length < index.frameSize) outBuf = Buffer.allocUnsafe(index.frameSize);
@@ -122,6 +127,8 @@ export function hashFile(task: HashFileTask): HashFileResult {
         if (n !== length) throw new Error(`frame ${i} decompressed to ${n} bytes, not ${length}`);
         h.update(outBuf.subarray(0, n));
       }
+      logical += length;
+      reportBytes(task.meter, logical);
     }
     return { outcome: 'ok', sha256: h.digest('hex'), size: index.logicalSize, storedSize, framed: true, detail: null };
   } catch (e) {
@@ -137,6 +144,8 @@ export interface CompressFileTask {
   /** Where to write the framed form (a new file), or null for a dry run that only measures. */
   readonly outPath: string | null;
   readonly level: number;
+  /** A ByteMeter's buffer: the plain bytes read so far are stored there after every frame. */
+  readonly meter?: SharedArrayBuffer;
 }
 
 export interface CompressFileResult {
@@ -194,6 +203,7 @@ export function compressFile(task: CompressFileTask): CompressFileResult {
       if (out !== null) writeFullySync(out, stored, position);
       entries.push({ storedLength: stored.length, codec, digest: new Uint8Array(blake3(stored)) });
       position += stored.length;
+      reportBytes(task.meter, pos + n);
     }
     const index = encodeIndex(entries);
     const framedSize = position + index.length + TRAILER_SIZE;

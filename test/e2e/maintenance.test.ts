@@ -10,7 +10,7 @@ import { basic, http } from '../helpers/lfs-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // Self-healing with the real git-lfs client and the operator CLI (issue 6): a byte planted on disk
-// is found by `stowage audit` (exit 1) and quarantined; the next `git lfs push` uploads good bytes
+// is found by `stowage audit --quarantine` (exit 1) and quarantined; the next `git lfs push` uploads good bytes
 // again; the audit then passes and a fresh clone gets the right content. `stowage retain` runs from
 // the clone (dry run first, shallow clones refused).
 
@@ -59,12 +59,12 @@ t.test('a corrupt byte is found by the audit and healed by the next git lfs push
   writeSync(fd, one, 0, 1, 777);
   closeSync(fd);
 
-  const found = await cli(work, 'audit', 'studio/heal', '--json');
+  const found = await cli(work, 'audit', 'studio/heal', '--quarantine', '--json');
   t.equal(found.code, 1, 'the CLI exits non-zero when an audit finds anything');
   const report = JSON.parse(found.stdout);
   t.match(report, { corrupt: 1, quarantined: 1, quarantine: 'applied' });
   t.equal(report.corrupt_objects[0].oid, sha(a));
-  t.match(found.stderr, /^audit done 2\/2 objects/m, 'plain progress lines when not on a terminal');
+  t.match(found.stderr, /^audit studio\/heal: done, 100%, .* 2\/2 objects$/m, 'plain progress lines when not on a terminal');
   const auth = { authorization: basic('tok-admin') };
   t.equal((await http('GET', `${server.url}/studio/heal/objects/${sha(a)}`, { headers: auth })).status, 404, 'quarantined: not served');
 
@@ -90,14 +90,13 @@ t.test('stowage retain from the clone: dry run first, --yes applies, shallow clo
   const dry = await cli(work, 'retain', '--json');
   t.equal(dry.code, 0, dry.stderr);
   t.match(dry.stderr, /2 objects referenced/);
-  t.match(JSON.parse(dry.stdout.trim().split('\n')[0]!), { swept: 1, dry_run: true });
+  t.match(JSON.parse(dry.stdout), { swept: 1, dry_run: true });
   t.match(dry.stderr, /--yes/, 'nothing applied without --yes');
   t.equal((await http('GET', `${server.url}/studio/heal/objects/${sha(stray)}`, { headers: { authorization: basic('tok-admin') } })).status, 200);
 
   const real = await cli(work, 'retain', '--yes', '--json');
   t.equal(real.code, 0, real.stderr);
-  const reports = real.stdout.trim().split('\n').map((l) => JSON.parse(l));
-  t.match(reports[1], { swept: 1, bytes: stray.length, dry_run: false });
+  t.match(JSON.parse(real.stdout), { swept: 1, bytes: stray.length, dry_run: false }, 'one JSON document: the applied run');
   t.equal((await http('GET', `${server.url}/studio/heal/objects/${sha(stray)}`, { headers: { authorization: basic('tok-admin') } })).status, 404);
   t.equal((await http('GET', `${server.url}/studio/heal/objects/${sha(b)}`, { headers: { authorization: basic('tok-admin') } })).status, 200, 'objects in history stay');
 

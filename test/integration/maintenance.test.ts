@@ -81,13 +81,18 @@ t.test('audit: raw and framed objects pass; a planted bad byte is found, quarant
   flipByte(pathOf(noiseOid), 12345);
   flipByte(pathOf(textOid), 100);
   const seen = (await job('acme/game', 'audit', {}, 'tok-pull')).json();
-  t.match(seen, { corrupt: 1, unreadable: 1, complete: true, quarantined: 0, quarantine: 'needs_admin' }, 'pull runs the audit but may not quarantine');
+  t.match(seen, { corrupt: 1, unreadable: 1, complete: true, quarantined: 0, quarantine: 'not_requested' }, 'pull runs the audit read-only');
   t.equal(seen.corrupt_objects[0].oid, noiseOid);
   t.equal(seen.unreadable_objects[0].oid, textOid);
+  // Read-only by default for an admin too (restic's `check`): quarantine only when asked.
+  const adminDefault = (await job('acme/game', 'audit', {}, 'tok-admin')).json();
+  t.match(adminDefault, { corrupt: 1, unreadable: 1, quarantined: 0, quarantine: 'not_requested', state: 'done', outcome: 'problems' }, "an admin's audit is read-only unless asked");
+  const asked = await job('acme/game', 'audit', { quarantine: true }, 'tok-pull');
+  t.equal(asked.status, 403, 'quarantine asked without admin is refused, not silently run read-only');
   let b = await batch('acme/game', 'upload', [{ oid: noiseOid, size: noise.length }]);
   t.notOk(b.objects[0].actions, 'not quarantined yet: batch still says present');
 
-  const fixed = (await job('acme/game', 'audit', {}, 'tok-admin')).json();
+  const fixed = (await job('acme/game', 'audit', { quarantine: true }, 'tok-admin')).json();
   t.match(fixed, { corrupt: 1, unreadable: 1, quarantined: 2, quarantine: 'applied' });
   t.notOk(existsSync(pathOf(noiseOid)), 'bad file moved out of the store');
   b = await batch('acme/game', 'upload', [{ oid: noiseOid, size: noise.length }, { oid: textOid, size: text.length }]);

@@ -9,6 +9,10 @@ import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { JobRunner } from '../../src/service/maintenance/job-runner.js';
 import { forEachLimited } from '../../src/service/maintenance/worker-tasks.js';
 import { compressFile, hashFile } from '../../src/workers/maintenance.worker.js';
+import { ByteMeter } from '../../src/workers/byte-meter.js';
+import { FRAME_SIZE } from '../../src/store/buffer-pool.js';
+import { INDEX_ENTRY_SIZE, TRAILER_SIZE } from '../../src/store/frame-format.js';
+import { jobOutcome } from '../../src/service/maintenance/job-outcome.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 const dir = tmpDir('stowage-unit-maint-');
@@ -126,6 +130,78 @@ t.test('JobRunner: joins a duplicate request, records progress and report, marks
   t.ok(logs.some((l) => /interrupted/.test(l)));
   await runner.close();
   await again.close();
+});
+
+t.test('the worker reports bytes as it reads: frame by frame, so a read stopped in the last frame shows the frames before it', async (t) => {
+  const data = text(3 * FRAME_SIZE + 5);
+  const plain = join(dir, 'metered');
+  writeFileSync(plain, data);
+  const m = new ByteMeter();
+  t.match(hashFile({ path: plain, meter: m.buffer }), { outcome: 'ok' });
+  t.equal(m.read(), data.length, 'a plain read reports every byte');
+  const framed = join(dir, 'metered.framed');
+  const c = new ByteMeter();
+  t.equal(compressFile({ path: plain, outPath: framed, level: 3, meter: c.buffer }).outcome, 'framed');
+  t.equal(c.read(), data.length, 'compress reports the plain bytes it read');
+  // Damage the last byte of the last stored frame (it ends where the index begins).
+  const frames = Math.ceil(data.length / FRAME_SIZE);
+  const at = statSync(framed).size - TRAILER_SIZE - frames * INDEX_ENTRY_SIZE - 1;
+  const fd = openSync(framed, 'r+');
+  writeSync(fd, Buffer.from([0x5a ^ readFileSync(framed)[at]!]), 0, 1, at);
+  closeSync(fd);
+  const f = new ByteMeter();
+  t.equal(hashFile({ path: framed, meter: f.buffer }).outcome, 'unreadable');
+  t.equal(f.read(), (frames - 1) * FRAME_SIZE, 'every frame read before the damaged one was reported');
+});
+
+t.test('JobRunner: cancel stops a running job between objects and a queued one at once; bytes in hand count; outcome', async (t) => {
+  const db = openDatabase(join(dir, 'cancel.sqlite'));
+  t.teardown(() => db.close());
+  const runner = new JobRunner(new JobsRepo(db), () => undefined);
+  t.teardown(() => runner.close());
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let inHand!: () => void;
+  const reading = new Promise<void>((r) => (inHand = r));
+  let meterOf!: ByteMeter;
+  const a = runner.start('audit', 'o/r', true, async (ctx) => {
+    ctx.progress.objectsTotal = 3;
+    ctx.progress.bytesTotal = 300;
+    let done = 0;
+    const complete = await forEachLimited([1, 2, 3], 1, ctx.signal, async () => {
+      const meter = ctx.progress.meter();
+      meterOf = meter;
+      inHand();
+      await gate; // the first object is "being read" until released
+      ctx.progress.objectDone(100, meter);
+      done++;
+    });
+    return { objects: done, corrupt: 0, unreadable: 0, complete };
+  });
+  const queued = runner.start('compress', 'o/r', false, async () => ({ compressed: 1 }));
+  await reading;
+  // A worker's meter shows 40 bytes read of the object in hand.
+  Atomics.store(new BigInt64Array(meterOf.buffer), 0, 40n);
+  t.match(runner.find('o/r', a.id), { state: 'running', outcome: null, bytes_done: 40, objects_done: 0 }, 'bytes within an object count');
+  t.match(runner.jobsOf('o/r'), [{ id: queued.id }, { id: a.id }], 'the repository\'s jobs, newest first');
+
+  t.match(runner.cancel('o/r', queued.id), { state: 'cancelled', outcome: 'cancelled' }, 'a queued job is cancelled at once');
+  t.match(runner.cancel('o/r', a.id), { state: 'running', finished_at: null }, 'a running job finishes the object in hand first');
+  t.equal(runner.cancel('x/y', a.id), null, "another repository's job cannot be cancelled");
+  release();
+  t.match(await a.done, { objects: 1, complete: false }, 'those waiting get what it did before it stopped');
+  t.match(runner.find('o/r', a.id), { state: 'cancelled', outcome: 'cancelled', objects_done: 1, bytes_done: 100 });
+  t.same(await queued.done, {}, 'the queued job never ran');
+  t.match(new JobsRepo(db).get(a.id), { state: 'cancelled' }, 'the table says cancelled too');
+  t.match(runner.cancel('o/r', a.id), { state: 'cancelled' }, 'cancelling a finished job leaves it as it is');
+
+  t.equal(jobOutcome('audit', 'done', { corrupt: 1, unreadable: 0, complete: true }), 'problems');
+  t.equal(jobOutcome('audit', 'done', { corrupt: 0, unreadable: 0, complete: true }), 'clean');
+  t.equal(jobOutcome('dedupe', 'done', { refused: 2, unreadable: 0, complete: true }), 'problems');
+  t.equal(jobOutcome('compress', 'done', { refused: 0, complete: false }), 'problems', 'a job that did not cover everything');
+  t.equal(jobOutcome('retain', 'done', { swept: 3, complete: true }), 'clean');
+  t.equal(jobOutcome('audit', 'running', null), null);
+  t.equal(jobOutcome('audit', 'interrupted', null), 'interrupted');
 });
 
 t.test('forEachLimited runs at most `limit` at once and stops on abort', async (t) => {

@@ -1,8 +1,8 @@
 import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
-import type { AccessService } from '../../service/access-service.js';
-import type { Job } from '../../service/maintenance/job-runner.js';
+import type { AccessService, Need } from '../../service/access-service.js';
+import type { Job, JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
@@ -52,7 +52,16 @@ async function answer(ctx: RequestContext, repo: RepoName, job: Job, wait: boole
     return;
   }
   const report = await job.done;
-  sendJson(ctx, 200, { ...report, job: job.id });
+  // A cancelled job also answers with its report (how far it got); state and outcome tell it apart.
+  const v = job.view();
+  sendJson(ctx, 200, { ...report, job: job.id, state: v.state, outcome: v.outcome });
+}
+
+/** Stopping a job needs what starting it needed, and at least push: a reader may not stop others' audits. */
+function cancelNeeds(job: JobDetail): Need {
+  if (job.kind === 'retain') return 'push';
+  if (job.kind === 'audit') return job.dry_run ? 'push' : 'admin';
+  return 'admin';
 }
 
 /**
@@ -102,18 +111,41 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const body = collectBody(ctx, SMALL_BODY_CAP);
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
-    const grant = await access.authorize(token(ctx), repo, 'pull', ctx);
-    // Quarantine needs admin; `"quarantine": false` asks an admin's audit to only report.
-    const quarantine = grant.permissions.admin && !grant.anonymous && flag(options, 'quarantine', true);
+    // Read-only unless asked (as restic's `check`): quarantining what it finds needs admin, and
+    // asking for it without admin is refused rather than silently run read-only.
+    const quarantine = flag(options, 'quarantine', false);
+    await access.authorize(token(ctx), repo, quarantine ? 'admin' : 'pull', ctx);
     await answer(ctx, repo, maintenance.audit(repo, quarantine), flag(options, 'wait', true));
   });
 
-  http.route('get', '/:org/:repo/objects/jobs/:id', 'job', async (ctx) => {
+  /** The job named in the path, for a caller with pull; 404 for an unknown id or another repository's job. */
+  const jobOf = async (ctx: RequestContext): Promise<{ repo: RepoName; job: JobDetail }> => {
     const repo = repoOf(ctx);
     const id = ctx.params[2]!;
     await access.authorize(token(ctx), repo, 'pull', ctx);
     const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? maintenance.job(repo, id) : null;
     if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such job for this repository');
+    return { repo, job };
+  };
+
+  http.route('get', '/:org/:repo/objects/jobs', 'job_list', async (ctx) => {
+    const repo = repoOf(ctx);
+    await access.authorize(token(ctx), repo, 'pull', ctx);
+    sendJson(ctx, 200, { jobs: maintenance.jobsOf(repo) }, { 'Cache-Control': 'no-store' });
+  });
+
+  http.route('get', '/:org/:repo/objects/jobs/:id', 'job', async (ctx) => {
+    const { job } = await jobOf(ctx);
     sendJson(ctx, 200, job, { 'Cache-Control': 'no-store' });
+  });
+
+  // 202 while the job is still on its way to the next object boundary; 200 once it is final
+  // (a job that had already finished is left as it was).
+  http.route('post', '/:org/:repo/objects/jobs/:id/cancel', 'job_cancel', async (ctx) => {
+    await collectBody(ctx, SMALL_BODY_CAP);
+    const { repo, job } = await jobOf(ctx);
+    await access.authorize(token(ctx), repo, cancelNeeds(job), ctx);
+    const after = maintenance.cancel(repo, job.id)!;
+    sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });
 }

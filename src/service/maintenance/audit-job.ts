@@ -27,10 +27,10 @@ export interface AuditReport {
   readonly unreadable: number;
   /** True when every object of the repository was read back. */
   readonly complete: boolean;
-  /** Objects quarantined by this audit (0 when the caller lacks admin). */
+  /** Objects quarantined by this audit (0 unless it was asked to quarantine). */
   readonly quarantined: number;
-  /** 'applied', 'not_needed', or 'needs_admin' when bad objects were found by a caller without admin. */
-  readonly quarantine: 'applied' | 'not_needed' | 'needs_admin';
+  /** 'applied', 'not_needed', or 'not_requested' when bad objects were found by a read-only audit. */
+  readonly quarantine: 'applied' | 'not_needed' | 'not_requested';
   /** Objects already quarantined by an earlier audit and not re-uploaded since (not read again). */
   readonly already_quarantined: number;
   readonly corrupt_objects: readonly AuditProblem[];
@@ -43,8 +43,9 @@ const JOURNAL_READ_MAX = 4 << 20;
 /**
  * Audit: reads every object of the repository back the way a download does (framed objects: each
  * frame's BLAKE3, then zstd; plain ones as stored; legacy files as served) on the worker pool and
- * checks the sha256 of what comes out against the oid and the size against the index. With admin,
- * each bad object is quarantined: the index mark goes first (batch then reports it missing so the
+ * checks the sha256 of what comes out against the oid and the size against the index. Read-only
+ * unless asked to quarantine (which needs admin; restic's `check` is read-only too); then each bad
+ * object is quarantined: the index mark goes first (batch then reports it missing so the
  * next push uploads good bytes, and downloads 404), then its file moves to `quarantine/`; a legacy
  * file is renamed `<oid>.corrupt`. The result is recorded for the repository page.
  */
@@ -84,12 +85,12 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
 
   const sharedDone = await forEachLimited(live, tasks.parallelism, ctx.signal, async (row) => {
     // Dropped by retain since the listing: no longer this repository's object.
-    if (objects.findInRepo(repo.key, row.oid) === null) return;
-    let r = await tasks.hash(store.pathOf(row.oid));
+    if (objects.findInRepo(repo.key, row.oid) === null) return ctx.progress.objectDone(row.size);
+    const meter = ctx.progress.meter();
+    let r = await tasks.hash(store.pathOf(row.oid), false, meter);
     if (r.outcome === 'missing') r = await readFromStore(deps, row.oid);
     checked++;
-    ctx.progress.objectsDone++;
-    ctx.progress.bytesDone += row.size;
+    ctx.progress.objectDone(row.size, meter);
     bytes += r.size;
     if (r.outcome !== 'ok') await found('unreadable', 'shared', row.oid, r.detail ?? r.outcome);
     else if (r.sha256 !== row.oid) await found('corrupt', 'shared', row.oid, `content hashes to ${r.sha256}`);
@@ -97,11 +98,11 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     else ok++;
   });
   const legacyDone = await forEachLimited(legacy, tasks.parallelism, ctx.signal, async (l) => {
-    const r = await tasks.hash(l.path, true);
+    const meter = ctx.progress.meter();
+    const r = await tasks.hash(l.path, true, meter);
+    ctx.progress.objectDone(l.size, meter);
     if (r.outcome === 'missing') return; // folded by a dedupe meanwhile
     checked++;
-    ctx.progress.objectsDone++;
-    ctx.progress.bytesDone += l.size;
     bytes += r.size;
     if (r.outcome !== 'ok') await found('unreadable', 'legacy', l.oid, r.detail ?? r.outcome);
     else if (r.sha256 !== l.oid) await found('corrupt', 'legacy', l.oid, `content hashes to ${r.sha256}`);
@@ -118,7 +119,7 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     unreadable: unreadableN,
     complete,
     quarantined,
-    quarantine: bad === 0 ? 'not_needed' : canQuarantine ? 'applied' : 'needs_admin',
+    quarantine: bad === 0 ? 'not_needed' : canQuarantine ? 'applied' : 'not_requested',
     already_quarantined: already,
     corrupt_objects: corrupt,
     unreadable_objects: unreadable,

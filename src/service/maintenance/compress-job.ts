@@ -54,13 +54,14 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
   const refusedList: string[] = [];
 
   const complete = await forEachLimited(rows, tasks.parallelism, ctx.signal, async (row) => {
+    const meter = ctx.progress.meter();
     try {
       if (row.size < MIN_FRAMED_SIZE || objects.findInRepo(repo.key, row.oid) === null) {
         skipped++;
         return;
       }
       const out = staging === null ? null : join(staging, `${row.oid}.${randomBytes(6).toString('hex')}.framed`);
-      const r = await tasks.compress({ path: store.pathOf(row.oid), outPath: out, level: deps.compressionLevel });
+      const r = await tasks.compress({ path: store.pathOf(row.oid), outPath: out, level: deps.compressionLevel }, meter);
       if (r.outcome === 'missing') {
         skipped++;
         return;
@@ -91,8 +92,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
       }
       compressed++;
     } finally {
-      ctx.progress.objectsDone++;
-      ctx.progress.bytesDone += row.size;
+      ctx.progress.objectDone(row.size, meter);
     }
   });
   return {

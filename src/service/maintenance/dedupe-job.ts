@@ -46,9 +46,9 @@ export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobC
   const refusedList: string[] = [];
 
   const complete = await forEachLimited(files, tasks.parallelism, ctx.signal, async (f) => {
-    const r = await tasks.hash(f.path, true);
-    ctx.progress.objectsDone++;
-    ctx.progress.bytesDone += f.size;
+    const meter = ctx.progress.meter();
+    const r = await tasks.hash(f.path, true, meter);
+    ctx.progress.objectDone(f.size, meter);
     if (r.outcome === 'missing') return; // folded by a concurrent run
     if (r.outcome !== 'ok') {
       unreadable++;

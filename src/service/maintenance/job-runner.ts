@@ -1,19 +1,47 @@
 import { randomBytes } from 'node:crypto';
 import type { JobRow, JobsRepo } from '../../db/jobs-repo.js';
 import { isLfsError, lfsError } from '../../errors/errors.js';
+import { ByteMeter } from '../../workers/byte-meter.js';
 import type { JobView } from '../stats-service.js';
+import { jobOutcome, type JobState } from './job-outcome.js';
 
 export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit';
 
-/** Objects and bytes done out of the total, as a job goes; totals are null until counted. */
-export interface Progress {
-  objectsDone: number;
-  objectsTotal: number | null;
-  bytesDone: number;
-  bytesTotal: number | null;
+/**
+ * Objects and bytes done out of the total, as a job goes; totals are null until counted. Bytes
+ * count within an object too: an object being read on a worker has a ByteMeter here until it is
+ * done, so one large object moves the figure as it is read.
+ */
+export class Progress {
+  objectsDone = 0;
+  objectsTotal: number | null = null;
+  bytesTotal: number | null = null;
+  #finishedBytes = 0;
+  readonly #reading = new Set<ByteMeter>();
+
+  /** Bytes of finished objects plus what the workers have read of the objects in hand. */
+  get bytesDone(): number {
+    let n = this.#finishedBytes;
+    for (const m of this.#reading) n += m.read();
+    return this.bytesTotal === null ? n : Math.min(n, this.bytesTotal);
+  }
+
+  /** A meter for one object about to be read on a worker; hand it back to objectDone(). */
+  meter(): ByteMeter {
+    const m = new ByteMeter();
+    this.#reading.add(m);
+    return m;
+  }
+
+  /** One object is finished (or skipped): its `bytes` count whole, and its meter is dropped. */
+  objectDone(bytes: number, meter?: ByteMeter): void {
+    if (meter !== undefined) this.#reading.delete(meter);
+    this.objectsDone++;
+    this.#finishedBytes += bytes;
+  }
 }
 
-/** What a job body gets: a signal aborted at shutdown, and the progress it updates in place. */
+/** What a job body gets: a signal aborted at shutdown or on cancel, and the progress it updates in place. */
 export interface JobContext {
   readonly signal: AbortSignal;
   readonly progress: Progress;
@@ -36,8 +64,10 @@ export class Job {
   readonly repo: string;
   readonly dryRun: boolean;
   readonly startedAt = Date.now();
-  readonly progress: Progress = { objectsDone: 0, objectsTotal: null, bytesDone: 0, bytesTotal: null };
-  state: 'queued' | 'running' | 'done' | 'failed' | 'interrupted' = 'queued';
+  readonly progress = new Progress();
+  state: JobState = 'queued';
+  /** Aborted by a cancel: the job stops before its next object. */
+  readonly cancelled = new AbortController();
   finishedAt: number | null = null;
   report: JobReport | null = null;
   error: unknown = null;
@@ -65,6 +95,7 @@ export class Job {
       kind: this.kind,
       repository: this.repo,
       state: this.state,
+      outcome: jobOutcome(this.kind, this.state, this.report),
       dry_run: this.dryRun,
       objects_done: this.progress.objectsDone,
       objects_total: this.progress.objectsTotal,
@@ -88,6 +119,7 @@ function rowView(r: JobRow): JobDetail {
     kind: r.kind,
     repository: r.repo,
     state: r.state,
+    outcome: jobOutcome(r.kind, r.state, r.report),
     dry_run: r.dryRun,
     objects_done: r.objectsDone,
     objects_total: r.objectsTotal,
@@ -130,7 +162,7 @@ export class JobRunner {
 
   start(kind: JobKind, repo: string, dryRun: boolean, body: JobBody): Job {
     for (const j of this.#live.values()) {
-      if (j.kind === kind && j.repo === repo && j.dryRun === dryRun && (j.state === 'queued' || j.state === 'running')) return j;
+      if (j.kind === kind && j.repo === repo && j.dryRun === dryRun && (j.state === 'queued' || j.state === 'running') && !j.cancelled.signal.aborted) return j;
     }
     const job = new Job(kind, repo, dryRun);
     this.#live.set(job.id, job);
@@ -146,33 +178,27 @@ export class JobRunner {
 
   async #run(job: Job, body: JobBody): Promise<void> {
     const persist = (): void => void this.#repo.progress(job.id, job.progress);
+    const shutdown = this.#abort.signal;
     let timer: NodeJS.Timeout | null = null;
     try {
-      if (this.#abort.signal.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
+      if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
+      if (job.finishedAt !== null) return; // cancelled while queued
       job.state = 'running';
       timer = setInterval(persist, PERSIST_EVERY_MS);
       timer.unref();
-      const report = await body({ signal: this.#abort.signal, progress: job.progress });
+      const report = await body({ signal: AbortSignal.any([shutdown, job.cancelled.signal]), progress: job.progress });
       // Stopped part-way by a shutdown: not a result; running the job again finishes it.
-      if (this.#abort.signal.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish');
-      job.report = report;
-      job.state = 'done';
-      job.finishedAt = Date.now();
-      this.#repo.finish(job.id, 'done', report, null, job.progress);
-      job.settle(report, null);
+      if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish');
+      // Cancelled: the work done so far stands (each object is complete on its own), and its report says how far it got.
+      this.#end(job, job.cancelled.signal.aborted ? 'cancelled' : 'done', report, null);
     } catch (e) {
-      job.error = e;
-      job.finishedAt = Date.now();
-      if (this.#abort.signal.aborted) {
+      if (shutdown.aborted) {
         // Shutdown: the work done so far is kept (each step is complete on its own); a rerun finishes.
-        job.state = 'interrupted';
-        this.#repo.finish(job.id, 'interrupted', null, 'the server stopped during this job', job.progress);
+        this.#end(job, 'interrupted', null, lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish'));
       } else {
-        job.state = 'failed';
         this.#log('maintenance job failed', { job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
-        this.#repo.finish(job.id, 'failed', null, errorText(e), job.progress);
+        this.#end(job, 'failed', null, e);
       }
-      job.settle(null, this.#abort.signal.aborted ? lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish') : e);
     } finally {
       if (timer !== null) clearInterval(timer);
       // Keep a few finished jobs in memory for the dashboard; the table keeps the rest.
@@ -181,12 +207,48 @@ export class JobRunner {
     }
   }
 
+  /** Records a job's final state, in memory and in the table, and settles those waiting for it. */
+  #end(job: Job, state: 'done' | 'cancelled' | 'failed' | 'interrupted', report: JobReport | null, error: unknown): void {
+    job.state = state;
+    job.report = report;
+    job.error = error;
+    job.finishedAt = Date.now();
+    const text = state === 'interrupted' ? 'the server stopped during this job' : error === null ? null : errorText(error);
+    this.#repo.finish(job.id, state, report, text, job.progress);
+    // A cancelled job is an answer, not an error: those waiting get what it did before it stopped.
+    job.settle(error === null ? (report ?? {}) : null, error);
+  }
+
+  /**
+   * Asks a job of `repo` to stop: a queued one never starts, a running one stops before its next
+   * object (what it finished stays done) and ends `cancelled`. A finished job is left as it is.
+   * Returns the job's view (state still `running` until it reaches that boundary), null when unknown.
+   */
+  cancel(repo: string, id: string): JobDetail | null {
+    const live = this.#live.get(id);
+    if (live === undefined || live.repo !== repo) return this.find(repo, id);
+    if (live.finishedAt === null && !live.cancelled.signal.aborted) {
+      this.#log('maintenance job cancelled', { job: live.id, kind: live.kind, repo: live.repo, state: live.state });
+      live.cancelled.abort();
+      // Not started yet: it ends now rather than when the jobs ahead of it in the queue are done.
+      if (live.state === 'queued') this.#end(live, 'cancelled', null, null);
+    }
+    return live.view();
+  }
+
   /** A job of `repo` by id (live or from the table); null for another repository's job. */
   find(repo: string, id: string): JobDetail | null {
     const live = this.#live.get(id);
     if (live !== undefined) return live.repo === repo ? live.view() : null;
     const row = this.#repo.get(id);
     return row !== null && row.repo === repo ? rowView(row) : null;
+  }
+
+  /** The jobs of one repository, newest first: those queued or running, then recent finished ones. */
+  jobsOf(repo: string): JobDetail[] {
+    const live = [...this.#live.values()].filter((j) => j.repo === repo && j.finishedAt === null).reverse(); // newest first
+    const rows = this.#repo.recentOf(repo, RECENT_SHOWN).filter((r) => !live.some((j) => j.id === r.id));
+    return [...live.map((j) => j.view()), ...rows.map((r) => this.#live.get(r.id)?.view() ?? rowView(r))].sort((a, b) => b.started_at.localeCompare(a.started_at));
   }
 
   /** For the dashboard: jobs queued or running, and the most recent finished ones. */

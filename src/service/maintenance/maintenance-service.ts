@@ -80,7 +80,7 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.start('compress', repo.key, dryRun, (ctx) => runCompress(this.#deps, repo, dryRun, ctx));
   }
 
-  /** `quarantine`: the caller has admin, so bad objects found are quarantined (otherwise only reported). */
+  /** `quarantine`: bad objects found are quarantined (the caller checked admin); otherwise only reported. */
   audit(repo: RepoName, quarantine: boolean): Job {
     // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
     return this.#runner.start('audit', repo.key, !quarantine, (ctx) => runAudit(this.#deps, repo, quarantine, ctx));
@@ -89,6 +89,16 @@ export class MaintenanceService implements WorkSource {
   /** A job of this repository (null for an unknown id or another repository's job). */
   job(repo: RepoName, id: string): JobDetail | null {
     return this.#runner.find(repo.key, id);
+  }
+
+  /** The jobs of this repository, newest first (queued and running ones, then recent finished ones). */
+  jobsOf(repo: RepoName): JobDetail[] {
+    return this.#runner.jobsOf(repo.key);
+  }
+
+  /** Asks a job of this repository to stop (job-runner.ts); null for an unknown id. */
+  cancel(repo: RepoName, id: string): JobDetail | null {
+    return this.#runner.cancel(repo.key, id);
   }
 
   /** Both pools: the transfer pool and the low-priority maintenance pool. */

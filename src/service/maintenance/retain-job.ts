@@ -54,8 +54,7 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
       complete = false;
       break;
     }
-    ctx.progress.objectsDone++;
-    ctx.progress.bytesDone += row.storedSize;
+    ctx.progress.objectDone(row.storedSize);
     if (keep.has(row.oid)) {
       kept++;
       continue;
@@ -96,8 +95,7 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
       complete = false;
       break;
     }
-    ctx.progress.objectsDone++;
-    ctx.progress.bytesDone += l.size;
+    ctx.progress.objectDone(l.size);
     if (keep.has(l.oid)) {
       kept++;
       continue;

@@ -1,4 +1,5 @@
 import { WorkerPool } from '../../workers/pool.js';
+import type { ByteMeter } from '../../workers/byte-meter.js';
 import type { CompressFileResult, CompressFileTask, HashFileResult } from '../../workers/maintenance.worker.js';
 
 const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
@@ -48,14 +49,14 @@ export class WorkerTasks {
     }
   }
 
-  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts). */
-  hash(path: string, plainOnly = false): Promise<HashFileResult> {
-    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly }));
+  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts); `meter` counts them as they go. */
+  hash(path: string, plainOnly: boolean, meter: ByteMeter): Promise<HashFileResult> {
+    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly, meter: meter.buffer }));
   }
 
-  /** Re-encodes a plain file into the framed form (outPath null: measure only). */
-  compress(task: CompressFileTask): Promise<CompressFileResult> {
-    return this.#gated(() => this.#pool.run<CompressFileResult>('compressFile', task));
+  /** Re-encodes a plain file into the framed form (outPath null: measure only); `meter` counts the plain bytes read. */
+  compress(task: Omit<CompressFileTask, 'meter'>, meter: ByteMeter): Promise<CompressFileResult> {
+    return this.#gated(() => this.#pool.run<CompressFileResult>('compressFile', { ...task, meter: meter.buffer }));
   }
 }
 

@@ -1,0 +1,206 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { CliError, EXIT, type Client } from './client.js';
+import { cancelJob, finalStatus, follow, jobId, listJobs, startAndFollow, type Io, type JobJson } from './jobs.js';
+import { bytes, duration } from './output.js';
+
+const exec = promisify(execFile);
+
+/** One option of a command, in node:util parseArgs's form plus its help line. */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  readonly short?: string;
+  readonly help: string;
+  readonly arg?: string;
+}
+
+/** What a command runs with, once its arguments are parsed and its repository and client resolved. */
+export interface RunContext {
+  readonly client: Client;
+  readonly values: Record<string, string | boolean | undefined>;
+  /** Positionals after the repository (job commands: the sub-command and id). */
+  readonly rest: readonly string[];
+  readonly io: Io;
+  readonly cwd: string;
+}
+
+/** A command: its help, its options, and what it does. `serve` has no run (cli.ts starts the server). */
+export interface CommandSpec {
+  readonly usage: string;
+  readonly summary: string;
+  readonly details: string;
+  readonly options: Record<string, OptionSpec>;
+  readonly run?: (ctx: RunContext) => Promise<number>;
+}
+
+/** Options every command that talks to a server takes. */
+export const REMOTE_OPTIONS: Record<string, OptionSpec> = {
+  server: { type: 'string', arg: 'URL', help: 'server base URL (default: STOWAGE_URL, else the clone\'s LFS endpoint)' },
+  json: { type: 'boolean', help: 'print the result as one JSON document on stdout (for scripts)' },
+  quiet: { type: 'boolean', short: 'q', help: 'no progress (errors still go to stderr)' },
+};
+
+/** Prints a job's result: JSON for scripts, a short summary for people; returns the exit status. */
+function finish(j: JobJson | null, io: Io, summary: (r: Record<string, any>) => string): number {
+  if (j === null) return EXIT.interrupted;
+  const r = j.report ?? {};
+  if (io.json) io.out.write(`${JSON.stringify({ ...r, job: j.id, state: j.state, outcome: j.outcome })}\n`);
+  else if (j.report !== null) {
+    const mark = j.outcome === 'clean' ? io.paint.green('ok') : j.outcome === 'problems' ? io.paint.red('PROBLEMS') : io.paint.yellow(j.state);
+    io.out.write(`${mark} ${j.repository}: ${summary(r)} (${duration((Date.parse(j.finished_at ?? '') - Date.parse(j.started_at)) / 1000)})\n`);
+  }
+  return finalStatus(j, io);
+}
+
+/** The objects a report names (corrupt, unreadable, refused), a few of them, under the summary. */
+function listed(io: Io, r: Record<string, any> | null | undefined): void {
+  if (io.json || r === null || r === undefined) return;
+  for (const [field, label] of [['corrupt_objects', 'corrupt   '], ['unreadable_objects', 'unreadable'], ['refused_objects', 'refused']] as const) {
+    const items = (r[field] ?? []) as ({ oid: string; detail?: string } | string)[];
+    for (const it of items.slice(0, 20)) {
+      const o = typeof it === 'string' ? { oid: it, detail: '' } : it;
+      io.out.write(`  ${io.paint.red(label)}  ${o.oid}  ${o.detail ?? ''}`.trimEnd() + '\n');
+    }
+    if (items.length > 20) io.out.write(`  … and ${items.length - 20} more (--json lists them all)\n`);
+  }
+}
+
+/** A command that starts one job, follows it, and prints its summary and the objects it names. */
+function jobCommand(kind: string, body: (v: RunContext['values']) => object, summary: (r: Record<string, any>) => string): (ctx: RunContext) => Promise<number> {
+  return async ({ client, values, io }) => {
+    const j = await startAndFollow(client, kind, body(values), io);
+    const code = finish(j, io, summary);
+    listed(io, j?.report);
+    return code;
+  };
+}
+
+/** Every oid the clone's history references, from all refs: refuses a shallow clone (it would miss some). */
+async function referencedOids(cwd: string): Promise<string[]> {
+  const shallow = await exec('git', ['rev-parse', '--is-shallow-repository'], { cwd }).catch((e: Error) => {
+    throw new CliError(`retain must run inside a git clone: ${e.message.split('\n')[0]}`, EXIT.usage);
+  });
+  if (shallow.stdout.trim() === 'true') throw new CliError('refusing a shallow clone: it does not see every commit, so retain would drop objects still in use (git fetch --unshallow)', EXIT.usage);
+  const { stdout } = await exec('git', ['lfs', 'ls-files', '--all', '--long'], { cwd, maxBuffer: 1 << 30 });
+  const oids = new Set<string>();
+  for (const line of stdout.split('\n')) {
+    const m = /^([0-9a-f]{64}) /.exec(line);
+    if (m) oids.add(m[1]!);
+  }
+  return [...oids];
+}
+
+function statsSummary(s: any): string {
+  const lines = [
+    `${s.repository}`,
+    `  objects     ${s.objects}  (${bytes(s.logical_bytes)} as uploaded, ${bytes(s.stored_bytes)} stored, ${(100 * s.saving_ratio).toFixed(0)}% saved)`,
+  ];
+  const big = (s.largest_objects ?? [])[0];
+  if (big !== undefined) lines.push(`  largest     ${bytes(big.size)}  ${big.oid.slice(0, 12)}…`);
+  if (s.locks?.available) lines.push(`  locks       ${s.locks.total}${s.locks.items.some((l: any) => l.stale) ? ` (${s.locks.items.filter((l: any) => l.stale).length} stale)` : ''}`);
+  const a = s.last_audit;
+  lines.push(
+    a === null
+      ? '  last audit  never (stowage audit)'
+      : `  last audit  ${a.finished_at.replace('T', ' ').slice(0, 16)} UTC: ${a.ok ? 'clean' : `${a.corrupt} corrupt, ${a.unreadable} unreadable${a.complete ? '' : ', incomplete'}`} (${a.objects} objects, ${bytes(a.bytes)})`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** Every command, in the order the general help lists them. */
+export const COMMANDS: Record<string, CommandSpec> = {
+  serve: {
+    usage: 'stowage serve',
+    summary: 'run the server (configured by SVC_* variables)',
+    details: 'Runs the Git LFS server in this process; it is configured only by SVC_* environment\nvariables (see the README), and stops cleanly on SIGTERM or SIGINT.',
+    options: {},
+  },
+  audit: {
+    usage: 'stowage audit [org/repo] [--quarantine]',
+    summary: 'read every object back and check it (read-only unless --quarantine)',
+    details:
+      'Reads every object of the repository back as a download would and checks its sha256 and size.\nRead-only by default, like restic\'s check. Exit 1 when something is corrupt, unreadable or not covered.',
+    options: { quarantine: { type: 'boolean', help: 'quarantine what is found, so the next push uploads good bytes (admin)' }, ...REMOTE_OPTIONS },
+    run: jobCommand(
+      'audit',
+      (v) => ({ quarantine: v.quarantine === true }),
+      (r) => {
+        const q = r.quarantine === 'applied' ? `; ${r.quarantined} quarantined` : r.quarantine === 'not_requested' ? '; nothing quarantined (--quarantine, needs admin)' : '';
+        return `${r.objects} objects (${bytes(r.bytes)}) read back: ${r.ok} ok, ${r.corrupt} corrupt, ${r.unreadable} unreadable${r.complete ? '' : ', INCOMPLETE'}${q}`;
+      },
+    ),
+  },
+  dedupe: {
+    usage: 'stowage dedupe [org/repo]',
+    summary: 'fold the legacy per-repository folder into the shared store (admin)',
+    details: 'Hashes every file of DATA/repos/{org}/{repo}/ab/cd/<oid>; matching ones join the shared store,\nothers are renamed <oid>.refused and listed. Exit 1 when files were refused or unreadable.',
+    options: { ...REMOTE_OPTIONS },
+    run: jobCommand('dedupe', () => ({}), (r) => `${r.folded} folded (${r.moved} moved, ${r.already_shared} already shared, ${bytes(r.bytes_freed)} freed), ${r.refused} refused, ${r.unreadable} unreadable`),
+  },
+  compress: {
+    usage: 'stowage compress [org/repo] [--dry-run]',
+    summary: 're-encode plain objects in the compressed form (admin)',
+    details: 'Re-encodes the repository\'s plain objects into framed zstd, verified before they replace the\noriginals. A dry run measures the real saving and writes nothing. Exit 1 when objects were refused.',
+    options: { 'dry-run': { type: 'boolean', short: 'n', help: 'measure only; change nothing' }, ...REMOTE_OPTIONS },
+    run: jobCommand(
+      'compress',
+      (v) => ({ dry_run: v['dry-run'] === true }),
+      (r) => `${r.compressed} ${r.dry_run ? 'would be ' : ''}compressed, saving ${bytes(r.saved)} (${bytes(r.bytes_before)} → ${bytes(r.bytes_after)}); ${r.refused} refused`,
+    ),
+  },
+  retain: {
+    usage: 'stowage retain [org/repo] [--dry-run | --yes]',
+    summary: 'from a full clone: keep what its history references, drop the rest (push)',
+    details:
+      "Run inside a full (not shallow) clone: keeps every object 'git lfs ls-files --all --long' lists and\ndrops the repository's other references. Always runs a dry run first; --yes applies it.",
+    options: {
+      'dry-run': { type: 'boolean', short: 'n', help: 'only the dry run (the default without --yes)' },
+      yes: { type: 'boolean', short: 'y', help: 'apply after the dry run' },
+      ...REMOTE_OPTIONS,
+    },
+    run: async ({ client, values, io, cwd }) => {
+      if (values.yes === true && values['dry-run'] === true) throw new CliError('retain: --yes and --dry-run contradict each other', EXIT.usage);
+      const oids = await referencedOids(cwd);
+      io.err.write(`${oids.length} objects referenced by this clone's history\n`);
+      const dry = await startAndFollow(client, 'retain', { oids, dry_run: true }, io);
+      const summary = (r: Record<string, any>): string =>
+        `${r.dry_run ? 'would drop' : 'dropped'} ${r.swept} references, ${r.dry_run ? 'freeing' : 'freed'} ${bytes(r.bytes)}; ${r.kept} kept, ${r.within_grace} within the grace, ${r.in_flight} in flight`;
+      if (values.yes !== true) {
+        const code = finish(dry, io, summary);
+        if (code === EXIT.ok && values['dry-run'] !== true) io.err.write('nothing removed: run again with --yes to apply\n');
+        return code;
+      }
+      if (dry === null || dry.state !== 'done') return finish(dry, io, summary);
+      return finish(await startAndFollow(client, 'retain', { oids }, io), io, summary);
+    },
+  },
+  stats: {
+    usage: 'stowage stats [org/repo]',
+    summary: "the repository's figures: objects, sizes, saving, locks, last audit",
+    details: 'A short summary for people; --json prints everything the server knows (largest objects, size histogram, locks).',
+    options: { ...REMOTE_OPTIONS },
+    run: async ({ client, io }) => {
+      const s = (await client.call('GET', 'objects/stats')).json;
+      io.out.write(io.json ? `${JSON.stringify(s)}\n` : statsSummary(s));
+      return EXIT.ok;
+    },
+  },
+  jobs: {
+    usage: 'stowage jobs [org/repo]\n       stowage jobs follow [org/repo] ID\n       stowage jobs cancel [org/repo] ID',
+    summary: "list the repository's jobs; follow one; cancel one",
+    details:
+      'Jobs run inside the server: Ctrl-C on a command stops watching, not the job. `follow` shows a job\'s\nprogress to its end (exit status as for the command that started it); `cancel` stops it after the\nobject in hand (push; admin for dedupe, compress and a quarantining audit) and waits for `cancelled`.',
+    options: { ...REMOTE_OPTIONS },
+    run: async ({ client, rest, io }) => {
+      const [sub, id, extra] = rest;
+      if (extra !== undefined) throw new CliError(`jobs: unexpected argument ${extra}`, EXIT.usage);
+      if (sub === undefined || sub === 'list') return listJobs(client, io);
+      if (sub === 'follow') {
+        const j = (await client.call('GET', `objects/jobs/${jobId(id)}`)).json as JobJson;
+        return finish(await follow(client, j, io), io, (r) => Object.entries(r).filter(([, v]) => typeof v !== 'object').map(([k, v]) => `${k} ${v}`).join(', '));
+      }
+      if (sub === 'cancel') return cancelJob(client, jobId(id), io);
+      throw new CliError(`jobs: unknown sub-command ${sub} (list, follow, cancel)`, EXIT.usage);
+    },
+  },
+};
