@@ -3,7 +3,7 @@ import type { JobRow, JobsRepo } from '../../db/jobs-repo.js';
 import { isLfsError, lfsError } from '../../errors/errors.js';
 import type { JobView } from '../stats-service.js';
 
-export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit';
+export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit' | 'import';
 
 /** Objects and bytes done out of the total, as a job goes; totals are null until counted. */
 export interface Progress {
