@@ -99,6 +99,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
           uploads: transfers,
           graceSeconds: config.gcGrace,
           compressionLevel: config.compressionLevel,
+          importDir: config.importDir,
           log,
         })
       : null;
@@ -132,7 +133,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     },
     pools: () => maintenance?.poolLoads() ?? { transfer: pool.stats },
     jobs: () => maintenance?.jobs().running ?? [],
-    jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit'] satisfies JobKind[]),
+    jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[]),
     journal: () => store.journalStats,
   });
   http.route('any', '/*', 'not_found', (ctx) => {

@@ -209,6 +209,7 @@ export function loadConfig(env: Env): Config {
   const store = raw(env, 'SVC_STORE')!;
   if (store !== 'disk' && store !== 's3') throw new ConfigError(`SVC_STORE must be disk or s3, got "${store}"`);
   const compressionLevel = parseCompression(raw(env, 'SVC_COMPRESSION')!);
+  const importDirRaw = raw(env, 'SVC_IMPORT_DIR');
 
   const config: Config = {
     host: raw(env, 'SVC_HOST')!,
@@ -247,6 +248,7 @@ export function loadConfig(env: Env): Config {
     store,
     s3: loadS3(env, store),
     gcGrace: parseDuration('SVC_GC_GRACE', raw(env, 'SVC_GC_GRACE')!, 0, 10 * 365 * 86400),
+    importDir: importDirRaw === null ? null : resolve(importDirRaw),
   };
   return deepFreeze(config);
 }

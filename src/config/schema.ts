@@ -75,6 +75,11 @@ export interface Config {
   readonly store: 'disk' | 's3';
   /** The bucket (issue 8) when store is 's3'; null otherwise. */
   readonly s3: S3Config | null;
+  /**
+   * The only folder `import` may read other servers' content folders from (absolute); requests name
+   * a folder inside it. Null (unset): imports are off.
+   */
+  readonly importDir: string | null;
 }
 
 /** SVC_S3_* and the standard AWS credential variables (issue 8). */
@@ -135,6 +140,7 @@ export const DEFAULTS = {
   SVC_S3_PRESIGN: 'false',
   SVC_S3_PRESIGN_TTL: '1h',
   SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
+  SVC_IMPORT_DIR: null, // imports are off
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof DEFAULTS;

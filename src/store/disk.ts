@@ -16,6 +16,7 @@ import { FramedWriter } from './framed-writer.js';
 import { RawChunkSource } from './raw-reader.js';
 import { RawWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
+import { walkLayout, type StrayReason } from './foreign-layout.js';
 import { hashThread } from './hash-thread.js';
 import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from './types.js';
 
@@ -401,24 +402,28 @@ export class DiskBlobStore implements BlobStore {
   }
 
   /** Every legacy file of a repository whose name is an oid in its right shard folders. */
-  async listLegacy(repo: RepoName): Promise<{ oid: Oid; path: string; size: number; mtimeMs: number }[]> {
-    const root = this.legacyDirOf(repo);
-    const out: { oid: Oid; path: string; size: number; mtimeMs: number }[] = [];
-    const names = (dir: string): Promise<string[]> => readdir(dir).catch(() => []);
-    for (const a of await names(root)) {
-      if (!/^[0-9a-f]{2}$/.test(a)) continue;
-      for (const b of await names(join(root, a))) {
-        if (!/^[0-9a-f]{2}$/.test(b)) continue;
-        for (const name of await names(join(root, a, b))) {
-          const oid = parseOid(name);
-          // Anything else there (set-aside files, litter) is not an object.
-          if (oid === null || !oid.startsWith(a + b)) continue;
-          const st = await stat(join(root, a, b, name)).catch(() => null);
-          if (st !== null && st.isFile()) out.push({ oid, path: this.legacyPathOf(repo, oid), size: st.size, mtimeMs: st.mtimeMs });
-        }
+  async listLegacy(repo: RepoName): Promise<LegacyScan['objects']> {
+    return (await this.scanLegacy(repo, 0)).objects;
+  }
+
+  /**
+   * The legacy folder's objects (as listLegacy), and what else is there: files that are not named
+   * `ab/cd/<oid>` (another server's layout copied in as is, litter), counted by reason and listed up
+   * to `listed`, so a job can report them instead of passing over them.
+   */
+  async scanLegacy(repo: RepoName, listed: number): Promise<LegacyScan> {
+    const objects: LegacyScan['objects'][number][] = [];
+    const strays: { rel: string; reason: StrayReason }[] = [];
+    const strayCounts: Partial<Record<StrayReason, number>> = {};
+    for await (const e of walkLayout(this.legacyDirOf(repo), 'full')) {
+      if (e.kind === 'object') {
+        objects.push({ oid: e.oid, path: e.path, size: e.size, mtimeMs: e.mtimeMs });
+        continue;
       }
+      strayCounts[e.reason] = (strayCounts[e.reason] ?? 0) + 1;
+      if (e.reason !== 'set_aside' && strays.length < listed) strays.push({ rel: e.rel, reason: e.reason });
     }
-    return out;
+    return { objects, strays, strayCounts };
   }
 
   /** Renames a legacy file aside (`<oid>.<suffix>`) so it is neither served nor folded, but kept for inspection. */
@@ -594,6 +599,14 @@ export class DiskBlobStore implements BlobStore {
       await unlink(probe).catch(() => undefined);
     }
   }
+}
+
+/** What DiskBlobStore.scanLegacy finds in a repository's legacy folder. */
+export interface LegacyScan {
+  readonly objects: readonly { readonly oid: Oid; readonly path: string; readonly size: number; readonly mtimeMs: number }[];
+  /** Files that are not objects of the layout, up to the number asked for (set-aside files never listed). */
+  readonly strays: readonly { readonly rel: string; readonly reason: StrayReason }[];
+  readonly strayCounts: Partial<Record<StrayReason, number>>;
 }
 
 /** How long the presence of a repository's legacy folder is remembered. */

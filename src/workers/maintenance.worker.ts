@@ -138,6 +138,77 @@ export function hashFile(task: HashFileTask): HashFileResult {
   }
 }
 
+export interface CopyFileTask {
+  /** A file of another server's content folder (import): read, never written. */
+  readonly path: string;
+  /** A new file in the jobs' staging folder to copy it to. */
+  readonly outPath: string;
+}
+
+/**
+ * `ok` carries the sha256 of the bytes copied; `missing` and `unreadable` are about the source;
+ * `write_failed` is about the store (its `code`, such as ENOSPC, says why) and fails the job.
+ * On anything but `ok` the copy is removed.
+ */
+export interface CopyFileResult {
+  readonly outcome: 'ok' | 'missing' | 'unreadable' | 'write_failed';
+  readonly sha256: string | null;
+  readonly size: number;
+  readonly code: string | null;
+  readonly detail: string | null;
+}
+
+/**
+ * Copies a file into the store's staging folder, hashing the bytes as they are written, and
+ * fsyncs the copy: the digest the caller checks is that of the very bytes stored, whatever the
+ * source does meanwhile. Reads until end of file in chunks, so memory stays one chunk.
+ */
+export function copyFile(task: CopyFileTask): CopyFileResult {
+  let fd: number;
+  try {
+    fd = openSync(task.path, 'r');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? null;
+    return { outcome: code === 'ENOENT' ? 'missing' : 'unreadable', sha256: null, size: 0, code, detail: String(e) };
+  }
+  let out: number | null = null;
+  let side: 'read' | 'write' = 'write';
+  try {
+    out = openSync(task.outPath, 'wx', 0o644);
+    plainBuf ??= Buffer.allocUnsafe(READ_CHUNK);
+    const h = createHash('sha256');
+    let pos = 0;
+    for (;;) {
+      side = 'read';
+      const n = readSync(fd, plainBuf, 0, READ_CHUNK, pos);
+      if (n === 0) break;
+      h.update(plainBuf.subarray(0, n));
+      side = 'write';
+      writeFullySync(out, plainBuf.subarray(0, n), pos);
+      pos += n;
+    }
+    side = 'write';
+    fdatasyncSync(out);
+    closeSync(out);
+    out = null;
+    return { outcome: 'ok', sha256: h.digest('hex'), size: pos, code: null, detail: null };
+  } catch (e) {
+    if (out !== null) {
+      closeSync(out);
+      out = null;
+      try {
+        unlinkSync(task.outPath);
+      } catch {
+        // never created
+      }
+    }
+    const err = e as NodeJS.ErrnoException;
+    return { outcome: side === 'read' ? 'unreadable' : 'write_failed', sha256: null, size: 0, code: err.code ?? null, detail: err.message };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export interface CompressFileTask {
   /** A plain object file. */
   readonly path: string;

@@ -55,3 +55,9 @@ t.test('size and duration parsers', async (t) => {
   t.equal(parseDuration('X', '90', 0, 10 ** 9), 90);
   t.throws(() => parseDuration('X', '1w', 0, 10 ** 9));
 });
+
+t.test('SVC_IMPORT_DIR: unset means imports are off; set, it is made absolute', async (t) => {
+  t.equal(loadConfig({}).importDir, null);
+  t.equal(loadConfig({ SVC_IMPORT_DIR: 'imports' }).importDir, `${process.cwd()}/imports`);
+  t.equal(loadConfig({ SVC_IMPORT_DIR: '/srv/old-lfs/' }).importDir, '/srv/old-lfs');
+});

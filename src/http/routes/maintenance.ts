@@ -4,6 +4,7 @@ import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService, Need } from '../../service/access-service.js';
 import type { Job, JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
+import { IMPORT_LAYOUTS, parseImportLayout } from '../../store/foreign-layout.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { collectBody, parseJson } from '../request-body.js';
@@ -116,6 +117,21 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const quarantine = flag(options, 'quarantine', false);
     await access.authorize(token(ctx), repo, quarantine ? 'admin' : 'pull', ctx);
     await answer(ctx, repo, maintenance.audit(repo, quarantine), flag(options, 'wait', true));
+  });
+
+  // Import reads a folder on the server, so it needs admin, and the folder is only ever named
+  // relative to SVC_IMPORT_DIR (MaintenanceService.import resolves and confines it).
+  http.route('post', '/:org/:repo/objects/import', 'import', async (ctx) => {
+    const body = collectBody(ctx, SMALL_BODY_CAP);
+    const repo = repoOf(ctx);
+    const options = parseOptions(await body);
+    await access.authorize(token(ctx), repo, 'admin', ctx);
+    const layout = parseImportLayout(options.layout);
+    if (layout === null) throw lfsError('LFS_ERR_BAD_REQUEST', `layout must be one of ${Object.keys(IMPORT_LAYOUTS).join(', ')}`);
+    const source = options.source ?? '';
+    if (typeof source !== 'string' || source.length > 1024) throw lfsError('LFS_ERR_BAD_REQUEST', 'source must be a folder name relative to SVC_IMPORT_DIR');
+    const job = await maintenance.import(repo, layout, source, flag(options, 'dry_run', false));
+    await answer(ctx, repo, job, flag(options, 'wait', true));
   });
 
   /** The job named in the path, for a caller with pull; 404 for an unknown id or another repository's job. */

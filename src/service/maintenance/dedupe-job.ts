@@ -2,6 +2,7 @@ import type { RepoName } from '../../protocol/repo-name.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { forEachLimited } from './worker-tasks.js';
+import { adoptVerifiedFile } from './adopt-object.js';
 
 /** POST /{org}/{repo}/objects/dedupe's answer. */
 export interface DedupeReport {
@@ -16,25 +17,38 @@ export interface DedupeReport {
   readonly already_shared: number;
   /** Bytes freed by dropping duplicates of shared objects. */
   readonly bytes_freed: number;
-  /** Files that do not hash to their name: never enter the shared store; renamed `<oid>.refused`. */
+  /**
+   * Files refused: those that do not hash to their name (never enter the shared store; renamed
+   * `<oid>.refused`, listed in refused_objects), and files that are not named `ab/cd/<oid>` at all
+   * (another server's layout copied in as is, such as Gitea's `ab/cd/<oid[4:]>`: left where they
+   * are and listed in refused_files; `import` reads those layouts).
+   */
   readonly refused: number;
   /** Files that could not be read: left where they are. */
   readonly unreadable: number;
   readonly complete: boolean;
   readonly refused_objects: readonly string[];
+  /** Files in the folder that are not objects of its layout, with why (up to LISTED_MAX). */
+  readonly refused_files: readonly { readonly path: string; readonly reason: string }[];
+  /** `<oid>.refused` / `<oid>.corrupt` files earlier runs set aside, still there for inspection. */
+  readonly set_aside: number;
 }
 
 /**
  * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, design §3) into the
  * shared store. Each file is hashed on the worker pool; one that does not match its name never
- * enters the shared store. A matching one is hard-linked under `objects/` (no copy) when the store
+ * enters the shared store. Files not named so at all are reported as refused, never passed over. A
+ * matching one is hard-linked under `objects/` (no copy) when the store
  * does not hold the oid yet, its directory fsync'd, then the reference recorded, and only then the
  * legacy name removed — so at every instant the object is served from one place or the other, and a
  * second run finishes whatever a killed one left.
  */
 export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobContext): Promise<DedupeReport> {
-  const { store, objects, tasks } = deps;
-  const files = await store.listLegacy(repo);
+  const { store, tasks } = deps;
+  const scan = await store.scanLegacy(repo, LISTED_MAX);
+  const files = scan.objects;
+  const { set_aside: setAside = 0, ...strayCounts } = scan.strayCounts;
+  const strays = Object.values(strayCounts).reduce((n, c) => n + c, 0);
   ctx.progress.objectsTotal = files.length;
   ctx.progress.bytesTotal = files.reduce((n, f) => n + f.size, 0);
   let folded = 0;
@@ -60,14 +74,7 @@ export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobC
       await store.setAsideLegacy(repo, f.oid, 'refused');
       return;
     }
-    // A quarantined shared copy is bad bytes: move it aside so this good file takes its place.
-    if (objects.isQuarantined(f.oid)) await store.quarantineFile(f.oid);
-    const linked = await store.linkObject(f.oid, f.path);
-    const shared = objects.findShared(f.oid);
-    const storedSize = linked ? r.size : (shared?.storedSize ?? (await store.objectFileSize(f.oid)) ?? r.size);
-    // Recorded only once the shared copy is durable; addReference also lifts a quarantine mark.
-    objects.addReference(repo.key, f.oid, r.size, storedSize);
-    await store.purge(f.path);
+    const linked = await adoptVerifiedFile(deps, repo, f.oid, f.path, r.size);
     folded++;
     if (linked) moved++;
     else {
@@ -75,5 +82,17 @@ export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobC
       freed += r.size;
     }
   });
-  return { objects: files.length, folded, moved, already_shared: already, bytes_freed: freed, refused, unreadable, complete, refused_objects: refusedList };
+  return {
+    objects: files.length,
+    folded,
+    moved,
+    already_shared: already,
+    bytes_freed: freed,
+    refused: refused + strays,
+    unreadable,
+    complete,
+    refused_objects: refusedList,
+    refused_files: scan.strays.map((s) => ({ path: s.rel, reason: s.reason })),
+    set_aside: setAside,
+  };
 }

@@ -5,7 +5,7 @@ import { ByteMeter } from '../../workers/byte-meter.js';
 import type { JobView } from '../stats-service.js';
 import { jobOutcome, type JobState } from './job-outcome.js';
 
-export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit';
+export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit' | 'import';
 
 /**
  * Objects and bytes done out of the total, as a job goes; totals are null until counted. Bytes

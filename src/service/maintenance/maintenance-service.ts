@@ -7,11 +7,14 @@ import type { StatsRepo } from '../../db/stats-repo.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
 import type { DiskBlobStore } from '../../store/disk.js';
+import { resolveImportSource, type ImportLayout } from '../../store/foreign-layout.js';
+import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import type { JobView, PoolView, WorkSource } from '../stats-service.js';
 import { runAudit } from './audit-job.js';
 import { runCompress } from './compress-job.js';
 import { runDedupe } from './dedupe-job.js';
+import { runImport } from './import-job.js';
 import { JobRunner, type Job, type JobDetail } from './job-runner.js';
 import type { MaintenanceDeps } from './maintenance-deps.js';
 import { runRetain } from './retain-job.js';
@@ -30,6 +33,8 @@ export interface MaintenanceOptions {
   readonly graceSeconds: number;
   /** SVC_COMPRESSION's level, or null when new uploads are stored plain (compress then uses 3). */
   readonly compressionLevel: number | null;
+  /** SVC_IMPORT_DIR: the only folder imports read from; null when imports are off. */
+  readonly importDir: string | null;
   readonly log: (msg: string, fields: object) => void;
 }
 
@@ -43,11 +48,15 @@ export class MaintenanceService implements WorkSource {
   readonly #deps: MaintenanceDeps;
   readonly #runner: JobRunner;
   readonly #pool: WorkerPool;
+  readonly #importDir: string | null;
+  /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
+  readonly #imports = new Map<string, { from: string; job: Job }>();
 
-  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool) {
+  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, importDir: string | null) {
     this.#deps = deps;
     this.#runner = runner;
     this.#pool = pool;
+    this.#importDir = importDir;
   }
 
   static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
@@ -65,7 +74,7 @@ export class MaintenanceService implements WorkSource {
     // No job runs yet: whatever a killed compress left in the jobs' staging folder is litter.
     const staging = await o.store.maintenanceStaging();
     for (const name of await readdir(staging)) await o.store.purge(join(staging, name)).catch(() => undefined);
-    return new MaintenanceService(deps, new JobRunner(new JobsRepo(o.db), o.log), o.pool);
+    return new MaintenanceService(deps, new JobRunner(new JobsRepo(o.db), o.log), o.pool, o.importDir);
   }
 
   retain(repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean): Job {
@@ -78,6 +87,25 @@ export class MaintenanceService implements WorkSource {
 
   compress(repo: RepoName, dryRun: boolean): Job {
     return this.#runner.start('compress', repo.key, dryRun, (ctx) => runCompress(this.#deps, repo, dryRun, ctx));
+  }
+
+  /**
+   * Imports another server's content folder, `source` (relative to SVC_IMPORT_DIR), into `repo`.
+   * Refused (404) when imports are off, and (422) for a source that is not a folder inside
+   * SVC_IMPORT_DIR or while an import of another folder into the same repository is under way.
+   */
+  async import(repo: RepoName, layout: ImportLayout, source: string, dryRun: boolean): Promise<Job> {
+    if (this.#importDir === null) throw lfsError('LFS_ERR_NOT_FOUND', 'Imports are off on this server: set SVC_IMPORT_DIR to the folder it may read them from');
+    const resolved = await resolveImportSource(this.#importDir, source);
+    if ('problem' in resolved) throw lfsError('LFS_ERR_BAD_REQUEST', resolved.problem);
+    const from = `${layout}:${resolved.path}`;
+    const current = this.#imports.get(repo.key);
+    if (current !== undefined && current.from !== from && (current.job.state === 'queued' || current.job.state === 'running')) {
+      throw lfsError('LFS_ERR_BAD_REQUEST', `Another import into this repository is under way (job ${current.job.id}); start this one when it ends`);
+    }
+    const job = this.#runner.start('import', repo.key, dryRun, (ctx) => runImport(this.#deps, repo, { layout, path: resolved.path, source, dryRun }, ctx));
+    this.#imports.set(repo.key, { from, job });
+    return job;
   }
 
   /** `quarantine`: bad objects found are quarantined (the caller checked admin); otherwise only reported. */

@@ -1,6 +1,6 @@
 import { WorkerPool } from '../../workers/pool.js';
 import type { ByteMeter } from '../../workers/byte-meter.js';
-import type { CompressFileResult, CompressFileTask, HashFileResult } from '../../workers/maintenance.worker.js';
+import type { CompressFileResult, CompressFileTask, CopyFileResult, CopyFileTask, HashFileResult } from '../../workers/maintenance.worker.js';
 
 const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
 
@@ -49,9 +49,14 @@ export class WorkerTasks {
     }
   }
 
-  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts); `meter` counts them as they go. */
-  hash(path: string, plainOnly: boolean, meter: ByteMeter): Promise<HashFileResult> {
-    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly, meter: meter.buffer }));
+  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts); `meter`, if given, counts them as they go. */
+  hash(path: string, plainOnly: boolean, meter?: ByteMeter): Promise<HashFileResult> {
+    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly, meter: meter?.buffer }));
+  }
+
+  /** Copies a file into the store's staging folder, hashing what it writes (import). */
+  copy(task: CopyFileTask): Promise<CopyFileResult> {
+    return this.#gated(() => this.#pool.run<CopyFileResult>('copyFile', task));
   }
 
   /** Re-encodes a plain file into the framed form (outPath null: measure only); `meter` counts the plain bytes read. */
@@ -71,4 +76,26 @@ export async function forEachLimited<T>(items: readonly T[], limit: number, sign
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
   return next >= items.length && !signal.aborted;
+}
+
+/**
+ * forEachLimited over items that arrive one by one (a folder walk), so they are never all in memory.
+ * The iterator is closed at the end, also when the signal stopped the work early.
+ */
+export async function forEachLimitedAsync<T>(items: AsyncIterable<T>, limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
+  const it = items[Symbol.asyncIterator]();
+  let ended = false;
+  const lane = async (): Promise<void> => {
+    while (!ended && !signal.aborted) {
+      const next = await it.next();
+      if (next.done === true) ended = true;
+      else await fn(next.value);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, limit) }, lane));
+  } finally {
+    if (!ended) await it.return?.();
+  }
+  return ended && !signal.aborted;
 }

@@ -1,0 +1,175 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { lfsError } from '../../errors/errors.js';
+import type { Oid } from '../../protocol/oid.js';
+import type { RepoName } from '../../protocol/repo-name.js';
+import { IMPORT_LAYOUTS, walkLayout, type ImportLayout, type LayoutEntry, type StrayReason } from '../../store/foreign-layout.js';
+import { adoptVerifiedFile } from './adopt-object.js';
+import type { JobContext } from './job-runner.js';
+import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
+import { forEachLimitedAsync } from './worker-tasks.js';
+
+/** Why an import refused a file: a StrayReason, or the two found by reading it. */
+export type RefusedReason = Exclude<StrayReason, 'set_aside'> | 'digest_mismatch' | 'unreadable';
+
+/** POST /{org}/{repo}/objects/import's answer. */
+export interface ImportReport {
+  [key: string]: unknown;
+  readonly layout: ImportLayout;
+  /** The folder read, as named relative to SVC_IMPORT_DIR ('' for the folder itself). */
+  readonly source: string;
+  readonly dry_run: boolean;
+  /** Every file met under the source folder: imported + refused + vanished. */
+  readonly files: number;
+  /** Files removed from the source folder between its listing and their reading. */
+  readonly vanished: number;
+  /** Objects now referenced by the repository (dry run: that would be). */
+  readonly imported: number;
+  /** Of those, copied into the shared store because it did not hold the oid. */
+  readonly copied: number;
+  /** Of those, already in the shared store: only the repository's reference was recorded. */
+  readonly already_stored: number;
+  /** Logical bytes of the objects imported. */
+  readonly bytes: number;
+  /** Bytes copied into the shared store. */
+  readonly bytes_copied: number;
+  /** Files not imported: never silently passed over. */
+  readonly refused: number;
+  /** Refused files by reason (the counts are complete; the list stops at LISTED_MAX). */
+  readonly refused_by_reason: Partial<Record<RefusedReason, number>>;
+  readonly refused_files: readonly { readonly path: string; readonly reason: RefusedReason; readonly oid?: string }[];
+  /** False when the server stopped the job before every file was read. */
+  readonly complete: boolean;
+}
+
+/** What to import: the source folder (already resolved inside SVC_IMPORT_DIR) and how it is laid out. */
+export interface ImportRequest {
+  readonly layout: ImportLayout;
+  /** Real path of the folder, from resolveImportSource. */
+  readonly path: string;
+  /** The folder as the request named it, for the report. */
+  readonly source: string;
+  readonly dryRun: boolean;
+}
+
+/**
+ * Import: reads another LFS server's content folder (Gitea/Forgejo, GitLab, lfs-test-server, or a
+ * git-lfs client's `.git/lfs/objects`) and records every object in it for `repo`. The source is
+ * only read. Each file is copied into the jobs' staging folder on the worker pool while its bytes
+ * are hashed, so what is checked is what is stored; the copy enters the shared store only when its
+ * sha256 is the oid its path names, then the reference is recorded (adoptVerifiedFile). When the
+ * store already holds the oid the file is still hashed, and only the reference is recorded. A file
+ * that is not named as an object of the layout, does not hash to its name or cannot be read is
+ * refused and reported, never passed over. The folder is walked twice (first to count files and
+ * bytes for the progress, then to import), one folder at a time, so memory stays bounded whatever
+ * its size. Running it again is safe: what is already imported is found already stored.
+ */
+export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: ImportRequest, ctx: JobContext): Promise<ImportReport> {
+  const { store, objects, tasks } = deps;
+  const form = IMPORT_LAYOUTS[req.layout];
+  let filesTotal = 0;
+  let bytesTotal = 0;
+  for await (const e of walkLayout(req.path, form)) {
+    if (ctx.signal.aborted) break;
+    filesTotal++;
+    if (e.kind === 'object') bytesTotal += e.size;
+  }
+  ctx.progress.objectsTotal = filesTotal;
+  ctx.progress.bytesTotal = bytesTotal;
+
+  const staging = req.dryRun ? null : await store.maintenanceStaging();
+  let files = 0;
+  let vanished = 0;
+  let imported = 0;
+  let copied = 0;
+  let already = 0;
+  let bytes = 0;
+  let bytesCopied = 0;
+  let refused = 0;
+  const byReason: Partial<Record<RefusedReason, number>> = {};
+  const listed: { path: string; reason: RefusedReason; oid?: string }[] = [];
+  const refuse = (e: LayoutEntry, reason: RefusedReason): void => {
+    refused++;
+    byReason[reason] = (byReason[reason] ?? 0) + 1;
+    if (listed.length < LISTED_MAX) listed.push(e.kind === 'object' ? { path: e.rel, reason, oid: e.oid } : { path: e.rel, reason });
+  };
+  const done = (e: LayoutEntry): void => {
+    files++;
+    ctx.progress.objectDone(e.kind === 'object' ? e.size : 0);
+  };
+  /** The store holds good bytes of `oid` right now (checked and used in one synchronous step). */
+  const held = (oid: Oid): boolean => objects.findShared(oid) !== null && !objects.isQuarantined(oid);
+
+  const complete = await forEachLimitedAsync(walkLayout(req.path, form), tasks.parallelism, ctx.signal, async (e) => {
+    try {
+      if (e.kind === 'stray') {
+        // A set-aside name is only meaningful in Stowage's own legacy folder; here it is just not an object.
+        refuse(e, e.reason === 'set_aside' ? 'not_an_object' : e.reason);
+        return;
+      }
+      if (staging === null || held(e.oid)) {
+        // Nothing to copy (or a dry run): the file is still read whole, so a corrupt one is refused.
+        const r = await tasks.hash(e.path, true);
+        if (r.outcome === 'missing') return void vanished++; // removed since the walk listed it
+        if (r.outcome !== 'ok') return refuse(e, 'unreadable');
+        if (r.sha256 !== e.oid) return refuse(e, 'digest_mismatch');
+        if (staging === null) {
+          imported++;
+          bytes += r.size;
+          if (held(e.oid)) already++;
+          else {
+            copied++;
+            bytesCopied += r.size;
+          }
+          return;
+        }
+        const shared = objects.findShared(e.oid);
+        if (shared !== null && !objects.isQuarantined(e.oid)) {
+          // Same tick as the check: retain cannot take the object in between (it detaches synchronously).
+          objects.addReference(repo.key, e.oid, r.size, shared.storedSize);
+          imported++;
+          already++;
+          bytes += r.size;
+          return;
+        }
+        // Taken by retain while the file was read: copy it after all.
+      }
+      const out = join(staging, `${e.oid}.${randomBytes(6).toString('hex')}.import`);
+      const c = await tasks.copy({ path: e.path, outPath: out });
+      if (c.outcome === 'missing') return void vanished++;
+      if (c.outcome === 'write_failed') {
+        throw c.code === 'ENOSPC' || c.code === 'EDQUOT' ? lfsError('LFS_ERR_STORAGE_FULL') : new Error(`import could not write to the store: ${c.detail}`);
+      }
+      if (c.outcome !== 'ok') return refuse(e, 'unreadable');
+      if (c.sha256 !== e.oid) {
+        await store.purge(out);
+        return refuse(e, 'digest_mismatch');
+      }
+      const linked = await adoptVerifiedFile(deps, repo, e.oid, out, c.size);
+      imported++;
+      bytes += c.size;
+      if (linked) {
+        copied++;
+        bytesCopied += c.size;
+      } else already++;
+    } finally {
+      done(e);
+    }
+  });
+  return {
+    layout: req.layout,
+    source: req.source,
+    dry_run: req.dryRun,
+    files,
+    vanished,
+    imported,
+    copied,
+    already_stored: already,
+    bytes,
+    bytes_copied: bytesCopied,
+    refused,
+    refused_by_reason: byReason,
+    refused_files: listed,
+    complete,
+  };
+}
