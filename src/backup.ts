@@ -7,8 +7,8 @@
  *      so far: the server records a reference before it answers the PUT);
  *   2. the journal segments: small objects acknowledged before step 1 are either still in them or
  *      were written to their own files before their segment was deleted;
- *   3. the object files (objects/, and repos/ for not yet folded legacy layouts): copied last, so
- *      every object step 1 references is there, whichever of the two places it moved to meanwhile.
+ *   3. the object files (repos/ for not yet folded legacy layouts, then objects/): copied last, so
+ *      every object step 1 references is there, whichever place it moved to meanwhile.
  *
  * Objects only ever appear by an atomic rename, so a copy never sees half a file. Objects already in
  * DEST with the same size are skipped (their name is their sha256), so running it again into the
@@ -29,8 +29,11 @@ const USAGE = `usage: npm run backup -- --data-dir DIR --to DEST [--index-only]
   --index-only     copy only the index (SVC_STORE=s3, or objects backed up by another tool after this)
 `;
 
-/** Object trees copied in step 3, relative to the data directory. */
-const OBJECT_TREES = ['objects', 'repos'];
+/**
+ * Object trees copied in step 3, relative to the data directory. Legacy files move from repos/ into
+ * objects/ (dedupe), so repos/ goes first for the same reason the journal does.
+ */
+const OBJECT_TREES = ['repos', 'objects'];
 /** Journal segments (journal.ts names them); next.spare holds no records and is not copied. */
 const SEGMENT = /^seg-\d{12}\.log$/;
 
