@@ -1,8 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { once } from 'node:events';
 import t from 'tap';
+import { sha256File, writeRandomFile } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { GitSandbox } from '../helpers/git.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
@@ -24,32 +23,6 @@ const root = tmpDir('stowage-e2e-');
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
 const sb = await GitSandbox.create(join(root, 'home'), server.url, 'tok-dev');
 const lfsUrl = `${server.url}/studio/assets`;
-
-async function sha256File(path: string): Promise<string> {
-  const h = createHash('sha256');
-  for await (const chunk of createReadStream(path, { highWaterMark: 4 << 20 })) h.update(chunk as Buffer);
-  return h.digest('hex');
-}
-
-/** Writes `size` pseudo-random bytes without holding them in memory; returns the sha256. */
-async function writeRandomFile(path: string, size: number): Promise<string> {
-  const out = createWriteStream(path);
-  const h = createHash('sha256');
-  const block = randomBytes(4 << 20);
-  let written = 0;
-  let counter = 0;
-  while (written < size) {
-    block.writeUInt32LE(counter++, 0); // every block differs, so nothing dedupes or compresses trivially
-    const n = Math.min(block.length, size - written);
-    const chunk = Buffer.from(block.subarray(0, n));
-    h.update(chunk);
-    if (!out.write(chunk)) await once(out, 'drain');
-    written += n;
-  }
-  out.end();
-  await once(out, 'finish');
-  return h.digest('hex');
-}
 
 function rssKiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

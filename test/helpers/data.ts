@@ -1,7 +1,38 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createReadStream, createWriteStream } from 'node:fs';
+
 /** Text-like bytes (an OBJ-ish vertex list): compressible, but every line differs; `seed` varies them. */
 export function textLike(size: number, seed = 0): Buffer {
   const out = Buffer.alloc(size);
   let at = 0;
   for (let i = 0; at < size; i++) at += out.write(`v ${seed} ${i * 0.5} ${i % 977} // vertex ${i}\n`, at);
   return out;
+}
+
+/** sha256 of a file, streamed. */
+export async function sha256File(path: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 << 20 })) h.update(chunk as Buffer);
+  return h.digest('hex');
+}
+
+/** Writes `size` pseudo-random bytes without holding them in memory; returns the sha256. */
+export async function writeRandomFile(path: string, size: number): Promise<string> {
+  const out = createWriteStream(path);
+  const h = createHash('sha256');
+  const block = randomBytes(4 << 20);
+  let written = 0;
+  let counter = 0;
+  while (written < size) {
+    block.writeUInt32LE(counter++, 0); // every block differs, so nothing dedupes or compresses trivially
+    const n = Math.min(block.length, size - written);
+    const chunk = Buffer.from(block.subarray(0, n));
+    h.update(chunk);
+    if (!out.write(chunk)) await once(out, 'drain');
+    written += n;
+  }
+  out.end();
+  await once(out, 'finish');
+  return h.digest('hex');
 }

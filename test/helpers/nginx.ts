@@ -1,0 +1,149 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** deploy/nginx/stowage.conf, the configuration operators install (found from dist/test/helpers). */
+export const NGINX_CONF = resolve(dirname(fileURLToPath(import.meta.url)), '../../../deploy/nginx/stowage.conf');
+
+/** True when Debian's nginx is on PATH (.ci/run installs it). */
+export function hasNginx(): boolean {
+  return spawnSync('nginx', ['-v'], { stdio: 'ignore' }).status === 0;
+}
+
+/** A port free on loopback now (the OS picks it; nginx binds it right after). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Replaces `from` exactly `count` times, or throws: the file drifting from what the test expects must fail loudly. */
+function replaceExactly(text: string, from: string, to: string, count: number): string {
+  const found = text.split(from).length - 1;
+  if (found !== count) throw new Error(`${NGINX_CONF}: expected ${count} × ${JSON.stringify(from)}, found ${found}`);
+  return text.split(from).join(to);
+}
+
+export interface ProxyPorts {
+  /** Stowage's port (the upstream). */
+  readonly upstream: number;
+  /** The TLS server block's port. */
+  readonly https: number;
+  /** The redirecting plain-HTTP server block's port. */
+  readonly http: number;
+}
+
+/**
+ * deploy/nginx/stowage.conf with only what differs on a test machine rewritten: loopback listen
+ * ports instead of 80/443 (IPv6 listens dropped), the upstream's port, server_name, and a
+ * self-signed certificate. Everything that shapes a transfer is used as shipped.
+ */
+export function templateConf(ports: ProxyPorts, cert: string, key: string): string {
+  let conf = readFileSync(NGINX_CONF, 'utf8');
+  conf = replaceExactly(conf, 'server 127.0.0.1:8080;', `server 127.0.0.1:${ports.upstream};`, 1);
+  conf = replaceExactly(conf, '    listen [::]:80;\n', '', 1);
+  conf = replaceExactly(conf, '    listen [::]:443 ssl;\n', '', 1);
+  conf = replaceExactly(conf, 'listen 80;', `listen 127.0.0.1:${ports.http};`, 1);
+  conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https} ssl;`, 1);
+  conf = replaceExactly(conf, 'server_name lfs.example.com;', 'server_name 127.0.0.1;', 2);
+  conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/fullchain.pem', cert, 1);
+  conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/privkey.pem', key, 1);
+  return conf;
+}
+
+export interface RunningNginx {
+  readonly child: ChildProcess;
+  readonly prefix: string;
+  /** The access log: one line per request, `"$request" $status $http_transfer_encoding`. */
+  readonly accessLog: string;
+  readonly errorLog: string;
+  stop(): Promise<void>;
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl), for the TLS server block. */
+export function selfSignedCert(dir: string): { cert: string; key: string } {
+  const cert = join(dir, 'cert.pem');
+  const key = join(dir, 'key.pem');
+  const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`openssl failed: ${r.stderr}`);
+  return { cert, key };
+}
+
+/** Resolves once `port` accepts a connection; rejects if nginx exits first. Retries on refusal only. */
+async function accepting(port: number, child: ChildProcess, errorLog: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}:\n${readLog(errorLog)}`);
+    const ok = await new Promise<boolean>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', (e: NodeJS.ErrnoException) => (e.code === 'ECONNREFUSED' ? resolve(false) : reject(e)));
+    });
+    if (ok) return;
+    if (attempt > 400) throw new Error(`nginx never accepted on ${port}:\n${readLog(errorLog)}`);
+    // Not bound yet: nginx binds while it reads its configuration, so this is a few turns at most.
+    await new Promise((r) => setTimeout(r, 10 + attempt));
+  }
+}
+
+function readLog(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * Runs Debian's nginx in the foreground (`-p PREFIX -c nginx.conf -g 'daemon off;'`) with the
+ * server blocks of `serverConf`; pid, logs and temp paths stay under `prefix`. Resolves once the
+ * TLS port accepts connections.
+ */
+export async function startNginx(prefix: string, serverConf: string, httpsPort: number): Promise<RunningNginx> {
+  // nginx's workers drop root for "nobody", who must reach the temp paths under the prefix: give it
+  // a directory of its own right under the system temp dir.
+  mkdirSync(prefix, { recursive: true });
+  chmodSync(prefix, 0o755);
+  for (const d of ['logs', 'tmp']) mkdirSync(join(prefix, d), { recursive: true, mode: 0o755 });
+  const accessLog = join(prefix, 'logs', 'access.log');
+  const errorLog = join(prefix, 'logs', 'error.log');
+  const main = [
+    `pid ${join(prefix, 'nginx.pid')};`,
+    `error_log ${errorLog} info;`,
+    'worker_processes 1;',
+    'events { worker_connections 256; }',
+    'http {',
+    `  log_format stowage_test '"$request" $status $http_transfer_encoding';`,
+    `  access_log ${accessLog} stowage_test;`,
+    ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((k) => `  ${k}_temp_path ${join(prefix, 'tmp', k)};`),
+    serverConf,
+    '}',
+    '',
+  ].join('\n');
+  const confFile = join(prefix, 'nginx.conf');
+  writeFileSync(confFile, main);
+  const child = spawn('nginx', ['-p', prefix, '-e', errorLog, '-c', confFile, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.stderr!.on('data', (d: Buffer) => process.stderr.write(`nginx: ${d}`));
+  await accepting(httpsPort, child, errorLog);
+  return {
+    child,
+    prefix,
+    accessLog,
+    errorLog,
+    async stop() {
+      // SIGQUIT: graceful shutdown, workers finish their requests.
+      if (child.exitCode === null) child.kill('SIGQUIT');
+      await exited;
+    },
+  };
+}
