@@ -16,13 +16,16 @@ const CORK_BUFFER_BYTES = 16 * 1024;
 /** Errors after which the connection cannot be read on: answered, then closed (see sendAndClose). */
 const CLOSING_CODES: ReadonlySet<string> = new Set(['LFS_ERR_BAD_FRAMING', 'LFS_ERR_LENGTH_TOO_LARGE']);
 
-/** Writes a complete response in one corked write. No-op when the client is gone. */
-export function send(
+/**
+ * Writes one response's head in a corked write, then lets `finish` end it. No-op when the client is
+ * gone or an answer was already given.
+ */
+function answer(
   ctx: RequestContext,
   status: number,
-  body: string | Buffer,
-  headers: Record<string, string> = {},
-  contentType: string | null = LFS_JSON,
+  headers: Readonly<Record<string, string>>,
+  contentType: string | null,
+  finish: (res: RequestContext['res']) => void,
 ): void {
   if (ctx.aborted || ctx.responded) return;
   ctx.responded = true;
@@ -32,13 +35,26 @@ export function send(
     ctx.res.writeHeader('X-Request-Id', ctx.requestId);
     if (contentType !== null) ctx.res.writeHeader('Content-Type', contentType);
     for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
+    finish(ctx.res);
+  });
+}
+
+/** Writes a complete response in one corked write. No-op when the client is gone. */
+export function send(
+  ctx: RequestContext,
+  status: number,
+  body: string | Buffer,
+  headers: Record<string, string> = {},
+  contentType: string | null = LFS_JSON,
+): void {
+  answer(ctx, status, headers, contentType, (res) => {
     if (ctx.method === 'head') {
       // RFC 9110 §9.3.2: the head GET would send (Content-Length included), never the body.
-      ctx.res.endWithoutBody(Buffer.byteLength(body));
+      res.endWithoutBody(Buffer.byteLength(body));
       return;
     }
     if (!ctx.bodyPending) {
-      ctx.res.end(body);
+      res.end(body);
       return;
     }
     // Answered before the body was read (a refusal): the rest of the body must not be parsed as the
@@ -48,23 +64,15 @@ export function send(
     // for credentials (measured: 1 GiB pushes of 1.1 s took 9–28 s now and then). So the socket
     // stops being read, the answer says the connection will close, and the client closes it (Go,
     // curl and undici do once they have the answer) or uWS's idle timeout does (~10 s).
-    ctx.res.pause();
-    ctx.res.writeHeader('Connection', 'close');
-    ctx.res.end(body, false);
+    res.pause();
+    res.writeHeader('Connection', 'close');
+    res.end(body, false);
   });
 }
 
 /** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
 export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
-  if (ctx.aborted || ctx.responded) return;
-  ctx.responded = true;
-  ctx.status = status;
-  ctx.res.cork(() => {
-    ctx.res.writeStatus(statusLine(status));
-    ctx.res.writeHeader('X-Request-Id', ctx.requestId);
-    for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
-    ctx.res.endWithoutBody(length);
-  });
+  answer(ctx, status, headers, null, (res) => res.endWithoutBody(length));
 }
 
 /**
@@ -77,16 +85,7 @@ export function sendHead(ctx: RequestContext, status: number, headers: Readonly<
  * cork buffer: uWS writes it at once, then ends the connection and parses nothing more.
  */
 function sendAndClose(ctx: RequestContext, status: number, json: string, headers: Readonly<Record<string, string>>): void {
-  if (ctx.aborted || ctx.responded) return;
-  ctx.responded = true;
-  ctx.status = status;
-  ctx.res.cork(() => {
-    ctx.res.writeStatus(statusLine(status));
-    ctx.res.writeHeader('X-Request-Id', ctx.requestId);
-    ctx.res.writeHeader('Content-Type', LFS_JSON);
-    for (const [k, v] of Object.entries(headers)) ctx.res.writeHeader(k, v);
-    ctx.res.end(json.padEnd(CORK_BUFFER_BYTES + 1), true);
-  });
+  answer(ctx, status, headers, LFS_JSON, (res) => res.end(json.padEnd(CORK_BUFFER_BYTES + 1), true));
 }
 
 export function sendJson(ctx: RequestContext, status: number, value: unknown, headers?: Record<string, string>): void {
