@@ -63,6 +63,10 @@ function listed(io: Io, r: Record<string, any> | null | undefined): void {
     }
     if (items.length > 20) io.out.write(`  … and ${items.length - 20} more (--json lists them all)\n`);
   }
+  // Files of a folder that were not taken (import, dedupe): their path and why, as the job lists them.
+  const files = (r.refused_files ?? []) as { path: string; reason: string }[];
+  for (const f of files.slice(0, 20)) io.out.write(`  ${io.paint.red('refused')}  ${f.path}  ${f.reason}\n`);
+  if (files.length > 20) io.out.write(`  … and ${files.length - 20} more (--json lists them all)\n`);
 }
 
 /** A command that starts one job, follows it, and prints its summary and the objects it names. */
@@ -147,6 +151,26 @@ export const COMMANDS: Record<string, CommandSpec> = {
       (v) => ({ dry_run: v['dry-run'] === true }),
       (r) => `${r.compressed} ${r.dry_run ? 'would be ' : ''}compressed, saving ${bytes(r.saved)} (${bytes(r.bytes_before)} → ${bytes(r.bytes_after)}); ${r.refused} refused`,
     ),
+  },
+  import: {
+    usage: 'stowage import [org/repo] --layout LAYOUT [--source DIR] [--dry-run]',
+    summary: "copy another LFS server's content folder into the repository (admin)",
+    details:
+      'Reads a content folder inside the server\'s SVC_IMPORT_DIR (never written), hashes every file, and\nrecords those whose sha256 matches their name for the repository. Layouts: gitea, forgejo, gitlab,\nlfs-test-server (ab/cd/<oid[4:]>) and git-lfs (a clone\'s .git/lfs/objects, ab/cd/<oid>). Files not\ntaken are listed with the reason. Exit 1 when anything was refused (docs/migration.md).',
+    options: {
+      layout: { type: 'string', arg: 'LAYOUT', help: 'gitea | forgejo | gitlab | lfs-test-server | git-lfs' },
+      source: { type: 'string', arg: 'DIR', help: 'the folder, relative to SVC_IMPORT_DIR (default: SVC_IMPORT_DIR itself)' },
+      'dry-run': { type: 'boolean', short: 'n', help: 'hash and report only; record nothing' },
+      ...REMOTE_OPTIONS,
+    },
+    run: async (ctx) => {
+      if (typeof ctx.values.layout !== 'string') throw new CliError('import: --layout is required (stowage import --help)', EXIT.usage);
+      return jobCommand(
+        'import',
+        (v) => ({ layout: v.layout, source: v.source ?? '', dry_run: v['dry-run'] === true }),
+        (r) => `${r.imported} ${r.dry_run ? 'would be ' : ''}imported (${r.copied} copied, ${r.already_stored} already stored, ${bytes(r.bytes)}), ${r.refused} refused`,
+      )(ctx);
+    },
   },
   retain: {
     usage: 'stowage retain [org/repo] [--dry-run | --yes]',

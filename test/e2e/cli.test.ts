@@ -24,8 +24,11 @@ for (const r of ['acme/game', 'acme/slow']) forge.repos.set(r, { private: true }
 forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/game': 'admin', 'acme/slow': 'admin' } });
 forge.tokens.set('tok-pull', { login: 'viewer', repos: { 'acme/game': 'pull', 'acme/slow': 'pull' } });
 
+// The folder `import` may read other servers' content folders from.
+const importRoot = tmpDir('stowage-e2e-cli-import-');
+t.teardown(() => rmSync(importRoot, { recursive: true, force: true }));
 // One maintenance thread: a job works on one object at a time, in oid order.
-const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_WORKERS: '1' });
+const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_WORKERS: '1', SVC_IMPORT_DIR: importRoot });
 t.teardown(() => server.stop());
 const root = tmpDir('stowage-e2e-cli-');
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
@@ -255,4 +258,32 @@ t.test('jobs: list, follow, Ctrl-C leaves the job running, cancel stops it betwe
   const again = await cli(['jobs', 'cancel', 'acme/slow', id]);
   t.equal(again.code, 0, 'cancelling a finished job is a no-op');
   t.match(again.stdout, /already finished|cancelled/);
+});
+
+t.test("import: a Gitea content folder, with a corrupt file refused and listed (exit 1)", async (t) => {
+  const good = randomBytes(300_000);
+  const bad = randomBytes(200_000);
+  const place = (oid: string, data: Buffer): void => {
+    // Gitea's layout: ab/cd/<oid without its first four hex digits>.
+    const dir = join(importRoot, 'gitea', oid.slice(0, 2), oid.slice(2, 4));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, oid.slice(4)), data);
+  };
+  place(sha(good), good);
+  const badOid = sha(bad);
+  place(badOid, Buffer.concat([bad.subarray(1), Buffer.from([0])])); // named for bytes it does not hold
+
+  const missing = await cli(['import', 'acme/game']);
+  t.equal(missing.code, 2, 'no --layout: a usage error');
+  t.match(missing.stderr, /--layout is required/);
+
+  const r = await cli(['import', 'acme/game', '--layout', 'gitea', '--source', 'gitea']);
+  t.equal(r.code, 1, 'a refused file makes the exit status 1');
+  t.match(r.stdout, /1 imported/);
+  t.match(r.stdout, new RegExp(`refused\\s+\\S*${badOid.slice(4, 16)}\\S*\\s+digest_mismatch`), 'the corrupt file is listed with its reason');
+  const got = await http('GET', `${server.url}/acme/game/objects/${sha(good)}`, { headers: { authorization: basic('tok-admin') } });
+  t.equal(got.status, 200, 'the imported object is served');
+  t.equal(sha(got.body), sha(good), 'byte for byte');
+  const refused = await http('GET', `${server.url}/acme/game/objects/${badOid}`, { headers: { authorization: basic('tok-admin') } });
+  t.equal(refused.status, 404, 'the corrupt file was not taken');
 });

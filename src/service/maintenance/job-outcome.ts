@@ -26,6 +26,6 @@ export function jobOutcome(kind: string, state: string, report: unknown): JobOut
   }
   const r = (report ?? {}) as Record<string, unknown>;
   if (r.complete === false) return 'problems';
-  const problems = kind === 'audit' ? n(r.corrupt) + n(r.unreadable) : kind === 'dedupe' ? n(r.refused) + n(r.unreadable) : kind === 'compress' ? n(r.refused) : 0;
+  const problems = kind === 'audit' ? n(r.corrupt) + n(r.unreadable) : kind === 'dedupe' ? n(r.refused) + n(r.unreadable) : kind === 'compress' || kind === 'import' ? n(r.refused) : 0;
   return problems > 0 ? 'problems' : 'clean';
 }
