@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase } from './db/database.js';
@@ -131,6 +132,13 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     jobs: () => maintenance?.jobs().running ?? [],
     jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit'] satisfies JobKind[]),
     journal: () => store.journalStats,
+    audits: () => statsRepo.auditTotals(),
+    quarantined: () => statsRepo.quarantinedTotal(),
+    dataDir: async () => {
+      const fs = await statfs(config.dataDir);
+      return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
+    },
+    ready: () => blobs.checkWritable().then(() => true, () => false),
   });
   http.route('any', '/*', 'not_found', (ctx) => {
     const known = http.knownPath(ctx.url);
