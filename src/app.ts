@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
@@ -13,7 +13,7 @@ import { registerObjectRoutes } from './http/routes/objects.js';
 import { registerMaintenanceRoutes } from './http/routes/maintenance.js';
 import { MaintenanceService } from './service/maintenance/maintenance-service.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
-import { registerDashboardRoutes } from './http/routes/dashboard.js';
+import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { SessionsRepo } from './db/sessions-repo.js';
 import { SettingsRepo } from './db/settings-repo.js';
@@ -41,6 +41,12 @@ export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
   readonly port: number;
   readonly baseUrl: string;
+  /** The dashboard page's URL. */
+  readonly dashboardUrl: string;
+  /** The SQLite index's path. */
+  readonly index: string;
+  /** True when this start created the index: a fresh data directory (main.ts prints a first-run hint). */
+  readonly firstRun: boolean;
   /** Graceful: stop accepting, drain in-flight transfers up to the grace period, close the index. */
   close(): Promise<void>;
 }
@@ -48,7 +54,9 @@ export interface App {
 /** Composition root: builds every part from the config, wires the routes, and listens. */
 export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
-  const db = openDatabase(join(config.dataDir, 'index.sqlite'));
+  const index = join(config.dataDir, 'index.sqlite');
+  const firstRun = !existsSync(index);
+  const db = openDatabase(index);
   const pool = new WorkerPool(config.workers);
   const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
   const swept = await store.sweepStaging(60_000);
@@ -73,7 +81,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         (oid) => objects.findShared(oid) !== null,
         () => db.pragma('wal_checkpoint(TRUNCATE)'),
       )
-      .catch((e: unknown) => log('journal retirement failed; will retry', { err: String(e) }))
+      .catch((e: unknown) => log('journal retirement failed; will retry', { level: 'warn', err: String(e) }))
       .finally(() => (retiring = false));
   }, 1000);
   retirer.unref();
@@ -146,8 +154,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   });
 
   const sweeper = setInterval(() => {
-    store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { err: String(e) }));
-    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { err: String(e) }));
+    store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { level: 'warn', err: String(e) }));
+    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { level: 'warn', err: String(e) }));
   }, 3600_000);
   sweeper.unref();
 
@@ -159,6 +167,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   return {
     port,
     baseUrl: links.baseUrl,
+    dashboardUrl: `${links.baseUrl}${DASHBOARD_PATH}`,
+    index,
+    firstRun,
     async close() {
       clearInterval(sweeper);
       clearInterval(retirer);
@@ -169,7 +180,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       while (retiring) await new Promise((r) => setTimeout(r, 10));
       await store.closeJournal();
       await pool.close();
-      await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
+      await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
       db.close();
     },
   };

@@ -53,7 +53,7 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
     sendJson(ctx, err.status, { message: err.message, request_id: ctx.requestId }, err.headers);
     return;
   }
-  log('unhandled error', { request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });
+  log('unhandled error', { level: 'error', request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });
   sendJson(ctx, 500, { message: ERROR_CODES.LFS_ERR_INTERNAL.message, request_id: ctx.requestId });
 }
 

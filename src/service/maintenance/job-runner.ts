@@ -78,6 +78,16 @@ export class Job {
   }
 }
 
+/**
+ * What a finished job came to: an audit (or any report with these counts) that found corrupt or
+ * unreadable objects is `problems_found`, one that read everything and found none `clean`.
+ */
+function reportOutcome(report: JobReport): 'clean' | 'problems_found' | 'done' {
+  const bad = Number(report.corrupt ?? 0) + Number(report.unreadable ?? 0);
+  if (bad > 0) return 'problems_found';
+  return report.complete === true && 'corrupt' in report ? 'clean' : 'done';
+}
+
 function errorText(e: unknown): string {
   return isLfsError(e) ? e.message : 'the job failed; see the server log';
 }
@@ -125,7 +135,7 @@ export class JobRunner {
     this.#repo = repo;
     this.#log = log;
     const n = repo.markInterrupted();
-    if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { count: n });
+    if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { level: 'warn', count: n });
   }
 
   start(kind: JobKind, repo: string, dryRun: boolean, body: JobBody): Job {
@@ -150,6 +160,7 @@ export class JobRunner {
     try {
       if (this.#abort.signal.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
       job.state = 'running';
+      this.#log('job started', { job: job.id, kind: job.kind, repo: job.repo, dry_run: job.dryRun });
       timer = setInterval(persist, PERSIST_EVERY_MS);
       timer.unref();
       const report = await body({ signal: this.#abort.signal, progress: job.progress });
@@ -159,6 +170,7 @@ export class JobRunner {
       job.state = 'done';
       job.finishedAt = Date.now();
       this.#repo.finish(job.id, 'done', report, null, job.progress);
+      this.#logFinished(job, reportOutcome(report));
       job.settle(report, null);
     } catch (e) {
       job.error = e;
@@ -167,10 +179,12 @@ export class JobRunner {
         // Shutdown: the work done so far is kept (each step is complete on its own); a rerun finishes.
         job.state = 'interrupted';
         this.#repo.finish(job.id, 'interrupted', null, 'the server stopped during this job', job.progress);
+        this.#logFinished(job, 'interrupted');
       } else {
         job.state = 'failed';
-        this.#log('maintenance job failed', { job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
+        this.#log('maintenance job failed', { level: 'error', job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
         this.#repo.finish(job.id, 'failed', null, errorText(e), job.progress);
+        this.#logFinished(job, 'failed');
       }
       job.settle(null, this.#abort.signal.aborted ? lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish') : e);
     } finally {
@@ -179,6 +193,20 @@ export class JobRunner {
       const finished = [...this.#live.values()].filter((j) => j.finishedAt !== null);
       for (const old of finished.slice(0, Math.max(0, finished.length - RECENT_SHOWN))) this.#live.delete(old.id);
     }
+  }
+
+  /** The event that ends every job, with what it came to (`problems_found` is worth a look: warn). */
+  #logFinished(job: Job, outcome: string): void {
+    this.#log('job finished', {
+      level: outcome === 'problems_found' || outcome === 'failed' ? 'warn' : 'info',
+      job: job.id,
+      kind: job.kind,
+      repo: job.repo,
+      outcome,
+      seconds: Math.round((Date.now() - job.startedAt) / 100) / 10,
+      objects: job.progress.objectsDone,
+      bytes: job.progress.bytesDone,
+    });
   }
 
   /** A job of `repo` by id (live or from the table); null for another repository's job. */
