@@ -24,6 +24,7 @@ import { PolicedAccessService, SettingsService } from './service/settings-servic
 import { StatsService } from './service/stats-service.js';
 import { sendError } from './http/respond.js';
 import { HttpServer } from './http/server.js';
+import { RequestLog } from './http/request-log.js';
 import { lfsError } from './errors/errors.js';
 import { Metrics } from './metrics/registry.js';
 import { BatchService } from './service/batch-service.js';
@@ -88,7 +89,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = new StatsRepo(db);
   const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
-  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), config.auth, metrics);
+  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, s3 === null ? store : null);
@@ -109,7 +110,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         })
       : null;
 
-  const http = new HttpServer(metrics, log, config.logRequests);
+  const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
+  const http = new HttpServer(metrics, log, requestLog);
   let presign: PresignService | undefined;
   if (s3 !== null && config.s3!.presign) {
     const enforced = await s3.probeChecksumEnforcement();

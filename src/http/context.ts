@@ -30,6 +30,9 @@ export interface RequestContext {
   status: number;
   /** Bytes of request body still on the wire when the handler answered (drained or cut). */
   bodyPending: boolean;
+  /** Request body bytes received, and response body bytes handed to uWS (the request line's figures). */
+  bytesIn: number;
+  bytesOut: number;
 }
 
 const HEADERS_KEPT = [
@@ -43,6 +46,7 @@ const HEADERS_KEPT = [
   'origin',
   'cookie',
   'host',
+  'x-forwarded-for',
 ] as const;
 
 let counter = 0;
@@ -65,6 +69,8 @@ export class UwsRequestContext implements RequestContext {
   responded = false;
   status = 0;
   bodyPending = false;
+  bytesIn = 0;
+  bytesOut = 0;
 
   constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
     this.res = res;

@@ -48,6 +48,7 @@ export class BodyPump {
   }
 
   #onData(chunk: Uint8Array, isLast: boolean): void {
+    this.#ctx.bytesIn += chunk.byteLength;
     if (this.#failure !== null) return;
     this.#received += chunk.byteLength;
     if (this.#cap !== null && this.#received > this.#cap.bytes) {
@@ -140,6 +141,7 @@ export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
     let size = 0;
     let failed = false;
     res.onData((chunk, isLast) => {
+      ctx.bytesIn += chunk.byteLength;
       if (failed) return;
       size += chunk.byteLength;
       if (size > cap) {

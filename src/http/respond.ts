@@ -18,6 +18,7 @@ export function send(
   if (ctx.aborted || ctx.responded) return;
   ctx.responded = true;
   ctx.status = status;
+  ctx.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
   ctx.res.cork(() => {
     ctx.res.writeStatus(statusLine(status));
     ctx.res.writeHeader('X-Request-Id', ctx.requestId);
@@ -86,6 +87,7 @@ export async function sendStream(
     const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
     if (done) finished = true;
     if (ok || done) {
+      ctx.bytesOut += pending.byteLength;
       counted(pending.byteLength);
       pending = null;
       wake?.resolve();
@@ -113,6 +115,7 @@ export async function sendStream(
           pending = chunk;
           pendingOffset = offset;
         } else {
+          ctx.bytesOut += chunk.byteLength;
           counted(chunk.byteLength);
         }
       });

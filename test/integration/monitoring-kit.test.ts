@@ -152,6 +152,10 @@ t.test('every series the dashboard and the alerts name is exported by a running 
   const afterBad = await scrape();
   t.match(afterBad, /^svc_audit_repositories\{result="problems_found"\} 1$/m, 'one repository with problems');
   t.match(afterBad, /^svc_quarantined_objects 1$/m, 'one object quarantined');
+  // The same events in the log (docs/logging.md): written before the audit's answer went out.
+  const events = server.logs.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  t.match(events.find((e) => e.msg === 'object quarantined'), { level: 'warn', repo: 'acme/game', oid: bad.oid, problem: 'corrupt' });
+  t.match(events.find((e) => e.msg === 'job finished'), { level: 'warn', kind: 'audit', outcome: 'problems_found' });
   t.match(afterBad, /^svc_audit_last_success_timestamp_seconds 0$/m, 'still no clean audit');
 
   const startedClean = Date.now();
