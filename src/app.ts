@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase } from './db/database.js';
@@ -13,7 +14,7 @@ import { registerObjectRoutes } from './http/routes/objects.js';
 import { registerMaintenanceRoutes } from './http/routes/maintenance.js';
 import { MaintenanceService } from './service/maintenance/maintenance-service.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
-import { registerDashboardRoutes } from './http/routes/dashboard.js';
+import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { SessionsRepo } from './db/sessions-repo.js';
 import { SettingsRepo } from './db/settings-repo.js';
@@ -25,6 +26,7 @@ import { StatsService } from './service/stats-service.js';
 import { sweepAfterCrash } from './service/startup-sweep.js';
 import { sendError } from './http/respond.js';
 import { HttpServer } from './http/server.js';
+import { RequestLog } from './http/request-log.js';
 import { lfsError } from './errors/errors.js';
 import { Metrics } from './metrics/registry.js';
 import { BatchService } from './service/batch-service.js';
@@ -42,6 +44,12 @@ export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
   readonly port: number;
   readonly baseUrl: string;
+  /** The dashboard page's URL. */
+  readonly dashboardUrl: string;
+  /** The SQLite index's path. */
+  readonly index: string;
+  /** True when this start created the index: a fresh data directory (main.ts prints a first-run hint). */
+  readonly firstRun: boolean;
   /** Graceful: stop accepting, drain in-flight transfers up to the grace period, close the index. */
   close(): Promise<void>;
 }
@@ -51,7 +59,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
   // Before anything in the directory is touched: another server there would lose its staging files.
   const lock = DataDirLock.acquire(config.dataDir);
-  const db = openDatabase(join(config.dataDir, 'index.sqlite'));
+  const index = join(config.dataDir, 'index.sqlite');
+  const firstRun = !existsSync(index);
+  const db = openDatabase(index);
   const pool = new WorkerPool(config.workers);
   const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
   // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
@@ -75,14 +85,14 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         (oid) => objects.findShared(oid) !== null,
         () => db.pragma('wal_checkpoint(TRUNCATE)'),
       )
-      .catch((e: unknown) => log('journal retirement failed; will retry', { err: String(e) }))
+      .catch((e: unknown) => log('journal retirement failed; will retry', { level: 'warn', err: String(e) }))
       .finally(() => (retiring = false));
   }, 1000);
   retirer.unref();
   // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = new StatsRepo(db);
   const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
-  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), config.auth, metrics);
+  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, s3 === null ? store : null);
@@ -104,7 +114,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         })
       : null;
 
-  const http = new HttpServer(metrics, log, config.logRequests);
+  const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
+  const http = new HttpServer(metrics, log, requestLog);
   let presign: PresignService | undefined;
   if (s3 !== null && config.s3!.presign) {
     const enforced = await s3.probeChecksumEnforcement();
@@ -135,6 +146,13 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     jobs: () => maintenance?.jobs().running ?? [],
     jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[]),
     journal: () => store.journalStats,
+    audits: () => statsRepo.auditTotals(),
+    quarantined: () => statsRepo.quarantinedTotal(),
+    dataDir: async () => {
+      const fs = await statfs(config.dataDir);
+      return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
+    },
+    ready: () => blobs.checkWritable().then(() => true, () => false),
   });
   http.route('any', '/*', 'not_found', (ctx) => {
     const known = http.knownPath(ctx.url);
@@ -142,8 +160,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   });
 
   const sweeper = setInterval(() => {
-    store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { err: String(e) }));
-    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { err: String(e) }));
+    store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { level: 'warn', err: String(e) }));
+    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { level: 'warn', err: String(e) }));
   }, 3600_000);
   sweeper.unref();
 
@@ -155,6 +173,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   return {
     port,
     baseUrl: links.baseUrl,
+    dashboardUrl: `${links.baseUrl}${DASHBOARD_PATH}`,
+    index,
+    firstRun,
     async close() {
       clearInterval(sweeper);
       clearInterval(retirer);
@@ -165,7 +186,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       while (retiring) await new Promise((r) => setTimeout(r, 10));
       await store.closeJournal();
       await pool.close();
-      await stats.close().catch((e: unknown) => log('last stats sample failed', { err: String(e) }));
+      await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
       db.close();
       lock.release();
     },

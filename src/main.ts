@@ -1,7 +1,15 @@
 import { startApp } from './app.js';
-import { ConfigError, loadConfig } from './config/load.js';
+import { ConfigError, configWarnings, loadConfig } from './config/load.js';
+import type { Config } from './config/schema.js';
 import { StartRefusedError } from './errors/start-refused.js';
 import { log } from './util/log.js';
+import { VERSION } from './util/version.js';
+
+/** Where objects go, as the start-up line names it. */
+function storeLabel(config: Config): string {
+  if (config.s3 === null) return `disk ${config.dataDir}/objects`;
+  return `s3 ${config.s3.endpoint}/${config.s3.bucket}/${config.s3.prefix}`;
+}
 
 /** Process entry: the only place that reads process.env or calls process.exit. */
 async function main(): Promise<void> {
@@ -15,8 +23,30 @@ async function main(): Promise<void> {
     }
     throw e;
   }
+  for (const warning of configWarnings(process.env)) log('configuration warning', { level: 'warn', warning });
   const app = await startApp(config);
-  log('listening', { host: config.host, port: app.port, base_url: app.baseUrl, data_dir: config.dataDir, auth: config.auth.provider });
+  // The one line that says what this server is using (tests and scripts wait for its "listening").
+  log('listening', {
+    version: VERSION,
+    host: config.host,
+    port: app.port,
+    base_url: app.baseUrl,
+    dashboard: app.dashboardUrl,
+    auth: config.auth.provider,
+    store: storeLabel(config),
+    compression: config.compressionLevel === null ? 'off' : `zstd:${config.compressionLevel}`,
+    index: app.index,
+    data_dir: config.dataDir,
+  });
+  if (app.firstRun) {
+    log('first run', {
+      hint:
+        `New data directory. Point a repository at ${app.baseUrl}/{org}/{repo} (lfs.url in its .lfsconfig); ` +
+        `set SVC_BASE_URL to the address clients use${config.baseUrl === null ? ' (unset now)' : ''}; ` +
+        `sign in to the dashboard at ${app.dashboardUrl} with a forge site admin's token or set SVC_ADMIN_REPO; ` +
+        'scrape /metrics (deploy/prometheus, deploy/grafana).',
+    });
+  }
 
   let stopping = false;
   const stop = (signal: string): void => {
@@ -29,13 +59,13 @@ async function main(): Promise<void> {
         process.exit(0);
       },
       (e: unknown) => {
-        log('shutdown failed', { err: String(e) });
+        log('shutdown failed', { level: 'error', err: String(e) });
         process.exit(1);
       },
     );
   };
   // A promise nobody awaited failed: a bug, but not one worth cutting every transfer in flight for.
-  process.on('unhandledRejection', (reason) => log('unhandled rejection', { err: String((reason as Error)?.stack ?? reason) }));
+  process.on('unhandledRejection', (reason) => log('unhandled rejection', { level: 'error', err: String((reason as Error)?.stack ?? reason) }));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { parseRepoName } from '../protocol/repo-name.js';
-import { DEFAULTS, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
+import { DEFAULTS, PROVIDER_ALIASES, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
 export class ConfigError extends Error {
@@ -127,6 +127,43 @@ export function parseCompression(value: string): number | null {
   return level;
 }
 
+/** `forge_a`…`forge_d`, or a forge's name (`github`, `gitlab`, `gitea`, `forgejo`), in any case. */
+export function parseProvider(value: string): ForgeProvider {
+  const v = value.toLowerCase();
+  const provider = PROVIDER_ALIASES[v] ?? (PROVIDERS as readonly string[]).find((p) => p === v);
+  if (provider === undefined) {
+    const aliases = Object.entries(PROVIDER_ALIASES).map(([name, p]) => `${name} (${p})`);
+    throw new ConfigError(`SVC_AUTH must be one of ${PROVIDERS.join(', ')} or ${aliases.join(', ')}, got "${value}"`);
+  }
+  return provider as ForgeProvider;
+}
+
+/** Edit distance (insertions, deletions, substitutions): how far a typo is from a known name. */
+export function levenshtein(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur.push(Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * Things worth telling at start that do not stop it: an `SVC_` variable this server does not know
+ * (a typo such as SVC_COMPRESION would otherwise be ignored silently), with the nearest known name.
+ */
+export function configWarnings(env: Env): string[] {
+  const known = Object.keys(DEFAULTS);
+  const warnings: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('SVC_') || name in DEFAULTS) continue;
+    const nearest = known.reduce((best, k) => (levenshtein(name, k) < levenshtein(name, best) ? k : best));
+    warnings.push(`${name} is not a Stowage variable and is ignored; did you mean ${nearest}?`);
+  }
+  return warnings;
+}
+
 /** SVC_STORE=s3: the bucket settings and credentials (issue 8); null for the disk store. */
 function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
   if (store === 'disk') return null;
@@ -174,10 +211,7 @@ export function loadConfig(env: Env): Config {
   const baseUrlRaw = raw(env, 'SVC_BASE_URL');
   const baseUrl = baseUrlRaw === null ? null : parseHttpUrl('SVC_BASE_URL', baseUrlRaw);
 
-  const provider = raw(env, 'SVC_AUTH')! as ForgeProvider;
-  if (!PROVIDERS.includes(provider)) {
-    throw new ConfigError(`SVC_AUTH must be one of ${PROVIDERS.join(', ')}, got "${provider}"`);
-  }
+  const provider = parseProvider(raw(env, 'SVC_AUTH')!);
   const forgeC = raw(env, 'SVC_FORGE_C_API_URL');
   if ((provider === 'forge_c' || provider === 'forge_d') && forgeC === null) {
     throw new ConfigError(`SVC_FORGE_C_API_URL is required when SVC_AUTH=${provider}; it has no default`);
@@ -236,6 +270,7 @@ export function loadConfig(env: Env): Config {
     compressionLevel,
     directIo: parseBoolean('SVC_DIRECT_IO', raw(env, 'SVC_DIRECT_IO')!),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
+    trustProxy: parseBoolean('SVC_TRUST_PROXY', raw(env, 'SVC_TRUST_PROXY')!),
     lockMaxAge: lockMaxAgeRaw === null ? null : parseDuration('SVC_LOCK_MAX_AGE', lockMaxAgeRaw, 1, 10 * 365 * 86400),
     access: {
       anonymousRead: parseBoolean('SVC_ANONYMOUS_READ', raw(env, 'SVC_ANONYMOUS_READ')!),

@@ -6,6 +6,9 @@
 
 export type ForgeProvider = 'forge_a' | 'forge_b' | 'forge_c' | 'forge_d';
 
+/** SVC_AUTH also takes the forges' own names (forge_d is Forgejo, which answers as Gitea does). */
+export const PROVIDER_ALIASES: Readonly<Record<string, ForgeProvider>> = { github: 'forge_a', gitlab: 'forge_b', gitea: 'forge_c', forgejo: 'forge_d' };
+
 export interface Config {
   /** Address the HTTP listener binds. */
   readonly host: string;
@@ -49,6 +52,11 @@ export interface Config {
   readonly directIo: boolean;
   /** Log every request as a JSON line on stdout. */
   readonly logRequests: boolean;
+  /**
+   * A reverse proxy in front sets X-Forwarded-For (SVC_TRUST_PROXY): request lines then name the
+   * address it appended (the last one) as the client instead of the proxy's own address.
+   */
+  readonly trustProxy: boolean;
   /** Seconds after which a lock is stale and anyone with push may take it over; null (unset) = never. */
   readonly lockMaxAge: number | null;
   /**
@@ -124,6 +132,7 @@ export const DEFAULTS = {
   SVC_COMPRESSION: 'off',
   SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',
+  SVC_TRUST_PROXY: 'false', // true only behind a proxy that sets X-Forwarded-For (anyone can send one)
   SVC_LOCK_MAX_AGE: null, // locks never go stale
   SVC_ANONYMOUS_READ: 'true',
   SVC_ALLOWED_REPOS: null, // empty: every repository

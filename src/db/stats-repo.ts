@@ -94,6 +94,8 @@ export class StatsRepo {
   readonly #allLocks: Statement<[], { n: number }> | null;
   readonly #audit: Statement<[string], { finished_at: number; objects: number; bytes: number; corrupt: number; unreadable: number; complete: number }>;
   readonly #putAudit: Statement<[string, number, number, number, number, number, number]>;
+  readonly #auditTotals: Statement<[], { clean: number | null; problems: number | null; incomplete: number | null; last_clean: number | null }>;
+  readonly #quarantined: Statement<[], { n: number }>;
   readonly #repos: Statement<[], { n: number; refs: number; logical: number | null }>;
   readonly #store: Statement<[], { n: number; unique_bytes: number | null; stored: number | null }>;
   readonly #insertSample: Statement<[number, number, number, number, number, number, number, number, number, string]>;
@@ -117,6 +119,12 @@ export class StatsRepo {
         'ON CONFLICT (repo) DO UPDATE SET finished_at = excluded.finished_at, objects = excluded.objects, bytes = excluded.bytes, ' +
         'corrupt = excluded.corrupt, unreadable = excluded.unreadable, complete = excluded.complete',
     );
+    this.#auditTotals = db.prepare(
+      'SELECT SUM(corrupt + unreadable = 0 AND complete = 1) AS clean, SUM(corrupt + unreadable > 0) AS problems, ' +
+        'SUM(corrupt + unreadable = 0 AND complete = 0) AS incomplete, ' +
+        'MAX(CASE WHEN corrupt + unreadable = 0 AND complete = 1 THEN finished_at END) AS last_clean FROM repo_audits',
+    );
+    this.#quarantined = db.prepare('SELECT COUNT(*) AS n FROM quarantine');
     this.#repos = db.prepare('SELECT COUNT(DISTINCT r.repo) AS n, COUNT(*) AS refs, SUM(o.size) AS logical FROM repo_objects r JOIN objects o ON o.oid = r.oid');
     this.#store = db.prepare('SELECT COUNT(*) AS n, SUM(size) AS unique_bytes, SUM(stored_size) AS stored FROM objects');
     this.#insertSample = db.prepare(
@@ -169,6 +177,17 @@ export class StatsRepo {
   /** For the audit job: replaces the repository's last audit result. */
   recordAudit(repo: string, a: AuditRow): void {
     this.#putAudit.run(repo, a.finishedAt, a.objects, a.bytes, a.corrupt, a.unreadable, a.complete ? 1 : 0);
+  }
+
+  /** Every repository's last audit, summed by outcome (metrics; never per repository). */
+  auditTotals(): { clean: number; problemsFound: number; incomplete: number; lastSuccessAt: number | null } {
+    const r = this.#auditTotals.get()!;
+    return { clean: r.clean ?? 0, problemsFound: r.problems ?? 0, incomplete: r.incomplete ?? 0, lastSuccessAt: r.last_clean };
+  }
+
+  /** Objects under quarantine server-wide. */
+  quarantinedTotal(): number {
+    return this.#quarantined.get()!.n;
   }
 
   serverTotals(): ServerTotals {

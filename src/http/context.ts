@@ -32,6 +32,9 @@ export interface RequestContext {
   status: number;
   /** Bytes of request body still on the wire when the handler answered (drained or cut). */
   bodyPending: boolean;
+  /** Request body bytes received, and response body bytes handed to uWS (the request line's figures). */
+  bytesIn: number;
+  bytesOut: number;
 }
 
 const HEADERS_KEPT = new Set([
@@ -45,6 +48,7 @@ const HEADERS_KEPT = new Set([
   'origin',
   'cookie',
   'host',
+  'x-forwarded-for',
 ]);
 
 let counter = 0;
@@ -69,6 +73,8 @@ export class UwsRequestContext implements RequestContext {
   bodyPending = false;
   /** Set when the framing headers are unreadable or conflicting: answered instead of the route, and the connection closed. */
   readonly framing: LfsError | null;
+  bytesIn = 0;
+  bytesOut = 0;
 
   constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
     this.res = res;

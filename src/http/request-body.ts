@@ -81,6 +81,7 @@ export class BodyPump {
   }
 
   #onData(chunk: Uint8Array, isLast: boolean): void {
+    this.#ctx.bytesIn += chunk.byteLength;
     if (this.#failure !== null) return;
     this.#received += chunk.byteLength;
     if (this.#cap !== null && this.#received > this.#cap.bytes) {
@@ -175,6 +176,7 @@ export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
     let failed = false;
     const idle = new IdleRearm(ctx);
     res.onData((chunk, isLast) => {
+      ctx.bytesIn += chunk.byteLength;
       if (failed) return;
       if (!isLast) idle.progress();
       size += chunk.byteLength;

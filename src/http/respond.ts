@@ -53,6 +53,7 @@ export function send(
       res.endWithoutBody(Buffer.byteLength(body));
       return;
     }
+    ctx.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
     if (!ctx.bodyPending) {
       res.end(body);
       return;
@@ -103,7 +104,7 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
     else sendJson(ctx, err.status, body, err.headers);
     return;
   }
-  log('unhandled error', { request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });
+  log('unhandled error', { level: 'error', request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });
   sendJson(ctx, 500, { message: ERROR_CODES.LFS_ERR_INTERNAL.message, request_id: ctx.requestId });
 }
 
@@ -136,6 +137,7 @@ export async function sendStream(
     const [ok, done] = res.tryEnd(pending.subarray(offset - pendingOffset), length);
     if (done) finished = true;
     if (ok || done) {
+      ctx.bytesOut += pending.byteLength;
       counted(pending.byteLength);
       pending = null;
       wake?.resolve();
@@ -163,6 +165,7 @@ export async function sendStream(
           pending = chunk;
           pendingOffset = offset;
         } else {
+          ctx.bytesOut += chunk.byteLength;
           counted(chunk.byteLength);
         }
       });

@@ -4,6 +4,7 @@ import { lfsError } from '../errors/errors.js';
 import { StartRefusedError } from '../errors/start-refused.js';
 import type { Metrics } from '../metrics/registry.js';
 import { UwsRequestContext, type RequestContext } from './context.js';
+import type { RequestLog } from './request-log.js';
 import { sendError } from './respond.js';
 
 export type Handler = (ctx: RequestContext) => void | Promise<void>;
@@ -18,7 +19,8 @@ export class HttpServer {
   readonly #app: TemplatedApp = uws.App();
   readonly #metrics: Metrics;
   readonly #log: Logger;
-  readonly #logRequests: boolean;
+  /** SVC_LOG_REQUESTS: the request line writer, or null when request lines are off. */
+  readonly #requestLog: RequestLog | null;
   readonly #inFlight = new Set<UwsRequestContext>();
   #listenSocket: us_listen_socket | null = null;
   /** Route shapes with their methods, to answer 405 (with Allow) rather than 404 for a known path. */
@@ -26,10 +28,10 @@ export class HttpServer {
   #closing = false;
   #idle: (() => void) | null = null;
 
-  constructor(metrics: Metrics, log: Logger, logRequests: boolean) {
+  constructor(metrics: Metrics, log: Logger, requestLog: RequestLog | null) {
     this.#metrics = metrics;
     this.#log = log;
-    this.#logRequests = logRequests;
+    this.#requestLog = requestLog;
     if (typeof (uws as unknown as { getParts?: unknown }).getParts !== 'function') {
       // The package silently falls back to a slow JS shim when the native build does not load.
       throw new Error('uWebSockets.js native build did not load on this platform; refusing to run on the fallback');
@@ -46,6 +48,7 @@ export class HttpServer {
     }
     this.#app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       const ctx = new UwsRequestContext(res, req, name, paramCount);
+      this.#requestLog?.begin(ctx);
       this.#run(ctx, handler);
     });
     return this;
@@ -61,15 +64,7 @@ export class HttpServer {
       const labels = { route: ctx.route, status: String(status) };
       this.#metrics.requests.inc(labels);
       this.#metrics.requestSeconds.observe(labels, ms / 1000);
-      if (this.#logRequests) {
-        this.#log('request', {
-          request_id: ctx.requestId,
-          method: ctx.method,
-          route: ctx.route,
-          status,
-          ms: Math.round(ms * 10) / 10,
-        });
-      }
+      this.#requestLog?.end(ctx, status, ms);
       if (this.#inFlight.size === 0 && this.#idle) this.#idle();
     };
     const fail = (e: unknown): void => {

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { VERSION } from '../util/version.js';
 import { CachedFigures } from './cached-figures.js';
 
 /** Server-wide store and lock figures, read from SQLite (StatsRepo) at most once a minute. */
@@ -33,6 +34,25 @@ export interface JobProgress {
   readonly bytes_total: number | null;
 }
 
+/** The latest audit of each repository, summed over repositories (never labelled by one). */
+export interface AuditFigures {
+  /** Repositories whose last audit read every object and found none wrong. */
+  readonly clean: number;
+  /** Repositories whose last audit found corrupt or unreadable objects. */
+  readonly problemsFound: number;
+  /** Repositories whose last audit found nothing wrong but was cut short (shutdown). */
+  readonly incomplete: number;
+  /** When the most recent clean, complete audit finished (ms since epoch); null when none has. */
+  readonly lastSuccessAt: number | null;
+}
+
+/** statfs of the data directory's file system, read at scrape time. */
+export interface DiskSpace {
+  /** Bytes the server's user may still write (statfs bavail × bsize). */
+  readonly freeBytes: number;
+  readonly sizeBytes: number;
+}
+
 /** Where the gauges read their values at scrape time; wired by the composition root (app.ts). */
 export interface MetricSources {
   /** Costly (aggregates over every object): called at most once a minute, single-flight. */
@@ -45,6 +65,14 @@ export interface MetricSources {
   readonly jobKinds: readonly string[];
   /** The disk store's journal group commits so far; null without one (bucket store). */
   journal(): JournalFlushes | null;
+  /** Audit results (SQLite, one row per repository: cheap enough to read at every scrape). */
+  audits(): AuditFigures;
+  /** Objects under quarantine (found bad by an audit and not uploaded again since). */
+  quarantined(): number;
+  /** Free and total bytes of the data directory's file system. */
+  dataDir(): Promise<DiskSpace>;
+  /** What GET /ready would answer: true when the store takes a write. */
+  ready(): Promise<boolean>;
 }
 
 export interface JournalFlushes {
@@ -82,6 +110,10 @@ const noSources: MetricSources = {
   jobs: () => [],
   jobKinds: [],
   journal: () => null,
+  audits: () => ({ clean: 0, problemsFound: 0, incomplete: 0, lastSuccessAt: null }),
+  quarantined: () => 0,
+  dataDir: async () => ({ freeBytes: 0, sizeBytes: 0 }),
+  ready: async () => false,
 };
 
 /**
@@ -259,13 +291,73 @@ export class Metrics {
     value: j.bytes_total ?? 0,
   }));
 
+  /**
+   * Which build is running, the Prometheus convention (`*_build_info` = 1, the version a label), so a
+   * dashboard can show it and a query can join on it. Named for the product, not the spec's `svc_`.
+   */
+  readonly buildInfo = new Gauge({
+    name: 'stowage_build_info',
+    help: 'Always 1; the running version is the label',
+    labelNames: ['version'] as const,
+    registers: [this.registry],
+  });
+
+  /** The outcome of each repository's last audit: any `problems_found` means objects were corrupt or unreadable. */
+  readonly auditRepositories = this.#auditGauge();
+
+  /** When an audit last finished clean; the time since it shows whether audits still run. */
+  readonly auditLastSuccess = new Gauge({
+    name: 'svc_audit_last_success_timestamp_seconds',
+    help: 'Unix time the most recent audit that read every object and found none wrong finished (0: none yet)',
+    registers: [this.registry],
+    collect: this.#sourced((s, g) => {
+      const at = s.audits().lastSuccessAt;
+      g.set(at === null ? 0 : at / 1000);
+    }),
+  });
+
+  /** Objects an audit set aside: each needs a good copy pushed again before clients can fetch it. */
+  readonly quarantinedObjects = new Gauge({
+    name: 'svc_quarantined_objects',
+    help: 'Objects under quarantine (found corrupt or unreadable by an audit, not uploaded again since)',
+    registers: [this.registry],
+    collect: this.#sourced((s, g) => g.set(s.quarantined())),
+  });
+
+  /** Room left for uploads and the index (statfs at scrape time, like node_filesystem_avail_bytes). */
+  readonly dataDirFree = new Gauge({
+    name: 'svc_data_dir_free_bytes',
+    help: 'Bytes still writable by this server on the data directory\'s file system (statfs, read at scrape time)',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set((await s.dataDir()).freeBytes)),
+  });
+
+  /** The file system's size, the denominator of the disk-nearly-full alert. */
+  readonly dataDirSize = new Gauge({
+    name: 'svc_data_dir_size_bytes',
+    help: 'Size of the data directory\'s file system in bytes (statfs, read at scrape time)',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set((await s.dataDir()).sizeBytes)),
+  });
+
+  /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */
+  readonly ready = new Gauge({
+    name: 'svc_ready',
+    help: '1 when the store takes a write (what GET /ready checks, run at scrape time), else 0',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set((await s.ready()) ? 1 : 0)),
+  });
+
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'svc_process_' });
+    // Standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes …) so stock Node.js
+    // dashboards and alerts work as they are.
+    collectDefaultMetrics({ register: this.registry });
     // These three are gauges named *_total, which Prometheus' naming lint (promtool check metrics)
     // refuses; each is only the sum of its labelled twin (nodejs_active_handles{type} etc.).
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
-      this.registry.removeSingleMetric(`svc_process_${name}`);
+      this.registry.removeSingleMetric(name);
     }
+    this.buildInfo.set({ version: VERSION }, 1);
     // Zero series exist from the start, so rate() and dashboards need no special case for "none yet".
     for (const direction of ['upload', 'download']) {
       this.transferBytes.inc({ direction }, 0);
@@ -276,6 +368,30 @@ export class Metrics {
   /** Wires the gauges read at scrape time (app.ts); until then they report an empty server. */
   useSources(sources: MetricSources): void {
     this.#sources = sources;
+  }
+
+  /** A collect() that reads the wired sources at scrape time (they change after construction). */
+  #sourced(read: (sources: MetricSources, gauge: Gauge) => void | Promise<void>): (this: Gauge) => Promise<void> {
+    const sources = (): MetricSources => this.#sources;
+    return async function (this: Gauge) {
+      await read(sources(), this);
+    };
+  }
+
+  #auditGauge(): Gauge<'result'> {
+    const sources = (): MetricSources => this.#sources;
+    return new Gauge({
+      name: 'svc_audit_repositories',
+      help: 'Repositories by the outcome of their last audit (clean, problems_found: corrupt or unreadable objects, incomplete: cut short)',
+      labelNames: ['result'] as const,
+      registers: [this.registry],
+      collect() {
+        const a = sources().audits();
+        this.set({ result: 'clean' }, a.clean);
+        this.set({ result: 'problems_found' }, a.problemsFound);
+        this.set({ result: 'incomplete' }, a.incomplete);
+      },
+    });
   }
 
   #storeGauge(name: string, help: string, pick: (f: StoreFigures) => number | null): Gauge {

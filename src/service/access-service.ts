@@ -18,6 +18,11 @@ export interface AccessOptions {
   readonly rejectionTtl: number; // seconds
   readonly lookupBudget: number; // per minute
   readonly cacheEntries: number;
+  /**
+   * Resolve who is behind each token once per cacheTtl (SVC_LOG_REQUESTS: request lines name the
+   * forge user). Costs one forge call per token and TTL, and is skipped when the budget is spent.
+   */
+  readonly identifyCallers?: boolean;
 }
 
 /** The challenge that makes git-lfs ask its credential helper (../shared/git-lfs-client.md (b)). */
@@ -50,6 +55,12 @@ class BoundedCache<T> {
     if (hit.expiresAt <= now) return undefined;
     this.#map.set(key, hit);
     return hit;
+  }
+
+  /** Like get, without touching recency (a read for logs must not keep an entry alive). */
+  peek(key: string, now: number): CacheEntry<T> | undefined {
+    const hit = this.#map.get(key);
+    return hit === undefined || hit.expiresAt <= now ? undefined : hit;
   }
 
   set(key: string, value: T, expiresAt: number): void {
@@ -131,7 +142,23 @@ export class AccessService {
     const p = answer.permissions;
     if (need === 'push' && !p.push) throw lfsError('LFS_ERR_FORBIDDEN_WRITE');
     if (need === 'admin' && !p.admin) throw lfsError('LFS_ERR_FORBIDDEN', 'This needs admin permission on the repository');
+    if (this.#opts.identifyCallers === true) await this.#identifyForLog(token, caller.signal);
     return { permissions: p, anonymous: false };
+  }
+
+  /**
+   * The forge user id behind `token` when already known (cached by identify); never asks the forge.
+   * For request lines, which name the user and never the token.
+   */
+  knownUserId(token: string): string | null {
+    return this.#identities.peek(hashToken(token), Date.now())?.value?.id ?? null;
+  }
+
+  /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
+  async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
+    const now = Date.now();
+    if (this.#identities.peek(hashToken(token), now) !== undefined || !this.#budgetLeft(now)) return;
+    await this.identify(token, signal).catch(() => null);
   }
 
   /**
@@ -204,6 +231,12 @@ export class AccessService {
     this.#metrics.forgeLookups.inc({ result: cause });
     this.#metrics.rejections.inc({ cause });
     return isLfsError(e) ? e : lfsError('LFS_ERR_FORGE_UNREACHABLE');
+  }
+
+  /** True when one more uncached lookup fits in this minute's budget (nothing is spent). */
+  #budgetLeft(now: number): boolean {
+    const windowStart = now - 60_000;
+    return this.#lookupTimes.filter((t) => t > windowStart).length < this.#opts.lookupBudget;
   }
 
   /** Spec rule 8: past the budget the caller gets 503 with a Retry-After of our own; it lifts as the minute slides. */

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync, statfsSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { textLike } from '../helpers/data.js';
@@ -19,6 +20,7 @@ const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_MAX_OBJEC
 t.teardown(() => server.stop());
 const base = server.url;
 const GAME = 'acme/game';
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /** Every route name the server registers: the only values a `route` label may take. */
 const ROUTE_NAMES = new Set(
@@ -185,10 +187,25 @@ t.test('every series is there with the values the traffic implies', async (t) =>
     t.ok(value(samples, 'svc_worker_pool_busy_seconds_total', { pool })! > 0, `${pool} pool did work (uploads compress frames; the audit hashes)`);
   }
 
-  // Default process metrics, minus the three gauges named *_total that the lint refuses.
-  t.ok(value(samples, 'svc_process_process_cpu_seconds_total')! > 0, 'process metrics included');
-  t.ok(value(samples, 'svc_process_nodejs_active_handles') !== undefined);
-  t.equal(value(samples, 'svc_process_nodejs_active_handles_total'), undefined);
+  // Default process metrics under their standard names (stock Node.js dashboards query these),
+  // minus the three gauges named *_total that the lint refuses.
+  t.ok(value(samples, 'process_cpu_seconds_total')! > 0, 'process metrics included');
+  t.ok(value(samples, 'process_resident_memory_bytes')! > 0);
+  t.ok(value(samples, 'nodejs_heap_size_used_bytes')! > 0);
+  t.ok(value(samples, 'nodejs_active_handles') !== undefined);
+  t.equal(value(samples, 'nodejs_active_handles_total'), undefined);
+  t.notOk(samples.some((s) => s.name.startsWith('svc_process_')), 'no prefixed copies');
+
+  // Build, readiness and disk: one build_info sample, the data dir's file system as statfs sees it.
+  const build = samples.filter((s) => s.name === 'stowage_build_info');
+  t.equal(build.length, 1, 'one build_info series');
+  t.same(build[0], { name: 'stowage_build_info', labels: { version: PACKAGE_VERSION }, value: 1 }, 'the version of package.json');
+  t.equal(value(samples, 'svc_ready'), 1, 'the store takes writes');
+  const fs = statfsSync(server.dataDir);
+  const free = value(samples, 'svc_data_dir_free_bytes')!;
+  t.equal(value(samples, 'svc_data_dir_size_bytes'), fs.blocks * fs.bsize, 'size of the data dir\'s file system');
+  // Other helpers write to the same disk between the scrape and this statfs: compare loosely.
+  t.ok(free > 0 && Math.abs(free - fs.bavail * fs.bsize) < 1024 ** 3, `free bytes ${free} near statfs ${fs.bavail * fs.bsize}`);
 
   // Each series has HELP and TYPE.
   for (const name of new Set(samples.map((s) => s.name.replace(/_(bucket|sum|count)$/, '')))) {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, loadConfig, parseDuration, parseSize } from '../../src/config/load.js';
+import { ConfigError, configWarnings, levenshtein, loadConfig, parseDuration, parseSize } from '../../src/config/load.js';
 
 t.test('defaults', async (t) => {
   const c = loadConfig({});
@@ -30,7 +30,10 @@ const refusals: [Record<string, string>, RegExp][] = [
   [{ SVC_BASE_URL: 'ftp://x' }, /SVC_BASE_URL must use http or https/],
   [{ SVC_BASE_URL: 'not a url' }, /SVC_BASE_URL must be an absolute/],
   [{ SVC_BASE_URL: 'http://x/?a=1' }, /query or fragment/],
-  [{ SVC_AUTH: 'forge_x' }, /SVC_AUTH must be one of forge_a, forge_b, forge_c, forge_d/],
+  [{ SVC_AUTH: 'forge_x' }, /^SVC_AUTH must be one of forge_a, forge_b, forge_c, forge_d or github \(forge_a\), gitlab \(forge_b\), gitea \(forge_c\), forgejo \(forge_d\), got "forge_x"$/],
+  [{ SVC_AUTH: 'bitbucket' }, /SVC_AUTH must be one of .*, got "bitbucket"/],
+  [{ SVC_AUTH: 'gitea' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_c/],
+  [{ SVC_TRUST_PROXY: 'sometimes' }, /^SVC_TRUST_PROXY must be true or false, got "sometimes"$/],
   [{ SVC_AUTH: 'forge_c' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_c/],
   [{ SVC_AUTH: 'forge_d' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_d/],
   [{ SVC_AUTH_CACHE_TTL: '30', SVC_AUTH_REJECTION_TTL: '30' }, /must be shorter than SVC_AUTH_CACHE_TTL/],
@@ -60,4 +63,30 @@ t.test('SVC_IMPORT_DIR: unset means imports are off; set, it is made absolute', 
   t.equal(loadConfig({}).importDir, null);
   t.equal(loadConfig({ SVC_IMPORT_DIR: 'imports' }).importDir, `${process.cwd()}/imports`);
   t.equal(loadConfig({ SVC_IMPORT_DIR: '/srv/old-lfs/' }).importDir, '/srv/old-lfs');
+});
+
+t.test('SVC_AUTH takes the forges\' names', async (t) => {
+  t.equal(loadConfig({ SVC_AUTH: 'github' }).auth.provider, 'forge_a');
+  t.equal(loadConfig({ SVC_AUTH: 'GitLab' }).auth.provider, 'forge_b', 'in any case');
+  t.equal(loadConfig({ SVC_AUTH: 'gitea', SVC_FORGE_C_API_URL: 'https://git.example.com/api/v1' }).auth.provider, 'forge_c');
+  t.equal(loadConfig({ SVC_AUTH: 'forgejo', SVC_FORGE_C_API_URL: 'https://git.example.com/api/v1' }).auth.provider, 'forge_d');
+  t.equal(loadConfig({ SVC_AUTH: 'forge_b' }).auth.provider, 'forge_b');
+});
+
+t.test('SVC_TRUST_PROXY', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false, 'off by default: anyone can send X-Forwarded-For');
+  t.equal(loadConfig({ SVC_TRUST_PROXY: 'true' }).trustProxy, true);
+});
+
+t.test('unknown SVC_ variables are warned about with the nearest known name', async (t) => {
+  t.same(configWarnings({ SVC_COMPRESION: 'zstd', PATH: '/bin', SVC_PORT: '1' }), ['SVC_COMPRESION is not a Stowage variable and is ignored; did you mean SVC_COMPRESSION?']);
+  t.same(configWarnings({ SVC_LOG_REQUEST: 'true', SVC_DATADIR: '/x' }), [
+    'SVC_DATADIR is not a Stowage variable and is ignored; did you mean SVC_DATA_DIR?',
+    'SVC_LOG_REQUEST is not a Stowage variable and is ignored; did you mean SVC_LOG_REQUESTS?',
+  ], 'every one, in name order');
+  t.same(configWarnings({ SVC_HOST: 'x', AWS_REGION: 'eu-west-1', STOWAGE_TOKEN: 'x' }), [], 'known and foreign variables pass');
+  t.doesNotThrow(() => loadConfig({ SVC_COMPRESION: 'zstd' }), 'a warning, not an error');
+  t.equal(levenshtein('SVC_COMPRESION', 'SVC_COMPRESSION'), 1);
+  t.equal(levenshtein('kitten', 'sitting'), 3);
+  t.equal(levenshtein('', 'abc'), 3);
 });

@@ -11,7 +11,9 @@ import type { HttpServer } from '../server.js';
 
 /** Name of the session cookie; scoped to /-/ so no other route ever receives it. */
 export const SESSION_COOKIE = 'stowage_session';
-const COOKIE_PATH = '/-/';
+/** Where the dashboard lives (the start-up line prints it); its session cookie is scoped to it. */
+export const DASHBOARD_PATH = '/-/';
+const COOKIE_PATH = DASHBOARD_PATH;
 const BODY_CAP = 64 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
 const NO_STORE = { 'Cache-Control': 'no-store' };

@@ -72,6 +72,8 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     else unreadableN++;
     if (list.length < LISTED_MAX) list.push({ oid, layout, detail });
     if (!canQuarantine) return;
+    // An operator must know: clients cannot fetch this object until someone pushes it again.
+    deps.log('object quarantined', { level: 'warn', repo: repo.key, oid, layout, problem: kind, detail });
     if (layout === 'shared') {
       // Mark first: from this instant batch reports it missing and nothing serves it; the file move
       // after it is repeated by the next upload of the oid if this process dies in between.

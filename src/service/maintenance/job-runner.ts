@@ -157,7 +157,7 @@ export class JobRunner {
     this.#repo = repo;
     this.#log = log;
     const n = repo.markInterrupted();
-    if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { count: n });
+    if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { level: 'warn', count: n });
   }
 
   start(kind: JobKind, repo: string, dryRun: boolean, body: JobBody): Job {
@@ -184,6 +184,7 @@ export class JobRunner {
       if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
       if (job.finishedAt !== null) return; // cancelled while queued
       job.state = 'running';
+      this.#log('job started', { job: job.id, kind: job.kind, repo: job.repo, dry_run: job.dryRun });
       timer = setInterval(persist, PERSIST_EVERY_MS);
       timer.unref();
       const report = await body({ signal: AbortSignal.any([shutdown, job.cancelled.signal]), progress: job.progress });
@@ -196,7 +197,7 @@ export class JobRunner {
         // Shutdown: the work done so far is kept (each step is complete on its own); a rerun finishes.
         this.#end(job, 'interrupted', null, lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish'));
       } else {
-        this.#log('maintenance job failed', { job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
+        this.#log('maintenance job failed', { level: 'error', job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
         this.#end(job, 'failed', null, e);
       }
     } finally {
@@ -217,6 +218,18 @@ export class JobRunner {
     this.#repo.finish(job.id, state, report, text, job.progress);
     // A cancelled job is an answer, not an error: those waiting get what it did before it stopped.
     job.settle(error === null ? (report ?? {}) : null, error);
+    const outcome = jobOutcome(job.kind, state, report);
+    // The event that ends every job, with what it came to (problems or a failure are worth a look: warn).
+    this.#log('job finished', {
+      level: outcome === 'problems' || outcome === 'failed' ? 'warn' : 'info',
+      job: job.id,
+      kind: job.kind,
+      repo: job.repo,
+      outcome,
+      seconds: Math.round((Date.now() - job.startedAt) / 100) / 10,
+      objects: job.progress.objectsDone,
+      bytes: job.progress.bytesDone,
+    });
   }
 
   /**
