@@ -1,7 +1,7 @@
 import type { Session } from '../../service/session-service.js';
 import type { AccessSettingsView } from '../../service/settings-service.js';
 import type { JobView, Overview, RepoListItem } from '../../service/stats-service.js';
-import { card, cell as td, esc, formatBytes, formatRatio, htmlPage } from './html.js';
+import { auditBadge, card, cell as td, esc, formatBytes, formatRatio, htmlPage } from './html.js';
 import { jobOutcome, problems, type JobOutcome } from './job-outcome.js';
 import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
 
@@ -115,8 +115,11 @@ function finishedRow(j: JobRow): string {
   return `<tr data-job="${esc(j.id)}">${td('Job', `${esc(j.kind)} <code>${esc(j.id)}</code>`)}${td('Repository', repoLink(j.repository))}${td('Outcome', badge)}${td('Objects', objects!, 'num')}${td('Bytes', bytes!, 'num')}${td('Finished', j.finished_at === null ? '' : esc(utc(j.finished_at)))}</tr>`;
 }
 
+/** Columns of figures, right-aligned. */
+const NUMERIC = new Set(['Objects', 'Bytes', 'Held']);
+
 function table(head: readonly string[], rows: string, cls: string): string {
-  return `<table class="stack ${cls}"><thead><tr>${head.map((h) => `<th${h === 'Objects' || h === 'Bytes' ? ' class="num"' : ''}>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>`;
+  return `<table class="stack ${cls}"><thead><tr>${head.map((h) => `<th${NUMERIC.has(h) ? ' class="num"' : ''}>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /**
@@ -134,12 +137,12 @@ export function renderJobs(jobs: { readonly running: readonly JobRow[]; readonly
 function repositoryList(repos: readonly RepoListItem[], total: number): string {
   if (repos.length === 0) return '<p class="muted">No repository holds objects yet.</p>';
   const audit = (a: RepoListItem['last_audit']): string =>
-    a === null ? '<span class="muted">never audited</span>' : a === 'clean' ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>';
+    a === null ? '<span class="muted">never audited</span>' : auditBadge(a === 'clean');
   const rows = repos
     .map((r) => `<tr>${td('Repository', repoLink(r.repository))}${td('Objects', esc(r.objects.toLocaleString('en-US')), 'num')}${td('Held', esc(formatBytes(r.logical_bytes)), 'num')}${td('Last audit', audit(r.last_audit))}</tr>`)
     .join('');
   return (
-    `<table class="stack repos"><thead><tr><th>Repository</th><th class="num">Objects</th><th class="num">Held</th><th>Last audit</th></tr></thead><tbody>${rows}</tbody></table>` +
+    table(['Repository', 'Objects', 'Held', 'Last audit'], rows, 'repos') +
     `<p class="muted">${repos.length < total ? `The first ${esc(repos.length)} of ${esc(total)} by name. ` : ''}A repository's page asks for a forge token that can read it (any user name, the token as password).</p>`
   );
 }

@@ -60,6 +60,11 @@ export function cell(label: string, html: string, cls = ''): string {
   return `<td data-label="${esc(label)}"${cls === '' ? '' : ` class="${cls}"`}>${html}</td>`;
 }
 
+/** The verdict of a repository's last audit, the same words on the dashboard and the repository page. */
+export function auditBadge(ok: boolean): string {
+  return ok ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>';
+}
+
 /** A labelled figure card. */
 export function card(label: string, field: string, value: number, text: string, note = ''): string {
   return `<div class="card"><div class="label">${esc(label)}</div><div class="value">${figure(field, value, text)}</div>${note === '' ? '' : `<div class="note">${note}</div>`}</div>`;
@@ -80,7 +85,7 @@ const STYLE = `
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}
 a{color:var(--accent)}
-header{background:var(--head-bg);color:var(--head-fg);padding:12px 24px;display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px}
+header{background:var(--head-bg);color:var(--head-fg);border-bottom:1px solid var(--line);padding:12px 24px;display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px}
 header h1{font-size:18px;margin:0;font-weight:600;overflow-wrap:anywhere}
 header .muted,header .who{color:var(--head-muted)}
 header .who strong{color:var(--head-fg)}

@@ -1,5 +1,5 @@
 import type { RepoStats } from '../../service/stats-service.js';
-import { card, cell, esc, figure, formatAge, formatBytes, formatRatio, htmlPage, shortBytes } from './html.js';
+import { auditBadge, card, cell, esc, figure, formatAge, formatBytes, formatRatio, htmlPage, shortBytes } from './html.js';
 import { barChart } from './svg-plots.js';
 
 /**
@@ -37,7 +37,7 @@ export function renderRepoPage(s: RepoStats): { html: string; headers: Record<st
   const audit =
     a === null
       ? '<p data-field="last_audit">Never audited.</p>'
-      : `<p data-field="last_audit">${a.ok ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>'} ` +
+      : `<p data-field="last_audit">${auditBadge(a.ok)} ` +
         `Finished ${esc(a.finished_at.replace('T', ' ').slice(0, 19))} UTC: ${esc(a.objects)} objects (${esc(formatBytes(a.bytes))}) read back, ` +
         `${esc(a.corrupt)} corrupt, ${esc(a.unreadable)} unreadable${a.complete ? '' : ', <strong>not the whole repository</strong>'}.</p>`;
   const body =
