@@ -44,6 +44,15 @@ export interface AuditRow {
   readonly complete: boolean;
 }
 
+/** One line of the dashboard's repository list. */
+export interface RepoListRow {
+  readonly repo: string;
+  readonly objects: number;
+  readonly logicalBytes: number;
+  /** The last audit: null when never audited; ok when complete with nothing corrupt or unreadable. */
+  readonly audit: { readonly finishedAt: number; readonly ok: boolean } | null;
+}
+
 /** Server-wide totals (dashboard only: these do show what dedupe saves across repositories). */
 export interface ServerTotals {
   readonly repositories: number;
@@ -98,6 +107,7 @@ export class StatsRepo {
   readonly #quarantined: Statement<[], { n: number }>;
   readonly #repos: Statement<[], { n: number; refs: number; logical: number | null }>;
   readonly #store: Statement<[], { n: number; unique_bytes: number | null; stored: number | null }>;
+  readonly #repoList: Statement<[number], { repo: string; objects: number; logical: number; finished_at: number | null; ok: number | null }>;
   readonly #insertSample: Statement<[number, number, number, number, number, number, number, number, number, string]>;
   readonly #samplesSince: Statement<[number], Record<string, number | string>>;
   readonly #lastSample: Statement<[], Record<string, number | string>>;
@@ -127,6 +137,11 @@ export class StatsRepo {
     this.#quarantined = db.prepare('SELECT COUNT(*) AS n FROM quarantine');
     this.#repos = db.prepare('SELECT COUNT(DISTINCT r.repo) AS n, COUNT(*) AS refs, SUM(o.size) AS logical FROM repo_objects r JOIN objects o ON o.oid = r.oid');
     this.#store = db.prepare('SELECT COUNT(*) AS n, SUM(size) AS unique_bytes, SUM(stored_size) AS stored FROM objects');
+    this.#repoList = db.prepare(
+      'SELECT l.repo, l.objects, l.logical, a.finished_at, (a.complete = 1 AND a.corrupt = 0 AND a.unreadable = 0) AS ok ' +
+        'FROM (SELECT r.repo, COUNT(*) AS objects, SUM(o.size) AS logical FROM repo_objects r JOIN objects o ON o.oid = r.oid GROUP BY r.repo ORDER BY r.repo LIMIT ?) l ' +
+        'LEFT JOIN repo_audits a ON a.repo = l.repo ORDER BY l.repo',
+    );
     this.#insertSample = db.prepare(
       'INSERT OR REPLACE INTO stats_samples (at, repositories, objects, logical_bytes, stored_bytes, uploads, upload_bytes, downloads, download_bytes, rejections) ' +
         'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
@@ -188,6 +203,16 @@ export class StatsRepo {
   /** Objects under quarantine server-wide. */
   quarantinedTotal(): number {
     return this.#quarantined.get()!.n;
+  }
+
+  /** Repositories holding objects, by name, at most `limit`. */
+  repositoryList(limit: number): RepoListRow[] {
+    return this.#repoList.all(limit).map((r) => ({
+      repo: r.repo,
+      objects: r.objects,
+      logicalBytes: r.logical,
+      audit: r.finished_at === null ? null : { finishedAt: r.finished_at, ok: r.ok === 1 },
+    }));
   }
 
   serverTotals(): ServerTotals {

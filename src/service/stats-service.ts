@@ -46,6 +46,15 @@ export interface RepoStats {
   } | null;
 }
 
+/** One repository in the dashboard's list, linking to its page. */
+export interface RepoListItem {
+  readonly repository: string;
+  readonly objects: number;
+  readonly logical_bytes: number;
+  /** 'clean', 'problems' or null when never audited. */
+  readonly last_audit: 'clean' | 'problems' | null;
+}
+
 /** Transfers in a window. */
 export interface TransferFigures {
   readonly uploads: number;
@@ -150,6 +159,8 @@ const IDLE_SAMPLE_MS = 3600_000;
 const KEEP_SAMPLES_MS = 30 * 86400_000;
 const DAY_MS = 86400_000;
 const LARGEST_SHOWN = 10;
+/** Repositories listed on the dashboard; the card above the list gives the total. */
+const REPOS_LISTED = 200;
 
 const ratio = (saved: number, logical: number): number => (logical > 0 ? Math.round((saved / logical) * 10_000) / 10_000 : 0);
 
@@ -218,6 +229,21 @@ export class StatsService {
     };
   }
 
+  /** The repositories holding objects, by name (at most 200), for the dashboard's list. */
+  repositoryList(): RepoListItem[] {
+    return this.#repo.repositoryList(REPOS_LISTED).map((r) => ({
+      repository: r.repo,
+      objects: r.objects,
+      logical_bytes: r.logicalBytes,
+      last_audit: r.audit === null ? null : r.audit.ok ? 'clean' : 'problems',
+    }));
+  }
+
+  /** Jobs queued or running and the recent finished ones (the dashboard's live jobs section). */
+  jobs(): { running: readonly JobView[]; recent: readonly JobView[] } {
+    return this.#opts.work?.jobs() ?? { running: [], recent: [] };
+  }
+
   async overview(): Promise<Overview> {
     const now = Date.now();
     const totals = this.#repo.serverTotals();
@@ -269,7 +295,7 @@ export class StatsService {
       rejections: { since_start: counters.rejections, last_day: lastDayRejections },
       locks: this.#repo.lockTotal(),
       workers: this.#opts.work?.pool() ?? { threads: this.#opts.workers, busy: 0, queued: 0, utilization: 0 },
-      jobs: this.#opts.work?.jobs() ?? { running: [], recent: [] },
+      jobs: this.jobs(),
       series: [...samples.map(toPoint), toPoint(nowPoint)],
     };
   }

@@ -90,6 +90,13 @@ t.test('sign-in, session cookie and who may use the dashboard', async (t) => {
   t.equal((await http('GET', `${base}/-/api/overview`, { headers: { authorization: basic('opsadmin') } })).status, 200, 'admin of SVC_ADMIN_REPO');
   t.equal((await http('GET', `${base}/-/api/overview`, { headers: { authorization: basic('writer') } })).status, 403);
   t.equal((await http('GET', `${base}/-/api/overview`)).status, 401);
+  // The jobs section the page polls: the same fence.
+  const jobs = await http('GET', `${base}/-/jobs`, { headers: { cookie: `stowage_session=${sid}` } });
+  t.equal(jobs.status, 200);
+  t.match(jobs.headers['content-type'], /^text\/html/);
+  t.match(jobs.body.toString(), /^<section id="jobs" data-running="0">/);
+  t.equal((await http('GET', `${base}/-/jobs`, { headers: { authorization: basic('writer') } })).status, 403);
+  t.equal((await http('GET', `${base}/-/jobs`)).status, 401);
 
   // Admin of SVC_ADMIN_REPO may sign in too.
   const ops = await http('POST', `${base}/-/api/session`, { headers: json, body: JSON.stringify({ token: 'opsadmin' }) });

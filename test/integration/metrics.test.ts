@@ -24,7 +24,7 @@ const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json'
 
 /** Every route name the server registers: the only values a `route` label may take. */
 const ROUTE_NAMES = new Set(
-  'health ready metrics batch verify upload download lock_create lock_list lock_verify lock_unlock dashboard_redirect dashboard session_create session_show session_delete overview access_show access_save access_reset retain dedupe compress audit job repo_stats repo_page not_found'.split(' '),
+  'health ready metrics batch verify upload download lock_create lock_list lock_verify lock_unlock dashboard_redirect dashboard dashboard_jobs session_create session_show session_delete overview access_show access_save access_reset retain dedupe compress audit job repo_stats repo_page not_found'.split(' '),
 );
 /** The causes the README documents for svc_rejections_total. */
 const DOCUMENTED_CAUSES = new Set(['lookup_budget_spent', 'forge_rate_limited', 'forge_unreachable', 'repo_not_allowed', 'anonymous_read_disabled', 'object_too_large', 'quota_exceeded']);

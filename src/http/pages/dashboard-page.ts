@@ -1,12 +1,15 @@
 import type { Session } from '../../service/session-service.js';
 import type { AccessSettingsView } from '../../service/settings-service.js';
-import type { JobView, Overview } from '../../service/stats-service.js';
-import { card, esc, formatBytes, formatRatio, htmlPage } from './html.js';
-import { hBarChart, lineChart } from './svg-plots.js';
+import type { JobView, Overview, RepoListItem } from '../../service/stats-service.js';
+import { auditBadge, card, cell as td, esc, formatBytes, formatRatio, htmlPage } from './html.js';
+import { jobOutcome, type JobOutcome } from '../../service/maintenance/job-outcome.js';
+import { problems } from './job-outcome.js';
+import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
 
 /**
  * The dashboard's only script: sign in and out, save and reset the access settings, all through
- * the JSON API, then reload so the server renders the new state. Same-origin fetches carry the
+ * the JSON API, then reload so the server renders the new state; redraw the jobs section while a
+ * job runs. Same-origin fetches carry the
  * Origin header the API checks for cookie sessions.
  */
 const SCRIPT = `
@@ -35,6 +38,20 @@ on('access-form', 'submit', async () => {
   setTimeout(() => location.reload(), 800);
 });
 on('access-reset', 'click', async () => { await call('DELETE', '/-/api/access'); say('Defaults restored.', true); setTimeout(() => location.reload(), 800); });
+// Jobs: this section alone is redrawn from /-/jobs, every 2 s while a job runs (to move its bar)
+// and every 30 s otherwise (to show a job started elsewhere).
+const jobsDelay = () => { const box = $('jobs'); return box && box.dataset.running !== '0' ? 2000 : 30000; };
+async function pollJobs() {
+  const box = $('jobs');
+  if (!box) return;
+  try {
+    const res = await fetch('/-/jobs', { credentials: 'same-origin', headers: { Accept: 'text/html' } });
+    if (res.ok) box.outerHTML = await res.text();
+  } catch (e) { /* the server is restarting: try again at the next tick */ }
+  setTimeout(pollJobs, jobsDelay());
+}
+if ($('jobs')) setTimeout(pollJobs, jobsDelay());
+// Figures and plots: the whole page again every minute, unless the form is being edited.
 if ($('overview')) setInterval(() => { if (!document.querySelector('form :focus')) location.reload(); }, 60000);
 `;
 
@@ -50,34 +67,103 @@ export function renderSignIn(): { html: string; headers: Record<string, string> 
   return htmlPage('Stowage dashboard', HEADER_TITLE, body, SCRIPT);
 }
 
-function jobsTable(jobs: readonly JobView[], empty: string): string {
-  if (jobs.length === 0) return `<p class="muted">${esc(empty)}</p>`;
-  return `<table><thead><tr><th>Job</th><th>Repository</th><th>State</th><th>Progress</th><th class="num">Objects</th><th class="num">Bytes</th></tr></thead><tbody>${jobs
-    .map((j) => {
-      const total = j.bytes_total ?? j.objects_total;
-      const done = j.bytes_total !== null ? j.bytes_done : j.objects_done;
-      const bar = total === null || total === 0 ? '<progress></progress>' : `<progress max="${esc(total)}" value="${esc(Math.min(done, total))}"></progress>`;
-      return `<tr><td>${esc(j.kind)} <code>${esc(j.id)}</code></td><td>${esc(j.repository)}</td><td>${esc(j.state)}</td><td>${bar}</td><td class="num">${esc(j.objects_done)}${j.objects_total === null ? '' : ` / ${esc(j.objects_total)}`}</td><td class="num">${esc(formatBytes(j.bytes_done))}${j.bytes_total === null ? '' : ` / ${esc(formatBytes(j.bytes_total))}`}</td></tr>`;
-    })
-    .join('')}</tbody></table>`;
+/** A job row: the JobView, plus what the runner's view adds when present (outcome, report, error). */
+type JobRow = JobView & { readonly outcome?: string | null; readonly report?: unknown; readonly error?: string | null };
+
+const OUTCOME_TEXT: Record<JobOutcome, string> = {
+  clean: 'clean',
+  problems: 'problems found',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  interrupted: 'interrupted',
+};
+const OUTCOME_TONE: Record<JobOutcome, string> = { clean: 'good', problems: 'bad', failed: 'bad', cancelled: '', interrupted: 'warn' };
+
+/** A repository's page, /{org}/{repo}. */
+const repoHref = (key: string): string => `/${key.split('/').map(encodeURIComponent).join('/')}`;
+const repoLink = (key: string): string => `<a href="${esc(repoHref(key))}">${esc(key)}</a>`;
+
+const utc = (iso: string): string => `${iso.replace('T', ' ').slice(0, 16)} UTC`;
+
+function counts(j: JobView): string[] {
+  return [
+    `${esc(j.objects_done)}${j.objects_total === null ? '' : ` / ${esc(j.objects_total)}`}`,
+    `${esc(formatBytes(j.bytes_done))}${j.bytes_total === null ? '' : ` / ${esc(formatBytes(j.bytes_total))}`}`,
+  ];
+}
+
+/** A running job: a progress bar by bytes (objects until bytes are counted) with an accessible name. */
+function runningRow(j: JobRow): string {
+  const byBytes = j.bytes_total !== null && j.bytes_total > 0;
+  const total = byBytes ? j.bytes_total! : j.objects_total;
+  const done = byBytes ? j.bytes_done : j.objects_done;
+  const name = `${j.kind} of ${j.repository}`;
+  const pctDone = total === null || total === 0 ? null : Math.floor((100 * Math.min(done, total)) / total);
+  const bar =
+    pctDone === null
+      ? `<progress aria-label="${esc(`${name}: ${j.state === 'queued' ? 'queued' : 'counting'}`)}"></progress>`
+      : `<progress max="${esc(total!)}" value="${esc(Math.min(done, total!))}" aria-label="${esc(`${name}: ${pctDone} % of ${byBytes ? 'bytes' : 'objects'}`)}"></progress> <span class="pct">${pctDone} %</span>`;
+  const [objects, bytes] = counts(j);
+  return `<tr data-job="${esc(j.id)}">${td('Job', `${esc(j.kind)} <code>${esc(j.id)}</code>`)}${td('Repository', repoLink(j.repository))}${td('State', `<span class="badge">${esc(j.state)}</span>`)}${td('Progress', bar, 'progress')}${td('Objects', objects!, 'num')}${td('Bytes', bytes!, 'num')}</tr>`;
+}
+
+/** A finished job: its outcome (never a bare "done"), with what went wrong. */
+function finishedRow(j: JobRow): string {
+  const outcome = ((j.outcome as JobOutcome | null | undefined) ?? jobOutcome(j.kind, j.state, j.report)) ?? 'failed';
+  const detail = outcome === 'problems' ? problems(j.report).join(', ') : outcome === 'failed' && j.error ? j.error : '';
+  const badge = `<span class="badge ${OUTCOME_TONE[outcome] ?? ''}" data-outcome="${esc(outcome)}">${esc(OUTCOME_TEXT[outcome] ?? outcome)}</span>${detail === '' ? '' : ` <span class="detail">${esc(detail)}</span>`}`;
+  const [objects, bytes] = counts(j);
+  return `<tr data-job="${esc(j.id)}">${td('Job', `${esc(j.kind)} <code>${esc(j.id)}</code>`)}${td('Repository', repoLink(j.repository))}${td('Outcome', badge)}${td('Objects', objects!, 'num')}${td('Bytes', bytes!, 'num')}${td('Finished', j.finished_at === null ? '' : esc(utc(j.finished_at)))}</tr>`;
+}
+
+/** Columns of figures, right-aligned. */
+const NUMERIC = new Set(['Objects', 'Bytes', 'Held']);
+
+function table(head: readonly string[], rows: string, cls: string): string {
+  return `<table class="stack ${cls}"><thead><tr>${head.map((h) => `<th${NUMERIC.has(h) ? ' class="num"' : ''}>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+/**
+ * The jobs section: running jobs with live progress, then recent ones with their outcome. Served
+ * alone at /-/jobs too, which the page's script fetches while a job runs to redraw just this part.
+ */
+export function renderJobs(jobs: { readonly running: readonly JobRow[]; readonly recent: readonly JobRow[] }): string {
+  const running =
+    jobs.running.length === 0 ? '<p class="muted">No job is running.</p>' : table(['Job', 'Repository', 'State', 'Progress', 'Objects', 'Bytes'], jobs.running.map(runningRow).join(''), 'jobs');
+  const recent =
+    jobs.recent.length === 0 ? '<p class="muted">No recent jobs.</p>' : table(['Job', 'Repository', 'Outcome', 'Objects', 'Bytes', 'Finished'], jobs.recent.map(finishedRow).join(''), 'jobs');
+  return `<section id="jobs" data-running="${jobs.running.length}"><h2>Running jobs</h2>${running}<h2>Recent jobs</h2>${recent}</section>`;
+}
+
+function repositoryList(repos: readonly RepoListItem[], total: number): string {
+  if (repos.length === 0) return '<p class="muted">No repository holds objects yet.</p>';
+  const audit = (a: RepoListItem['last_audit']): string =>
+    a === null ? '<span class="muted">never audited</span>' : auditBadge(a === 'clean');
+  const rows = repos
+    .map((r) => `<tr>${td('Repository', repoLink(r.repository))}${td('Objects', esc(r.objects.toLocaleString('en-US')), 'num')}${td('Held', esc(formatBytes(r.logical_bytes)), 'num')}${td('Last audit', audit(r.last_audit))}</tr>`)
+    .join('');
+  return (
+    table(['Repository', 'Objects', 'Held', 'Last audit'], rows, 'repos') +
+    `<p class="muted">${repos.length < total ? `The first ${esc(repos.length)} of ${esc(total)} by name. ` : ''}A repository's page asks for a forge token that can read it (any user name, the token as password).</p>`
+  );
 }
 
 /** The signed-in dashboard: figures, plots, jobs and the access-settings form. */
-export function renderDashboard(session: Session, o: Overview, access: AccessSettingsView): { html: string; headers: Record<string, string> } {
+export function renderDashboard(session: Session, o: Overview, access: AccessSettingsView, repos: readonly RepoListItem[]): { html: string; headers: Record<string, string> } {
   const t = (iso: string): number => Date.parse(iso);
   const series = o.series;
-  // Transfer rate per point: the bytes moved since the previous point, per minute.
+  // Transfer rate per point: the bytes moved since the previous point, per second.
   const rate = (pick: (p: (typeof series)[number]) => number): [number, number][] =>
-    series.slice(1).map((p, i) => [t(p.at), pick(p) / Math.max(1, (t(p.at) - t(series[i]!.at)) / 60_000)]);
+    series.slice(1).map((p, i) => [t(p.at), pick(p) / Math.max(1, (t(p.at) - t(series[i]!.at)) / 1000)]);
   const rejections = Object.entries(o.rejections.last_day)
     .filter(([, v]) => v > 0)
     .sort((a, b) => b[1] - a[1])
     .map(([label, value]) => ({ label, value }));
   const savingsBars = [
-    { label: 'held by repositories', value: o.logical_bytes, text: formatBytes(o.logical_bytes), color: '#2f6fde' },
-    { label: 'saved by dedupe', value: o.savings.by_dedupe_bytes, text: formatBytes(o.savings.by_dedupe_bytes), color: '#1f9d6a' },
-    { label: 'saved by compression', value: o.savings.by_compression_bytes, text: formatBytes(o.savings.by_compression_bytes), color: '#1f9d6a' },
-    { label: 'stored on disk', value: o.stored_bytes, text: formatBytes(o.stored_bytes), color: '#e07b24' },
+    { label: 'held by repositories', value: o.logical_bytes, text: formatBytes(o.logical_bytes), tone: 0 },
+    { label: 'saved by dedupe', value: o.savings.by_dedupe_bytes, text: formatBytes(o.savings.by_dedupe_bytes), tone: 2 },
+    { label: 'saved by compression', value: o.savings.by_compression_bytes, text: formatBytes(o.savings.by_compression_bytes), tone: 2 },
+    { label: 'stored on disk', value: o.stored_bytes, text: formatBytes(o.stored_bytes), tone: 1 },
   ];
   const h = o.transfers.last_hour;
   const d = o.transfers.last_day;
@@ -97,16 +183,16 @@ export function renderDashboard(session: Session, o: Overview, access: AccessSet
     `<div class="plot"><h3>Storage over time</h3>${lineChart('Storage over time', [
       { name: 'held by repositories', points: series.map((p) => [t(p.at), p.logical_bytes]) },
       { name: 'stored on disk', points: series.map((p) => [t(p.at), p.stored_bytes]) },
-    ], formatBytes)}</div>` +
+    ], (max) => byteTicks(max), 'Bytes')}</div>` +
     `<div class="plot"><h3>Savings</h3>${hBarChart('Savings', savingsBars, formatBytes)}</div>` +
-    `<div class="plot"><h3>Transfer rates (per minute)</h3>${lineChart('Transfer rates', [
+    `<div class="plot"><h3>Transfer rates</h3>${lineChart('Transfer rates', [
       { name: 'uploaded', points: rate((p) => p.upload_bytes) },
       { name: 'downloaded', points: rate((p) => p.download_bytes) },
-    ], formatBytes)}</div>` +
+    ], (max) => byteTicks(max, '/s'), 'Bytes per second')}</div>` +
     `<div class="plot"><h3>Rejections by cause, last 24 h</h3>${hBarChart('Rejections by cause', rejections, String, 'no rejections')}</div>` +
     `</div>` +
-    `<h2>Running jobs</h2>${jobsTable(o.jobs.running, 'No job is running.')}` +
-    `<h2>Recent jobs</h2>${jobsTable(o.jobs.recent, 'No recent jobs.')}` +
+    `<h2>Repositories</h2>${repositoryList(repos, o.repositories)}` +
+    renderJobs(o.jobs) +
     `</div>` +
     `<h2>Access settings</h2>` +
     `<form id="access-form" class="panel" autocomplete="off">` +

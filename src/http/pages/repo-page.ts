@@ -1,5 +1,5 @@
 import type { RepoStats } from '../../service/stats-service.js';
-import { card, esc, figure, formatAge, formatBytes, formatRatio, htmlPage, shortBytes } from './html.js';
+import { auditBadge, card, cell, esc, figure, formatAge, formatBytes, formatRatio, htmlPage, shortBytes } from './html.js';
 import { barChart } from './svg-plots.js';
 
 /**
@@ -16,10 +16,10 @@ export function renderRepoPage(s: RepoStats): { html: string; headers: Record<st
   const largest =
     s.largest_objects.length === 0
       ? '<p class="muted">No objects yet.</p>'
-      : `<table><thead><tr><th>Object</th><th class="num">Size</th><th class="num">Stored</th><th>First uploaded</th></tr></thead><tbody>${s.largest_objects
+      : `<table class="stack"><thead><tr><th>Object</th><th class="num">Size</th><th class="num">Stored</th><th>First uploaded</th></tr></thead><tbody>${s.largest_objects
           .map(
             (o) =>
-              `<tr><td><code title="${esc(o.oid)}">${esc(o.oid.slice(0, 16))}…</code></td><td class="num">${esc(formatBytes(o.size))}</td><td class="num">${esc(formatBytes(o.stored_size))}</td><td>${esc(o.created_at.replace('T', ' ').slice(0, 19))} UTC</td></tr>`,
+              `<tr>${cell('Object', `<code title="${esc(o.oid)}">${esc(o.oid.slice(0, 16))}…</code>`)}${cell('Size', esc(formatBytes(o.size)), 'num')}${cell('Stored', esc(formatBytes(o.stored_size)), 'num')}${cell('First uploaded', `${esc(o.created_at.replace('T', ' ').slice(0, 19))} UTC`)}</tr>`,
           )
           .join('')}</tbody></table>`;
   const locks = !s.locks.available
@@ -27,17 +27,17 @@ export function renderRepoPage(s: RepoStats): { html: string; headers: Record<st
     : s.locks.items.length === 0
       ? `<p class="muted" data-field="locks_total" data-value="0">No locks held.</p>`
       : `<p class="muted">${figure('locks_total', s.locks.total, String(s.locks.total))} held${s.locks.max_age_seconds === null ? '' : `; a lock older than ${esc(formatAge(s.locks.max_age_seconds))} is stale and may be taken over`}.</p>` +
-        `<table><thead><tr><th>Path</th><th>Owner</th><th>Age</th><th></th></tr></thead><tbody>${s.locks.items
+        `<table class="stack"><thead><tr><th>Path</th><th>Owner</th><th>Age</th><th></th></tr></thead><tbody>${s.locks.items
           .map(
             (l) =>
-              `<tr data-lock="${esc(l.id)}"><td><code>${esc(l.path)}</code></td><td>${esc(l.owner)}</td><td title="${esc(l.locked_at)}">${esc(formatAge(l.age_seconds))}</td><td>${l.stale ? '<span class="badge stale">stale</span>' : ''}</td></tr>`,
+              `<tr data-lock="${esc(l.id)}">${cell('Path', `<code>${esc(l.path)}</code>`)}${cell('Owner', esc(l.owner))}<td data-label="Age" title="${esc(l.locked_at)}">${esc(formatAge(l.age_seconds))}</td>${cell('', l.stale ? '<span class="badge stale">stale</span>' : '')}</tr>`,
           )
           .join('')}</tbody></table>`;
   const a = s.last_audit;
   const audit =
     a === null
       ? '<p data-field="last_audit">Never audited.</p>'
-      : `<p data-field="last_audit">${a.ok ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>'} ` +
+      : `<p data-field="last_audit">${auditBadge(a.ok)} ` +
         `Finished ${esc(a.finished_at.replace('T', ' ').slice(0, 19))} UTC: ${esc(a.objects)} objects (${esc(formatBytes(a.bytes))}) read back, ` +
         `${esc(a.corrupt)} corrupt, ${esc(a.unreadable)} unreadable${a.complete ? '' : ', <strong>not the whole repository</strong>'}.</p>`;
   const body =
@@ -47,7 +47,7 @@ export function renderRepoPage(s: RepoStats): { html: string; headers: Record<st
     card('Stored', 'stored_bytes', s.stored_bytes, formatBytes(s.stored_bytes), 'on disk, after compression') +
     card('Saved', 'saving_ratio', s.saving_ratio, formatRatio(s.saving_ratio), `${figure('saved_bytes', s.saved_bytes, formatBytes(s.saved_bytes))}`) +
     `</div>` +
-    `<h2>Size distribution</h2><div class="plot narrow">${barChart('Objects by size', bars)}</div>` +
+    `<h2>Size distribution</h2><div class="plot narrow">${barChart('Objects by size', bars, 'Objects')}</div>` +
     `<h2>Largest objects</h2>${largest}` +
     `<h2>Locks</h2>${locks}` +
     `<h2>Last audit</h2>${audit}` +

@@ -1,39 +1,112 @@
 import { esc } from './html.js';
 
 /**
- * Inline SVG plots drawn on the server: no script, no library, a few hundred bytes each. They use
- * presentation attributes only (no style attributes), so the pages' strict CSP allows them.
+ * Inline SVG plots drawn on the server: no script, no library. They carry no style attributes (the
+ * pages' strict CSP allows none); colours and text size come from the page's stylesheet through
+ * classes, so dark mode restyles them too.
+ *
+ * The SVG has no viewBox: one user unit is one CSS pixel, so text is drawn at the stylesheet's size
+ * at any width instead of shrinking with the plot. Across, positions are percentages of the plot
+ * area; the value axis sits in the SVG's left margin (negative x, `svg.chart` in html.ts). The
+ * lines themselves go in a nested SVG stretched to the plot area, with strokes that do not scale.
  */
 
-const W = 640;
-const H = 220;
-const PAD = { left: 64, right: 16, top: 16, bottom: 34 };
-const COLORS = ['#2f6fde', '#e07b24', '#1f9d6a', '#b4261a', '#7b4fc9', '#5d6677'];
+/** Height of a line or bar plot's drawing area, in px; text lines are added around it. */
+const PLOT_H = 170;
+/** Room above the drawing area for the value axis's title. */
+const TOP = 26;
+/** The value axis's labels and title sit left of x = 0, in the margin `svg.chart` has in html.ts. */
+const AXIS_W = 66;
+const X_LABELS_H = 22;
+/** Nested viewBox width of the data lines: fine enough for a 24 h series of minute points. */
+const DATA_W = 1000;
+/** Series styles: the first a wide pale band, the next ones narrower and dashed, so equal series both show. */
+const SERIES = ['s0', 's1', 's2', 's3'];
 
-const n = (v: number): string => (Math.round(v * 10) / 10).toString();
+const n = (v: number): string => (Math.round(v * 100) / 100).toString();
+const pct = (f: number): string => `${n(f * 100)}%`;
 
-function frame(title: string, inner: string, height = H): string {
-  return `<svg viewBox="0 0 ${W} ${height}" role="img" aria-label="${esc(title)}" xmlns="http://www.w3.org/2000/svg" font-family="system-ui,sans-serif" font-size="11" fill="#1d2330">${inner}</svg>`;
+const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+
+/** Axis ticks: evenly spaced values from 0 to `top`, each with its label. */
+export interface Ticks {
+  readonly top: number;
+  readonly values: readonly number[];
+  readonly labels: readonly string[];
 }
 
-/** A "nice" axis top: 1, 2 or 5 × 10^k at or above `max`. */
-function niceMax(max: number): number {
-  if (max <= 0) return 1;
-  const p = 10 ** Math.floor(Math.log10(max));
-  for (const m of [1, 2, 5, 10]) if (m * p >= max) return m * p;
+/** The smallest of 1, 2, 5 × 10^k at or above `raw` (a "round" step). */
+function roundStep(raw: number, min: number): number {
+  if (raw <= min) return min;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 5]) if (m * p >= raw - p * 1e-9) return m * p;
   return 10 * p;
 }
 
-function yAxis(top: number, fmt: (v: number) => string): string {
-  const plotH = H - PAD.top - PAD.bottom;
-  let out = '';
-  for (let i = 0; i <= 4; i++) {
-    const v = (top * i) / 4;
-    const y = PAD.top + plotH - (plotH * i) / 4;
-    out += `<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${n(y)}" y2="${n(y)}" stroke="#e6e9ef"/>`;
-    out += `<text x="${PAD.left - 6}" y="${n(y + 4)}" text-anchor="end" fill="#5d6677">${esc(fmt(v))}</text>`;
-  }
+function ticksOf(step: number, top: number, label: (v: number) => string): Ticks {
+  const values: number[] = [];
+  for (let i = 0; i * step <= top * (1 + 1e-9); i++) values.push(i * step);
+  return { top, values, labels: values.map(label) };
+}
+
+/**
+ * Ticks for a byte (or byte rate) axis at round values of one binary unit: 3.49 GiB gives
+ * 0, 1, 2, 3, 4 GiB; 71 KiB gives 0, 20, 40, 60, 80 KiB. The unit is the largest that keeps the
+ * maximum at or above 1; bytes never get fractional steps. `suffix` follows the unit ("/s").
+ */
+export function byteTicks(max: number, suffix = '', target = 4): Ticks {
+  let u = 0;
+  while (u < BINARY_UNITS.length - 1 && max >= 1024 ** (u + 1)) u++;
+  const scale = 1024 ** u;
+  const m = Math.max(max, 0) / scale;
+  const step = roundStep(m / target, u === 0 ? 1 : 0);
+  const top = Math.max(step, Math.ceil(m / step - 1e-9) * step);
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  return {
+    ...ticksOf(step * scale, top * scale, (v) => (v === 0 ? '0' : `${Number((v / scale).toFixed(decimals))} ${BINARY_UNITS[u]}${suffix}`)),
+  };
+}
+
+/** Ticks for a count axis: whole numbers, at least 0..4. */
+export function countTicks(max: number, target = 4): Ticks {
+  const step = roundStep(max / target, 1);
+  return ticksOf(step, Math.max(target, Math.ceil(max / step) * step), String);
+}
+
+const MIN = 60_000;
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440].map((m) => m * MIN);
+
+/**
+ * Time-axis ticks: every multiple (in UTC) of the smallest round step that gives at most `max`
+ * ticks in [t0, t1]; labels HH:MM.
+ */
+export function timeTicks(t0: number, t1: number, max = 6): { at: number; label: string }[] {
+  const step = TIME_STEPS.find((s) => (t1 - t0) / s <= max) ?? TIME_STEPS[TIME_STEPS.length - 1]!;
+  const out: { at: number; label: string }[] = [];
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push({ at: t, label: new Date(t).toISOString().slice(11, 16) });
   return out;
+}
+
+/** A line of the legend: a short sample of the series' stroke and its name. */
+function legend(names: readonly string[]): string {
+  return `<ul class="legend">${names
+    .map((name, i) => `<li><svg width="28" height="12" aria-hidden="true"><line x1="2" x2="26" y1="6" y2="6" class="${SERIES[i % SERIES.length]}"/></svg>${esc(name)}</li>`)
+    .join('')}</ul>`;
+}
+
+/** Horizontal grid lines and value labels (in the left margin), with the axis title above them. */
+function valueAxis(ticks: Ticks, title: string): string {
+  let out = `<text class="axis-title" x="${-AXIS_W}" y="13">${esc(title)}</text>`;
+  ticks.values.forEach((v, i) => {
+    const y = TOP + PLOT_H - (PLOT_H * v) / ticks.top;
+    out += `<line class="grid" x1="0" x2="100%" y1="${n(y)}" y2="${n(y)}"/><text x="-6" y="${n(y + 4)}" text-anchor="end">${esc(ticks.labels[i]!)}</text>`;
+  });
+  return out;
+}
+
+/** The outer SVG; `axis` gives it the left margin the value axis is drawn in. */
+function chart(title: string, height: number, inner: string, axis = false): string {
+  return `<svg class="chart${axis ? ' axis' : ''}" width="100%" height="${height}" role="img" aria-label="${esc(title)}" xmlns="http://www.w3.org/2000/svg">${inner}</svg>`;
 }
 
 export interface Bar {
@@ -43,46 +116,41 @@ export interface Bar {
   readonly text?: string;
   /** Tooltip name; defaults to the label. */
   readonly title?: string;
-  /** Fill; defaults to the palette in order. */
-  readonly color?: string;
+  /** Colour class (c0…c3); defaults to the palette in order. */
+  readonly tone?: number;
 }
 
-/** Vertical bars with labels below and values above (the size histogram). */
-export function barChart(title: string, bars: readonly Bar[], fmt: (v: number) => string = String): string {
-  // Counts: a top divisible by the four grid steps keeps the tick labels whole numbers.
-  const top = Math.max(4, Math.ceil(Math.max(0, ...bars.map((b) => b.value)) / 4) * 4);
-  const plotW = W - PAD.left - PAD.right;
-  const plotH = H - PAD.top - PAD.bottom;
-  const slot = plotW / Math.max(1, bars.length);
-  let out = yAxis(top, fmt);
+/** Vertical bars with labels below and values above (the size histogram); every second label hides on a narrow screen. */
+export function barChart(title: string, bars: readonly Bar[], axisTitle: string): string {
+  const ticks = countTicks(Math.max(0, ...bars.map((b) => b.value)));
+  const slot = 1 / Math.max(1, bars.length);
+  let out = valueAxis(ticks, axisTitle);
   bars.forEach((b, i) => {
-    const h = (plotH * b.value) / top;
-    const x = PAD.left + i * slot + slot * 0.12;
-    const y = PAD.top + plotH - h;
-    out += `<rect x="${n(x)}" y="${n(y)}" width="${n(slot * 0.76)}" height="${n(h)}" fill="${COLORS[0]}" rx="2"><title>${esc(`${b.title ?? b.label}: ${b.text ?? b.value}`)}</title></rect>`;
-    if (b.value > 0) out += `<text x="${n(x + slot * 0.38)}" y="${n(y - 4)}" text-anchor="middle">${esc(b.text ?? fmt(b.value))}</text>`;
-    out += `<text x="${n(x + slot * 0.38)}" y="${H - PAD.bottom + 16}" text-anchor="middle" fill="#5d6677">${esc(b.label)}</text>`;
+    const h = (PLOT_H * b.value) / ticks.top;
+    const y = TOP + PLOT_H - h;
+    const mid = pct((i + 0.5) * slot);
+    out += `<rect class="c0" x="${pct((i + 0.14) * slot)}" y="${n(y)}" width="${pct(slot * 0.72)}" height="${n(h)}" rx="2"><title>${esc(`${b.title ?? b.label}: ${b.text ?? b.value}`)}</title></rect>`;
+    if (b.value > 0) out += `<text class="value" x="${mid}" y="${n(y - 4)}" text-anchor="middle">${esc(b.text ?? String(b.value))}</text>`;
+    out += `<text${i % 2 === 1 ? ' class="alt"' : ''} x="${mid}" y="${TOP + PLOT_H + 16}" text-anchor="middle">${esc(b.label)}</text>`;
   });
-  return frame(title, out);
+  return chart(title, TOP + PLOT_H + X_LABELS_H, out, true);
 }
 
-/** Horizontal bars, one per row (rejections by cause, savings breakdown). */
+/** Horizontal bars, one per row with its label above it (rejections by cause, savings breakdown). */
 export function hBarChart(title: string, bars: readonly Bar[], fmt: (v: number) => string = String, empty = 'none'): string {
-  const rowH = 26;
-  const height = Math.max(1, bars.length) * rowH + 12;
-  const labelW = 190;
-  const plotW = W - labelW - 90;
+  const rowH = 40;
+  if (bars.length === 0) return chart(title, 40, `<text x="50%" y="24" text-anchor="middle">${esc(empty)}</text>`);
+  // The longest bar takes 70 % of the width, leaving room for its value after it.
   const top = Math.max(1, ...bars.map((b) => b.value));
-  if (bars.length === 0) return frame(title, `<text x="${W / 2}" y="${height / 2 + 4}" text-anchor="middle" fill="#5d6677">${esc(empty)}</text>`, height);
   let out = '';
   bars.forEach((b, i) => {
-    const y = 6 + i * rowH;
-    const w = Math.max(b.value > 0 ? 2 : 0, (plotW * b.value) / top);
-    out += `<text x="${labelW - 8}" y="${y + 15}" text-anchor="end">${esc(b.label)}</text>`;
-    out += `<rect x="${labelW}" y="${y + 3}" width="${n(w)}" height="${rowH - 8}" rx="2" fill="${b.color ?? COLORS[i % COLORS.length]}"/>`;
-    out += `<text x="${n(labelW + w + 6)}" y="${y + 15}">${esc(b.text ?? fmt(b.value))}</text>`;
+    const y = i * rowH;
+    const w = b.value > 0 ? Math.max(0.005, (0.7 * b.value) / top) : 0;
+    out += `<text class="label" x="0" y="${y + 14}">${esc(b.label)}</text>`;
+    out += `<rect class="c${b.tone ?? i % 4}" x="0" y="${y + 20}" width="${pct(w)}" height="14" rx="2"/>`;
+    out += `<text class="value" x="${pct(w)}" dx="6" y="${y + 32}">${esc(b.text ?? fmt(b.value))}</text>`;
   });
-  return frame(title, out, height);
+  return chart(title, bars.length * rowH, out);
 }
 
 export interface Line {
@@ -91,32 +159,37 @@ export interface Line {
   readonly points: readonly (readonly [number, number])[];
 }
 
-const hhmm = (t: number): string => new Date(t).toISOString().slice(11, 16);
+/** The time axis spans at least this much, so a fresh server's first minutes still get round ticks. */
+const MIN_SPAN = 15 * MIN;
 
-/** Lines over time with a legend (storage over time, transfer rates); times in UTC. */
-export function lineChart(title: string, lines: readonly Line[], fmt: (v: number) => string = String): string {
+/**
+ * Lines over time with a legend and both axes titled (storage over time, transfer rates); times
+ * in UTC. `ticksFor` picks the value axis from the largest value.
+ */
+export function lineChart(title: string, lines: readonly Line[], ticksFor: (max: number) => Ticks, axisTitle: string): string {
   const all = lines.flatMap((l) => l.points);
-  if (all.length === 0) return frame(title, `<text x="${W / 2}" y="${H / 2}" text-anchor="middle" fill="#5d6677">no data yet</text>`);
-  const t0 = Math.min(...all.map((p) => p[0]));
-  let t1 = Math.max(...all.map((p) => p[0]));
-  if (t1 === t0) t1 = t0 + 60_000;
-  const top = niceMax(Math.max(0, ...all.map((p) => p[1])));
-  const plotW = W - PAD.left - PAD.right;
-  const plotH = H - PAD.top - PAD.bottom;
-  const x = (t: number): number => PAD.left + (plotW * (t - t0)) / (t1 - t0);
-  const y = (v: number): number => PAD.top + plotH - (plotH * v) / top;
-  let out = yAxis(top, fmt);
-  out += `<text x="${PAD.left}" y="${H - 8}" fill="#5d6677">${hhmm(t0)} UTC</text><text x="${W - PAD.right}" y="${H - 8}" text-anchor="end" fill="#5d6677">${hhmm(t1)} UTC</text>`;
+  const names = legend(lines.map((l) => l.name));
+  if (all.length === 0) return names + chart(title, 60, `<text x="50%" y="34" text-anchor="middle">no data yet</text>`);
+  const t1 = Math.max(...all.map((p) => p[0]));
+  const t0 = Math.min(t1 - MIN_SPAN, ...all.map((p) => p[0]));
+  const ticks = ticksFor(Math.max(0, ...all.map((p) => p[1])));
+  const fx = (t: number): number => (t - t0) / (t1 - t0);
+  const y = (v: number): number => PLOT_H - (PLOT_H * v) / ticks.top;
+  let out = valueAxis(ticks, axisTitle);
+  for (const tick of timeTicks(t0, t1)) {
+    out += `<line class="tick" x1="${pct(fx(tick.at))}" x2="${pct(fx(tick.at))}" y1="${TOP + PLOT_H}" y2="${TOP + PLOT_H + 4}"/><text x="${pct(fx(tick.at))}" y="${TOP + PLOT_H + 18}" text-anchor="middle">${tick.label}</text>`;
+  }
+  out += `<text class="axis-title" x="50%" y="${TOP + PLOT_H + 38}" text-anchor="middle">Time (UTC)</text>`;
+  let data = '';
   lines.forEach((l, i) => {
-    const color = COLORS[i % COLORS.length]!;
+    const cls = SERIES[i % SERIES.length]!;
     if (l.points.length === 1) {
       const [t, v] = l.points[0]!;
-      out += `<circle cx="${n(x(t))}" cy="${n(y(v))}" r="3" fill="${color}"/>`;
+      out += `<circle class="${cls} dot" cx="${pct(fx(t))}" cy="${n(TOP + y(v))}" r="${4 - Math.min(i, 1)}"/>`;
     } else if (l.points.length > 1) {
-      out += `<polyline fill="none" stroke="${color}" stroke-width="2" points="${l.points.map(([t, v]) => `${n(x(t))},${n(y(v))}`).join(' ')}"/>`;
+      data += `<polyline class="${cls}" vector-effect="non-scaling-stroke" fill="none" points="${l.points.map(([t, v]) => `${n(fx(t) * DATA_W)},${n(y(v))}`).join(' ')}"/>`;
     }
-    const lx = PAD.left + 10 + i * 150;
-    out += `<rect x="${lx}" y="${PAD.top - 12}" width="10" height="10" fill="${color}"/><text x="${lx + 14}" y="${PAD.top - 3}">${esc(l.name)}</text>`;
   });
-  return frame(title, out);
+  out += `<svg x="0" y="${TOP}" width="100%" height="${PLOT_H}" viewBox="0 0 ${DATA_W} ${PLOT_H}" preserveAspectRatio="none">${data}</svg>`;
+  return names + chart(title, TOP + PLOT_H + 46, out, true);
 }

@@ -4,7 +4,7 @@ import type { SettingsService } from '../../service/settings-service.js';
 import type { StatsService } from '../../service/stats-service.js';
 import { tokenFromAuthorization, usableToken } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { renderDashboard, renderSignIn } from '../pages/dashboard-page.js';
+import { renderDashboard, renderJobs, renderSignIn } from '../pages/dashboard-page.js';
 import { collectBody, parseJson } from '../request-body.js';
 import { send } from '../respond.js';
 import type { HttpServer } from '../server.js';
@@ -89,8 +89,15 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
 
   http.route('get', '/-/', 'dashboard', async (ctx) => {
     const { session } = sessionOf(ctx);
-    const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view());
+    const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view(), stats.repositoryList());
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
+  });
+
+  // The page's jobs section alone, which its script fetches while a job runs (a small poll instead
+  // of reloading the whole page).
+  http.route('get', '/-/jobs', 'dashboard_jobs', async (ctx) => {
+    await requireAdmin(ctx, false);
+    send(ctx, 200, renderJobs(stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
   });
 
   http.route('post', '/-/api/session', 'session_create', async (ctx) => {
