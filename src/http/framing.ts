@@ -4,7 +4,7 @@ import { lfsError, type LfsError } from '../errors/errors.js';
  * The HTTP layer (uWS) refuses a Content-Length of this many bytes or more: it closes the
  * connection right after the route handler returns. Chunked bodies have no such limit.
  */
-export const UWS_MAX_CONTENT_LENGTH = 1_000_000_000;
+const UWS_MAX_CONTENT_LENGTH = 1_000_000_000;
 
 /**
  * Checks a request's framing headers, every occurrence of each as uWS received them, and returns
