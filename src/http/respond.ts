@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { ERROR_CODES } from '../errors/codes.js';
 import { isLfsError } from '../errors/errors.js';
+import { storageFault } from '../errors/storage-fault.js';
 import { LFS_JSON } from '../protocol/media-types.js';
 import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
@@ -49,8 +50,12 @@ export function sendJson(ctx: RequestContext, status: number, value: unknown, he
  * and the Git LFS error body; anything else is logged and answered as a generic 500.
  */
 export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, fields: object) => void): void {
-  if (isLfsError(err)) {
-    sendJson(ctx, err.status, { message: err.message, request_id: ctx.requestId }, err.headers);
+  // A full disk or an I/O error is a condition we can name, whichever layer hit it (the index's
+  // SQLITE_FULL included): its own status and body, never a 500.
+  const named = isLfsError(err) ? err : storageFault(err);
+  if (named !== null) {
+    if (named !== err) log('storage fault', { request_id: ctx.requestId, route: ctx.route, status: named.status, err: String(err) });
+    sendJson(ctx, named.status, { message: named.message, request_id: ctx.requestId }, named.headers);
     return;
   }
   log('unhandled error', { request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });

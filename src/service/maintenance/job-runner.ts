@@ -124,7 +124,9 @@ export class JobRunner {
   constructor(repo: JobsRepo, log: (msg: string, fields: object) => void) {
     this.#repo = repo;
     this.#log = log;
-    const n = repo.markInterrupted();
+    // At start on a full disk the index may not take this write: the rows stay `running` meanwhile.
+    let n = 0;
+    this.#record(() => (n = repo.markInterrupted()));
     if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { count: n });
   }
 
@@ -133,8 +135,10 @@ export class JobRunner {
       if (j.kind === kind && j.repo === repo && j.dryRun === dryRun && (j.state === 'queued' || j.state === 'running')) return j;
     }
     const job = new Job(kind, repo, dryRun);
-    this.#live.set(job.id, job);
+    // Recorded first: if the index cannot take the row (a full disk), no job is left queued in
+    // memory for the next request of the same kind to join and wait on forever.
     this.#repo.insert(job.id, kind, repo, dryRun, job.startedAt);
+    this.#live.set(job.id, job);
     const previous = this.#tails.get(repo) ?? Promise.resolve();
     const run = previous.then(() => this.#run(job, body));
     this.#tails.set(repo, run);
@@ -145,7 +149,8 @@ export class JobRunner {
   }
 
   async #run(job: Job, body: JobBody): Promise<void> {
-    const persist = (): void => void this.#repo.progress(job.id, job.progress);
+    // Progress rows are only for the dashboard: one the index cannot take is skipped, not fatal.
+    const persist = (): void => this.#record(() => this.#repo.progress(job.id, job.progress));
     let timer: NodeJS.Timeout | null = null;
     try {
       if (this.#abort.signal.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
@@ -158,7 +163,7 @@ export class JobRunner {
       job.report = report;
       job.state = 'done';
       job.finishedAt = Date.now();
-      this.#repo.finish(job.id, 'done', report, null, job.progress);
+      this.#record(() => this.#repo.finish(job.id, 'done', report, null, job.progress));
       job.settle(report, null);
     } catch (e) {
       job.error = e;
@@ -166,11 +171,11 @@ export class JobRunner {
       if (this.#abort.signal.aborted) {
         // Shutdown: the work done so far is kept (each step is complete on its own); a rerun finishes.
         job.state = 'interrupted';
-        this.#repo.finish(job.id, 'interrupted', null, 'the server stopped during this job', job.progress);
+        this.#record(() => this.#repo.finish(job.id, 'interrupted', null, 'the server stopped during this job', job.progress));
       } else {
         job.state = 'failed';
         this.#log('maintenance job failed', { job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
-        this.#repo.finish(job.id, 'failed', null, errorText(e), job.progress);
+        this.#record(() => this.#repo.finish(job.id, 'failed', null, errorText(e), job.progress));
       }
       job.settle(null, this.#abort.signal.aborted ? lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish') : e);
     } finally {
@@ -178,6 +183,18 @@ export class JobRunner {
       // Keep a few finished jobs in memory for the dashboard; the table keeps the rest.
       const finished = [...this.#live.values()].filter((j) => j.finishedAt !== null);
       for (const old of finished.slice(0, Math.max(0, finished.length - RECENT_SHOWN))) this.#live.delete(old.id);
+    }
+  }
+
+  /**
+   * Writes a job's row; a failure (a full disk) is logged, never thrown: the job's outcome must
+   * still reach whoever waits for it, and the repository's next job must still run.
+   */
+  #record(write: () => void): void {
+    try {
+      write();
+    } catch (e) {
+      this.#log('maintenance job row not written', { err: String(e) });
     }
   }
 
