@@ -61,7 +61,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const lock = DataDirLock.acquire(config.dataDir);
   const index = join(config.dataDir, 'index.sqlite');
   const firstRun = !existsSync(index);
-  const db = openDatabase(index);
+  const db = openDatabase(index, log);
   const pool = new WorkerPool(config.workers);
   const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
   // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
@@ -73,10 +73,13 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
   const objects = new ObjectsRepo(db);
   // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
-  const replayed = await store.recover((repo, oid, size) => objects.restoreReference(repo, oid, size, size));
-  if (replayed > 0) log('journal replayed', { records: replayed });
+  const replay = await store.recover((repo, oid, size) => objects.restoreReference(repo, oid, size, size));
+  if (replay.replayed > 0) log('journal replayed', { records: replay.replayed });
+  if (replay.deferred > 0) log('index full: journal references deferred until there is room', { records: replay.deferred });
   await sweepAfterCrash(store, objects, log);
   let retiring = false;
+  let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
+  let deferred = replay.deferred;
   const retirer = setInterval(() => {
     if (retiring) return;
     retiring = true;
@@ -85,7 +88,16 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         (oid) => objects.findShared(oid) !== null,
         () => db.pragma('wal_checkpoint(TRUNCATE)'),
       )
-      .catch((e: unknown) => log('journal retirement failed; will retry', { level: 'warn', err: String(e) }))
+      .then(() => {
+        if (retireFailing) log('journal retirement recovered', {});
+        retireFailing = false;
+        if (deferred > 0 && store.deferredReferences === 0) log('deferred journal references restored', { records: deferred });
+        deferred = store.deferredReferences;
+      })
+      .catch((e: unknown) => {
+        if (!retireFailing) log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
+        retireFailing = true;
+      })
       .finally(() => (retiring = false));
   }, 1000);
   retirer.unref();

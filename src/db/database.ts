@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { storageFault } from '../errors/storage-fault.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type Db = Database.Database;
@@ -8,8 +9,33 @@ export type Db = Database.Database;
  * WAL lets readers run beside the single writer; a busy timeout absorbs short write contention
  * (CLI jobs open the same file). Transactions are short and never span a byte stream.
  */
-export function openDatabase(file: string): Db {
+export function openDatabase(file: string, log?: (msg: string, fields: object) => void): Db {
+  try {
+    return open(file, false);
+  } catch (e) {
+    if (storageFault(e) === null) throw e;
+    // A full disk: WAL mode's shared-memory index (the -shm file, 32 KiB) cannot be created, so
+    // not even a read works (SQLITE_IOERR_SHMSIZE). In exclusive locking mode SQLite keeps that index
+    // in this process's memory instead (https://www.sqlite.org/wal.html#noshm): the index can be read
+    // (downloads, batch) and written once space is back, without a restart. Other processes cannot
+    // open the file meanwhile; the server is the only one that should (the CLI goes through HTTP).
+    log?.('index opened in exclusive mode: no room for its shared-memory file', { err: String(e) });
+    return open(file, true);
+  }
+}
+
+function open(file: string, exclusive: boolean): Db {
   const db = new Database(file);
+  try {
+    if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
+    return setUp(db);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+}
+
+function setUp(db: Db): Db {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL'); // WAL + NORMAL is durable across process crashes; fsync at checkpoint
   db.pragma('busy_timeout = 5000');

@@ -31,6 +31,7 @@ export class ObjectsRepo {
   readonly #refresh: Statement<[number, number, string]>;
   readonly #isQuarantined: Statement<[string], { n: number }>;
   readonly #anyObject: Statement<[], { n: number }>;
+  readonly #hasRef: Statement<[string, string], { n: number }>;
 
   constructor(db: Db) {
     this.#getInRepo = db.prepare(
@@ -42,6 +43,7 @@ export class ObjectsRepo {
     this.#refresh = db.prepare('UPDATE objects SET size = ?, stored_size = ? WHERE oid = ?');
     this.#isQuarantined = db.prepare('SELECT COUNT(*) AS n FROM quarantine WHERE oid = ?');
     this.#anyObject = db.prepare('SELECT EXISTS (SELECT 1 FROM objects) AS n');
+    this.#hasRef = db.prepare('SELECT COUNT(*) AS n FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ? AND r.oid = ?');
     this.#getObject = db.prepare('SELECT size, stored_size FROM objects WHERE oid = ?');
     this.#insertObject = db.prepare('INSERT OR IGNORE INTO objects (oid, size, stored_size, created_at) VALUES (?, ?, ?, ?)');
     this.#insertRef = db.prepare('INSERT OR IGNORE INTO repo_objects (repo, oid, created_at) VALUES (?, ?, ?)');
@@ -90,6 +92,9 @@ export class ObjectsRepo {
    * nothing about the bytes now, so it never lifts a quarantine.
    */
   restoreReference(repo: string, oid: Oid, size: number, storedSize: number): void {
+    // Read first: a reference the index holds needs no write, so a start on a full disk (where
+    // reads work and writes do not) only has to defer what the index really lost.
+    if (this.#hasRef.get(repo, oid)!.n > 0) return;
     this.#restoreRef(repo, oid, size, storedSize);
   }
 

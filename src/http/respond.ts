@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { ERROR_CODES } from '../errors/codes.js';
 import { isLfsError } from '../errors/errors.js';
+import { storageFault } from '../errors/storage-fault.js';
 import { LFS_JSON } from '../protocol/media-types.js';
 import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
@@ -98,10 +99,14 @@ export function sendJson(ctx: RequestContext, status: number, value: unknown, he
  * and the Git LFS error body; anything else is logged and answered as a generic 500.
  */
 export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, fields: object) => void): void {
-  if (isLfsError(err)) {
-    const body = { message: err.message, request_id: ctx.requestId };
-    if (CLOSING_CODES.has(err.code)) sendAndClose(ctx, err.status, JSON.stringify(body), err.headers);
-    else sendJson(ctx, err.status, body, err.headers);
+  // A full disk or an I/O error is a condition we can name, whichever layer hit it (the index's
+  // SQLITE_FULL included): its own status and body, never a 500.
+  const named = isLfsError(err) ? err : storageFault(err);
+  if (named !== null) {
+    if (named !== err) log('storage fault', { request_id: ctx.requestId, route: ctx.route, status: named.status, err: String(err) });
+    const body = { message: named.message, request_id: ctx.requestId };
+    if (CLOSING_CODES.has(named.code)) sendAndClose(ctx, named.status, JSON.stringify(body), named.headers);
+    else sendJson(ctx, named.status, body, named.headers);
     return;
   }
   log('unhandled error', { level: 'error', request_id: ctx.requestId, route: ctx.route, err: String((err as Error)?.stack ?? err) });

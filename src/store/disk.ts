@@ -18,6 +18,7 @@ import { RawWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
 import { walkLayout, type StrayReason } from './foreign-layout.js';
 import { hashThread } from './hash-thread.js';
+import { storageFault } from '../errors/storage-fault.js';
 import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from './types.js';
 
 /**
@@ -46,6 +47,9 @@ export class DiskBlobStore implements BlobStore {
   #uploads = 0;
   /** Oids with bytes in each journal segment, to write their files before the segment goes. */
   readonly #segmentOids = new Map<number, Set<Oid>>();
+  /** Replayed references the index could not take at start (a full disk): no segment retires until they are in. */
+  #unrestored: { repo: string; oid: Oid; size: number }[] = [];
+  #restore: ((repo: string, oid: Oid, size: number) => void) | null = null;
 
   private constructor(root: string, pool: WorkerPool, level: number | null, directIo: boolean) {
     this.#root = root;
@@ -156,20 +160,42 @@ export class DiskBlobStore implements BlobStore {
   /**
    * Start-up replay: every record of the journal is handed to `apply` (which restores the index's
    * references), provided the object's bytes exist (its file, or its data in the journal): a
-   * reference is never restored to bytes that are gone.
+   * reference is never restored to bytes that are gone. On a full disk the index may refuse a
+   * reference it lost: replay then defers it (the server starts and serves what the index holds),
+   * and retireJournal restores it before any segment may go.
    */
-  async recover(apply: (repo: string, oid: Oid, size: number) => void): Promise<number> {
+  async recover(apply: (repo: string, oid: Oid, size: number) => void): Promise<{ replayed: number; deferred: number }> {
+    this.#restore = apply;
     let n = 0;
     for (const segment of [...this.#journal!.sealed]) {
       for await (const r of this.#journal!.records(segment)) {
         if (r.location !== null && !(await exists(this.pathOf(r.oid)))) this.#remember(r.oid, r.location);
         if (this.#journaled.has(r.oid) || (await exists(this.pathOf(r.oid)))) {
-          apply(r.repo, r.oid, r.size);
           n++;
+          try {
+            apply(r.repo, r.oid, r.size);
+          } catch (e) {
+            if (storageFault(e) === null) throw e;
+            this.#unrestored.push({ repo: r.repo, oid: r.oid, size: r.size });
+          }
         }
       }
     }
-    return n;
+    return { replayed: n, deferred: this.#unrestored.length };
+  }
+
+  /** References replay could not restore yet (see recover). */
+  get deferredReferences(): number {
+    return this.#unrestored.length;
+  }
+
+  /** Restores the references replay deferred; throws (a storage fault) while the index still refuses one. */
+  #restoreDeferred(): void {
+    while (this.#unrestored.length > 0) {
+      const r = this.#unrestored[0]!;
+      this.#restore!(r.repo, r.oid, r.size);
+      this.#unrestored.shift();
+    }
   }
 
   /**
@@ -185,6 +211,8 @@ export class DiskBlobStore implements BlobStore {
    * while it runs, so the journal stays bounded.
    */
   async retireJournal(isWanted: (oid: Oid) => boolean, checkpoint: () => void): Promise<number> {
+    // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
+    this.#restoreDeferred();
     const journal = this.#journal!;
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
     // A burst that starts meanwhile stops the work; what is left waits for the next lull.

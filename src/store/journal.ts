@@ -1,6 +1,6 @@
 import { blake3 } from '@napi-rs/blake-hash';
 import { fdatasyncSync } from 'node:fs';
-import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFlushes } from '../metrics/registry.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
@@ -32,6 +32,12 @@ import { mapIoError } from './staging-file.js';
  * Record: magic u32 | length u32 | kind u8 | repo length u16 | oid 32 | size u64 | repo | data |
  * BLAKE3-128 of everything before. A torn tail (crash mid-append) fails its digest and ends replay
  * of that segment.
+ *
+ * Because replay ends a segment at its first bad record, a record is acknowledged only once every
+ * record before it in its segment is written and flushed: a failed write or flush (a full disk)
+ * tears the segment at that record, every record after it in that segment is refused too, the
+ * segment takes no more appends and is truncated back to its last good record when it is sealed,
+ * and appends go on in a fresh segment. So no acknowledged record can ever sit behind a torn one.
  */
 export interface JournalRecord {
   readonly repo: string;
@@ -68,6 +74,8 @@ const SPARE_NAME = 'next.spare';
 /** After a failed preparation (a full disk), segments are created plainly for this long. */
 const SPARE_RETRY_MS = 10_000;
 const ZEROS = Buffer.alloc(1 << 20);
+/** Free space below which no spare is prepared (see #prepareSpare): a few segments' worth. */
+const SPARE_HEADROOM = 4 * SEGMENT_MAX;
 /** Records up to this size are written synchronously on the calling thread. */
 const INLINE_WRITE_MAX = 256 << 10;
 
@@ -78,10 +86,15 @@ interface Segment {
   tail: number;
   /** Written full of zeros and synced before its first record (see the class comment). */
   readonly prepared: boolean;
+  /** Settles once every write started in this segment has; rejects if any of them failed. */
+  written: Promise<void>;
+  /** Offset of the first record whose write or flush failed: nothing at or after it is acknowledged. */
+  tornAt: number | null;
 }
 
 interface PendingAppend {
   readonly segment: Segment;
+  readonly offset: number;
   readonly alone: (() => boolean) | null;
   readonly written: Promise<void>;
   readonly resolve: () => void;
@@ -166,7 +179,12 @@ export class Journal {
 
     let seg = this.#roomFor(length);
     while (seg === null) {
-      await this.#makeRoom();
+      try {
+        await this.#makeRoom();
+      } catch (e) {
+        smallBuffers.give(buf);
+        throw mapIoError(e);
+      }
       seg = this.#roomFor(length);
     }
     // From finding room to queueing the flush nothing awaits, so no seal can come in between.
@@ -175,22 +193,36 @@ export class Journal {
     this.#lastAppend = Date.now();
     // A small record is written in line (tens of µs) rather than through the threadpool, which
     // would cost a round trip of its own; the flush that follows is what takes time.
-    let written: Promise<void>;
+    let own: Promise<void>;
     if (length <= INLINE_WRITE_MAX) {
       try {
         writeFullySync(seg.fh.fd, buf, offset);
-        written = Promise.resolve();
+        own = Promise.resolve();
       } catch (e) {
-        written = Promise.reject(e);
+        tear(seg, offset); // at once: the next append must already go elsewhere
+        own = Promise.reject(e);
       }
       smallBuffers.give(buf);
     } else {
-      written = writeFullyAt(seg.fh, buf, offset).finally(() => smallBuffers.give(buf));
+      own = writeFullyAt(seg.fh, buf, offset)
+        .catch((e: unknown) => {
+          tear(seg, offset);
+          throw e;
+        })
+        .finally(() => smallBuffers.give(buf));
     }
+    // Written means this record and every one before it in the segment: replay would stop at a
+    // failed earlier one. It waits for this record's own write even then, so that when a segment's
+    // last `written` settles no write to it is in flight (its truncation at seal relies on it).
+    const written = Promise.allSettled([seg.written, own]).then(([before, mine]) => {
+      if (before.status === 'rejected') throw before.reason;
+      if (mine.status === 'rejected') throw mine.reason;
+    });
+    seg.written = written;
     // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
-      this.#queue.push({ segment: seg, written, resolve, reject, alone: options.alone ?? null });
+      this.#queue.push({ segment: seg, offset, written, resolve, reject, alone: options.alone ?? null });
       if (this.#flushes < MAX_FLUSHES) void this.#flush();
     });
     return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
@@ -216,21 +248,34 @@ export class Journal {
       if (this.#queue.length === 1 && this.#queue[0]!.alone?.() === true) await afterNextPoll();
       const batch = this.#queue.splice(0);
       if (batch.length === 0) break; // the other flush took them during that turn
-      try {
-        await Promise.all(batch.map((b) => b.written));
-        const inLine = batch.length === 1 && batch[0]!.alone?.() === true;
-        for (const seg of new Set(batch.map((b) => b.segment))) {
+      // Each record settles on its own: a failed one (and those behind it in its segment) must not
+      // take down the records of the batch that are good.
+      const results = await Promise.allSettled(batch.map((b) => b.written));
+      const inLine = batch.length === 1 && batch[0]!.alone?.() === true;
+      for (const seg of new Set(batch.map((b) => b.segment))) {
+        try {
           if (inLine) fdatasyncSync(seg.fh.fd);
           else await seg.fh.datasync();
+        } catch (e) {
+          // After a failed flush the kernel may have dropped the dirty pages and report the next
+          // flush clean, so everything from this batch's first record on in the segment is torn.
+          const mine = batch.filter((b) => b.segment === seg);
+          tear(seg, Math.min(...mine.map((b) => b.offset)));
+          for (const b of mine) if (results[batch.indexOf(b)]!.status === 'fulfilled') results[batch.indexOf(b)] = { status: 'rejected', reason: e };
         }
-        if (inLine) this.#stats.inLine++;
-        else this.#stats.pooled++;
-        this.#stats.records += batch.length;
-        for (const b of batch) b.resolve();
-      } catch (e) {
-        const err = mapIoError(e);
-        for (const b of batch) b.reject(err);
       }
+      if (inLine) this.#stats.inLine++;
+      else this.#stats.pooled++;
+      batch.forEach((b, i) => {
+        const r = results[i]!;
+        const torn = b.segment.tornAt !== null && b.offset >= b.segment.tornAt;
+        if (r.status === 'fulfilled' && !torn) {
+          this.#stats.records++;
+          b.resolve();
+        } else {
+          b.reject(mapIoError(r.status === 'rejected' ? r.reason : storageFull()));
+        }
+      });
     }
     this.#flushes--;
   }
@@ -238,7 +283,7 @@ export class Journal {
   /** The current segment if `length` more bytes go into it now; null when a switch is needed first. */
   #roomFor(length: number): Segment | null {
     const cur = this.#current;
-    if (this.#switching !== null || cur === null) return null;
+    if (this.#switching !== null || cur === null || cur.tornAt !== null) return null;
     // A plain segment (made while no spare was ready) gives way as soon as a prepared one is.
     if (cur.tail > 0 && (cur.tail + length > SEGMENT_MAX || (!cur.prepared && this.#spare !== null))) return null;
     // A burst that has filled half a segment gets the next one prepared now (the lull's spare, if
@@ -267,12 +312,23 @@ export class Journal {
     this.#spare = null;
     let seg: Segment;
     if (spare !== null) {
-      await rename(join(this.#dir, SPARE_NAME), path);
-      seg = { no, path, fh: spare, tail: 0, prepared: true };
+      try {
+        await rename(join(this.#dir, SPARE_NAME), path);
+      } catch (e) {
+        await spare.close().catch(() => undefined);
+        throw e;
+      }
+      seg = { no, path, fh: spare, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null };
     } else {
-      seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false };
+      seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false, written: Promise.resolve(), tornAt: null };
     }
-    await this.#dirs.sync(this.#dir); // the segment's name must survive a crash too
+    try {
+      await this.#dirs.sync(this.#dir); // the segment's name must survive a crash too
+    } catch (e) {
+      await seg.fh.close().catch(() => undefined);
+      await unlink(path).catch(() => undefined);
+      throw e;
+    }
     this.#current = seg;
   }
 
@@ -280,6 +336,10 @@ export class Journal {
   #prepareSpare(): void {
     if (this.#spare !== null || this.#preparing !== null || Date.now() - this.#spareFailedAt < SPARE_RETRY_MS) return;
     this.#preparing = (async () => {
+      // On a nearly full disk the spare's zeros would take the room that uploads need (and fail
+      // anyway): segments are then created plainly, and grow only as records arrive.
+      const { bavail, bsize } = await statfs(this.#dir);
+      if (bavail * bsize < SPARE_HEADROOM) throw new Error('no room for a spare segment');
       const fh = await open(join(this.#dir, SPARE_NAME), 'w');
       try {
         for (let at = 0; at < SEGMENT_MAX; at += ZEROS.length) await writeFullyAt(fh, ZEROS, at);
@@ -328,13 +388,23 @@ export class Journal {
     this.#sealed.push(seg.no);
   }
 
-  /** A prepared segment loses its unused zeros (replay would stop at them anyway). */
+  /**
+   * A prepared segment loses its unused zeros (replay would stop at them anyway); a torn one is cut
+   * back to its last good record, so its failed and refused records are gone from disk too. Never
+   * throws: if the cut fails, replay still stops at the torn record, and nothing after it was
+   * acknowledged. The caller has waited for the flushes, so no write to it is in flight.
+   */
   async #closeSegment(seg: Segment): Promise<void> {
-    if (seg.prepared) await seg.fh.truncate(seg.tail).catch(() => undefined);
-    await seg.fh.close();
+    await seg.written.catch(() => undefined);
+    if (seg.prepared || seg.tornAt !== null) await seg.fh.truncate(seg.tornAt ?? seg.tail).catch(() => undefined);
+    await seg.fh.close().catch(() => undefined);
   }
 
-  /** Reads back every valid record of a sealed segment, in order; a torn tail ends the segment. */
+  /**
+   * Reads back every valid record of a sealed segment, in order; a torn tail ends the segment. It
+   * never searches past a bad record for a later good one: an object's data inside a torn record
+   * could hold bytes that pass for a record (another repository's reference, say).
+   */
   async *records(segment: number): AsyncGenerator<ReplayedRecord> {
     const fh = await open(this.pathOf(segment), 'r');
     try {
@@ -390,6 +460,16 @@ export class Journal {
       this.#current = null;
     }
   }
+}
+
+/** Marks a segment torn at `offset`: no record from there on is acknowledged or appended to. */
+function tear(seg: Segment, offset: number): void {
+  if (seg.tornAt === null || offset < seg.tornAt) seg.tornAt = offset;
+}
+
+/** The refusal of a record behind a torn one: its own write went through, an earlier one's did not. */
+function storageFull(): NodeJS.ErrnoException {
+  return Object.assign(new Error('ENOSPC: an earlier record of this journal segment could not be written'), { code: 'ENOSPC' });
 }
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { constants, write } from 'node:fs';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { lfsError } from '../errors/errors.js';
+import { storageFault } from '../errors/storage-fault.js';
 import type { Oid } from '../protocol/oid.js';
 import { DIRECT_ALIGN, isAlignedMemory } from './buffer-pool.js';
 import { writeFully } from './write-fully.js';
@@ -148,8 +148,7 @@ export class StagingFile {
   }
 }
 
+/** A store I/O error as the LFS error it names (a full disk is LFS_ERR_STORAGE_FULL), or as it is. */
 export function mapIoError(e: unknown): unknown {
-  const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') return lfsError('LFS_ERR_STORAGE_FULL');
-  return e;
+  return storageFault(e) ?? e;
 }

@@ -156,7 +156,9 @@ export class JobRunner {
   constructor(repo: JobsRepo, log: (msg: string, fields: object) => void) {
     this.#repo = repo;
     this.#log = log;
-    const n = repo.markInterrupted();
+    // At start on a full disk the index may not take this write: the rows stay `running` meanwhile.
+    let n = 0;
+    this.#record(() => (n = repo.markInterrupted()));
     if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { level: 'warn', count: n });
   }
 
@@ -165,8 +167,10 @@ export class JobRunner {
       if (j.kind === kind && j.repo === repo && j.dryRun === dryRun && (j.state === 'queued' || j.state === 'running') && !j.cancelled.signal.aborted) return j;
     }
     const job = new Job(kind, repo, dryRun);
-    this.#live.set(job.id, job);
+    // Recorded first: if the index cannot take the row (a full disk), no job is left queued in
+    // memory for the next request of the same kind to join and wait on forever.
     this.#repo.insert(job.id, kind, repo, dryRun, job.startedAt);
+    this.#live.set(job.id, job);
     const previous = this.#tails.get(repo) ?? Promise.resolve();
     const run = previous.then(() => this.#run(job, body));
     this.#tails.set(repo, run);
@@ -177,7 +181,8 @@ export class JobRunner {
   }
 
   async #run(job: Job, body: JobBody): Promise<void> {
-    const persist = (): void => void this.#repo.progress(job.id, job.progress);
+    // Progress rows are only for the dashboard: one the index cannot take is skipped, not fatal.
+    const persist = (): void => this.#record(() => this.#repo.progress(job.id, job.progress));
     const shutdown = this.#abort.signal;
     let timer: NodeJS.Timeout | null = null;
     try {
@@ -215,7 +220,7 @@ export class JobRunner {
     job.error = error;
     job.finishedAt = Date.now();
     const text = state === 'interrupted' ? 'the server stopped during this job' : error === null ? null : errorText(error);
-    this.#repo.finish(job.id, state, report, text, job.progress);
+    this.#record(() => this.#repo.finish(job.id, state, report, text, job.progress));
     // A cancelled job is an answer, not an error: those waiting get what it did before it stopped.
     job.settle(error === null ? (report ?? {}) : null, error);
     const outcome = jobOutcome(job.kind, state, report);
@@ -247,6 +252,18 @@ export class JobRunner {
       if (live.state === 'queued') this.#end(live, 'cancelled', null, null);
     }
     return live.view();
+  }
+
+  /**
+   * Writes a job's row; a failure (a full disk) is logged, never thrown: the job's outcome must
+   * still reach whoever waits for it, and the repository's next job must still run.
+   */
+  #record(write: () => void): void {
+    try {
+      write();
+    } catch (e) {
+      this.#log('maintenance job row not written', { err: String(e) });
+    }
   }
 
   /** A job of `repo` by id (live or from the table); null for another repository's job. */

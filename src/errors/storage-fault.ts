@@ -1,0 +1,25 @@
+import { LfsError } from './errors.js';
+
+/** How long a client is asked to wait after an I/O error of the store or the index. */
+const RETRY_AFTER_S = '30';
+
+/**
+ * The storage conditions the server can name, wherever they were hit: a full file system is 507
+ * LFS_ERR_STORAGE_FULL, whether a file write saw it (ENOSPC, EDQUOT) or an index write did
+ * (SQLITE_FULL, from better-sqlite3's SqliteError); an I/O error (EIO, SQLITE_IOERR_*, an index
+ * file that cannot be opened) or an index held past the busy timeout is 503 LFS_ERR_NOT_READY with
+ * Retry-After. Null for anything else. The HTTP error boundary applies it to whatever a route
+ * throws, so no route maps these itself (design rule 4).
+ */
+export function storageFault(e: unknown): LfsError | null {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return null;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new LfsError('LFS_ERR_STORAGE_FULL', undefined, { cause: e });
+  if (code === 'SQLITE_FULL') {
+    return new LfsError('LFS_ERR_STORAGE_FULL', "The server's disk is full, so this change cannot be recorded; retry once space is freed", { cause: e });
+  }
+  if (code === 'EIO' || code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_BUSY') {
+    return new LfsError('LFS_ERR_NOT_READY', 'Storage cannot be written right now; retry later', { cause: e, headers: { 'Retry-After': RETRY_AFTER_S } });
+  }
+  return null;
+}
