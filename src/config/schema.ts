@@ -40,7 +40,7 @@ export interface Config {
   };
   /** Seconds in-flight requests get to finish after SIGTERM/SIGINT. */
   readonly shutdownGrace: number;
-  /** Staging files older than this many seconds are litter, swept at start and hourly. */
+  /** Staging files older than this many seconds are litter, swept hourly (every one is swept at start). */
   readonly stagingMaxAge: number;
   /** Objects of this size or more are uploaded chunked (the uWS build resets 10-digit Content-Length). */
   readonly chunkedUploadThreshold: number;

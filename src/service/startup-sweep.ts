@@ -2,15 +2,16 @@ import type { ObjectsRepo } from '../db/objects-repo.js';
 import type { DiskBlobStore } from '../store/disk.js';
 
 /**
- * What a killed process left in the store, removed at start: its staging files, and object files no
- * reference points to (renamed into place, never acknowledged). Runs with the data directory locked,
+ * What a killed process left in the store, removed at start: its staging files, retain's trash, and
+ * object files no reference points to (renamed into place, never acknowledged). Runs with the data directory locked,
  * after journal replay and before the server listens, so nothing is in flight: a file an upload has
  * just renamed and not yet recorded cannot be mistaken for an orphan.
  */
 export async function sweepAfterCrash(store: DiskBlobStore, objects: ObjectsRepo, log: (msg: string, fields: object) => void): Promise<void> {
   const staging = await store.clearStaging();
   if (staging > 0) log('swept staging files left by an earlier run', { count: staging });
-  const orphans = await store.findOrphans((oid) => objects.findShared(oid) !== null);
+  await store.emptyTrash(); // files a killed retain had already taken out of the index
+  const orphans = store.findOrphans((oid) => objects.findShared(oid) !== null);
   if (orphans.length === 0) return;
   const bytes = orphans.reduce((n, o) => n + o.size, 0);
   // An index that knows nothing beside a store full of files was lost or replaced, not a crash's

@@ -1,9 +1,9 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
-import { filesUnder, waitForDir } from '../helpers/fs-events.js';
+import { filesUnder, waitForChange, waitForDir } from '../helpers/fs-events.js';
 import { basic, blob, http, type Blob } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
 
@@ -22,9 +22,17 @@ const auth = { authorization: basic('tok') };
 /** Journaled small objects, file-backed medium ones, and large ones (O_DIRECT, hash thread, frames). */
 const SIZES = [700, 20_000, 64 << 10, 300_000, 1_100_000, 2_500_000, 9_000_000];
 
-/** When the server is killed: once the first large upload is staging, or after some acknowledgements. */
-type KillPoint = { readonly staging: true } | { readonly acked: number };
-const POINTS: KillPoint[] = [{ staging: true }, { acked: 3 }, { acked: 10 }];
+/**
+ * When the server is killed: once the first large upload is staging; once the first file-backed
+ * object is renamed into objects/ (its journal record and index row may not be written yet); after
+ * some acknowledgements.
+ */
+type KillPoint = { readonly staging: true } | { readonly renamed: true } | { readonly acked: number };
+const POINTS: KillPoint[] = [{ staging: true }, { renamed: true }, { acked: 2 }, { acked: 5 }];
+/** Compression changes how files are written (frames, the pool), not the journal: its rounds stop there. */
+const ROUNDS = { off: POINTS, 'zstd:3': POINTS.slice(0, 2) };
+/** Objects above this size are written to files of their own (see SMALL_OBJECT_MAX). */
+const FILE_BACKED = 1 << 20;
 
 const objectsOn = (url: string, oid: string): string => `${url}/acme/game/objects/${oid}`;
 
@@ -56,12 +64,18 @@ async function killDuring(server: RunningServer, blobs: Blob[], point: KillPoint
     if ('acked' in point && acked.size >= point.acked) reached();
   });
   const large = blobs.filter((b) => b.size >= 8 << 20).map((b) => b.oid);
+  const files = blobs.filter((b) => b.size > FILE_BACKED).map((b) => join(server.dataDir, 'objects', b.oid.slice(0, 2), b.oid.slice(2, 4), b.oid));
+  const watching = new AbortController();
   const trigger =
     'staging' in point
-      ? waitForDir(join(server.dataDir, 'staging'), (names) => names.some((n) => large.some((oid) => n.startsWith(oid)))).then(() => undefined)
-      : ackPoint;
+      ? waitForDir(join(server.dataDir, 'staging'), (names) => names.some((n) => large.some((oid) => n.startsWith(oid))), watching.signal)
+      : 'renamed' in point
+        ? waitForChange(join(server.dataDir, 'objects'), async () => (files.some((f) => existsSync(f)) ? true : null), { recursive: true, signal: watching.signal })
+        : ackPoint;
   // If every upload ends before the point is reached, the kill comes after them: still a crash.
   await Promise.race([trigger, uploads]);
+  watching.abort();
+  trigger.catch(() => undefined);
   await server.stop('SIGKILL');
   await uploads;
   return { acked, litter: await stagingFiles(server.dataDir) };
@@ -89,7 +103,7 @@ async function checkStore(t: Test, server: RunningServer, all: Blob[], acked: Se
   return served;
 }
 
-for (const compression of ['off', 'zstd:3']) {
+for (const [compression, points] of Object.entries(ROUNDS)) {
   t.test(`kill -9 during concurrent uploads, compression ${compression}`, async (t) => {
     const dataDir = tmpDir();
     const senv = { ...env, SVC_COMPRESSION: compression };
@@ -97,15 +111,16 @@ for (const compression of ['off', 'zstd:3']) {
     t.teardown(() => server.stop());
     const all: Blob[] = [];
     const ackedEver = new Set<Blob>();
-    for (const [round, point] of POINTS.entries()) {
-      const blobs = [...SIZES, ...SIZES.slice(0, 4).map((s) => s + 1)].map((s) => blob(s + round));
+    for (const [round, point] of points.entries()) {
+      const blobs = SIZES.map((s) => blob(s + round));
       all.push(...blobs);
       const { acked, litter } = await killDuring(server, blobs, point);
       for (const b of acked) ackedEver.add(b);
       if ('staging' in point) t.ok(litter.length > 0, 'killed while large uploads were staging');
       server = await startServer(senv, { dataDir });
       const served = await checkStore(t, server, all, ackedEver, litter);
-      t.comment(`round ${round + 1} (${JSON.stringify(point)}): ${ackedEver.size} acknowledged so far, ${served.size} served`);
+      const swept = server.logs.filter((l) => /"msg":"(swept staging|removed object)/.test(l)).map((l) => l.replace(/^.*"msg":"([a-z ]{1,20}).*"count":(\d+).*$/, '$1…: $2'));
+      t.comment(`round ${round + 1} (${JSON.stringify(point)}): ${ackedEver.size} acknowledged so far, ${served.size} served; at start ${swept.join(', ') || 'nothing to sweep'}`);
     }
     // The client retries what it never heard back about: every one of those is stored now.
     const retried = all.filter((b) => !ackedEver.has(b));

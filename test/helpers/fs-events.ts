@@ -3,40 +3,45 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /**
- * Resolves with the names in `dir` once `ready(names)` holds, re-checking on each change the file
- * system reports for the directory (an event, not a clock). A change between the first look and
- * the watch starting is caught by the look right after the watch starts.
+ * Resolves once `check()` holds, re-checking on each change the file system reports under `dir`
+ * (an event, not a clock). A change between the first look and the watch starting is caught by the
+ * look right after the watch starts. Aborting `signal` rejects it.
  */
-export async function waitForDir(dir: string, ready: (names: string[]) => boolean): Promise<string[]> {
-  const look = async (): Promise<string[] | null> => {
-    const names = await readdir(dir).catch(() => [] as string[]);
-    return ready(names) ? names : null;
-  };
-  const first = await look();
+export async function waitForChange<T>(dir: string, check: () => Promise<T | null>, options: { recursive?: boolean; signal?: AbortSignal } = {}): Promise<T> {
+  const first = await check();
   if (first !== null) return first;
-  return new Promise<string[]>((resolve, reject) => {
+  return new Promise<T>((resolve, reject) => {
     let checking = Promise.resolve();
-    const watcher = watch(dir, () => {
+    const look = (): void => {
       checking = checking.then(async () => {
-        const names = await look();
-        if (names !== null) {
+        const found = await check();
+        if (found !== null) {
           watcher.close();
-          resolve(names);
+          resolve(found);
         }
       });
-    });
+    };
+    // The signal ends the wait (and the watch, which would keep the process alive) unresolved.
+    const watcher = watch(dir, { recursive: options.recursive ?? false, signal: options.signal }, look);
     watcher.on('error', (e) => reject(e));
-    void look().then((names) => {
-      if (names !== null) {
-        watcher.close();
-        resolve(names);
-      }
-    });
+    look();
   });
+}
+
+/** Resolves with the names in `dir` once `ready(names)` holds (see waitForChange). */
+export function waitForDir(dir: string, ready: (names: string[]) => boolean, signal?: AbortSignal): Promise<string[]> {
+  return waitForChange(
+    dir,
+    async () => {
+      const names = await readdir(dir).catch(() => [] as string[]);
+      return ready(names) ? names : null;
+    },
+    { signal },
+  );
 }
 
 /** Every regular file under `dir`, recursively, as paths relative to it. */
 export async function filesUnder(dir: string): Promise<string[]> {
   const entries: Dirent[] = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
-  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath ?? (e as unknown as { path: string }).path, e.name).slice(dir.length + 1));
+  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
 }
