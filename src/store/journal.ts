@@ -90,6 +90,8 @@ interface Segment {
   written: Promise<void>;
   /** Offset of the first record whose write or flush failed: nothing at or after it is acknowledged. */
   tornAt: number | null;
+  /** Offsets of its records queued or being flushed, not yet acknowledged or refused. */
+  readonly unsettled: Set<number>;
 }
 
 interface PendingAppend {
@@ -221,6 +223,7 @@ export class Journal {
     seg.written = written;
     // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);
+    seg.unsettled.add(offset);
     await new Promise<void>((resolve, reject) => {
       this.#queue.push({ segment: seg, offset, written, resolve, reject, alone: options.alone ?? null });
       if (this.#flushes < MAX_FLUSHES) void this.#flush();
@@ -258,15 +261,18 @@ export class Journal {
           else await seg.fh.datasync();
         } catch (e) {
           // After a failed flush the kernel may have dropped the dirty pages and report the next
-          // flush clean, so everything from this batch's first record on in the segment is torn.
-          const mine = batch.filter((b) => b.segment === seg);
-          tear(seg, Math.min(...mine.map((b) => b.offset)));
-          for (const b of mine) if (results[batch.indexOf(b)]!.status === 'fulfilled') results[batch.indexOf(b)] = { status: 'rejected', reason: e };
+          // flush clean; with two flushes in flight, the error may even come to the one whose pages
+          // were fine. So every record of the segment not yet acknowledged is torn.
+          tear(seg, Math.min(...seg.unsettled));
+          batch.forEach((b, i) => {
+            if (b.segment === seg && results[i]!.status === 'fulfilled') results[i] = { status: 'rejected', reason: e };
+          });
         }
       }
       if (inLine) this.#stats.inLine++;
       else this.#stats.pooled++;
       batch.forEach((b, i) => {
+        b.segment.unsettled.delete(b.offset);
         const r = results[i]!;
         const torn = b.segment.tornAt !== null && b.offset >= b.segment.tornAt;
         if (r.status === 'fulfilled' && !torn) {
@@ -318,9 +324,9 @@ export class Journal {
         await spare.close().catch(() => undefined);
         throw e;
       }
-      seg = { no, path, fh: spare, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null };
+      seg = { no, path, fh: spare, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
     } else {
-      seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false, written: Promise.resolve(), tornAt: null };
+      seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
     }
     try {
       await this.#dirs.sync(this.#dir); // the segment's name must survive a crash too
