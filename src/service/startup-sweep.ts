@@ -1,13 +1,26 @@
 import type { ObjectsRepo } from '../db/objects-repo.js';
 import type { DiskBlobStore } from '../store/disk.js';
 
+type Log = (msg: string, fields: object) => void;
+
 /**
  * What a killed process left in the store, removed at start: its staging files, retain's trash, and
- * object files no reference points to (renamed into place, never acknowledged). Runs with the data directory locked,
- * after journal replay and before the server listens, so nothing is in flight: a file an upload has
- * just renamed and not yet recorded cannot be mistaken for an orphan.
+ * object files no reference points to (renamed into place, never acknowledged). Runs with the data
+ * directory locked, after journal replay and before the server listens, so nothing is in flight: a
+ * file an upload has just renamed and not yet recorded cannot be mistaken for an orphan.
+ *
+ * Only litter goes, so a failure here (a full disk cannot even create `trash/`) is logged and the
+ * start goes on: the next start tries again.
  */
-export async function sweepAfterCrash(store: DiskBlobStore, objects: ObjectsRepo, log: (msg: string, fields: object) => void): Promise<void> {
+export async function sweepAfterCrash(store: DiskBlobStore, objects: ObjectsRepo, log: Log): Promise<void> {
+  try {
+    await sweep(store, objects, log);
+  } catch (e) {
+    log('start-up sweep failed; what is left is swept at the next start', { err: String(e) });
+  }
+}
+
+async function sweep(store: DiskBlobStore, objects: ObjectsRepo, log: Log): Promise<void> {
   const staging = await store.clearStaging();
   if (staging > 0) log('swept staging files left by an earlier run', { count: staging });
   await store.emptyTrash(); // files a killed retain had already taken out of the index
