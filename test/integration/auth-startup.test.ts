@@ -19,10 +19,12 @@ function run(env: Record<string, string>): Promise<{ code: number | null; stderr
     let stderr = '';
     let stdout = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      // A server that listens did not refuse: stop it at once (the test then fails on "never listened").
+      if (stdout.includes('"listening"')) child.kill('SIGKILL');
+    });
     child.on('exit', (code) => {
-      clearTimeout(timer);
       rmSync(dir, { recursive: true, force: true });
       resolve({ code, stderr, stdout });
     });
@@ -44,7 +46,7 @@ chmodSync(unreadable, 0o000);
 const refusals: [string, Record<string, string>, RegExp][] = [
   ['forge_c without its URL', { SVC_AUTH: 'forge_c' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_c/],
   ['forge_d without its URL', { SVC_AUTH: 'forge_d' }, /SVC_FORGE_C_API_URL is required when SVC_AUTH=forge_d/],
-  ['an unknown provider', { SVC_AUTH: 'gitlab' }, /SVC_AUTH must be one of forge_a, forge_b, forge_c, forge_d/],
+  ['an unknown provider', { SVC_AUTH: 'bitbucket' }, /SVC_AUTH must be one of forge_a, forge_b, forge_c, forge_d or github \(forge_a\), gitlab \(forge_b\), gitea \(forge_c\), forgejo \(forge_d\), got "bitbucket"/],
   ['rejection TTL equal to the cache TTL', { SVC_AUTH_CACHE_TTL: '60', SVC_AUTH_REJECTION_TTL: '60' }, /SVC_AUTH_REJECTION_TTL \(60s\) must be shorter than SVC_AUTH_CACHE_TTL \(60s\)/],
   ['rejection TTL longer than the cache TTL', { SVC_AUTH_CACHE_TTL: '10', SVC_AUTH_REJECTION_TTL: '5m' }, /must be shorter than SVC_AUTH_CACHE_TTL/],
   ['app id without key', { SVC_FORGE_A_APP_ID: '123' }, /must be set together/],
