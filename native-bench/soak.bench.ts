@@ -36,6 +36,8 @@ const COMPRESSION = arg('compression', 'off');
 const SEED = Number(arg('seed', '1'));
 const CLIENTS = 4;
 const PER_CLIENT = 4;
+/** Longest wait after the acknowledgement count is reached before the SIGKILL. */
+const KILL_DELAY_MAX_MS = 150;
 const IDLE_CONNECTIONS = 1000;
 const IDLE_OPS = 200;
 const BURST = 10_000;
@@ -121,6 +123,7 @@ interface RoundResult {
   killAfterAcks: number;
   killDelayMs: number;
   ackedBeforeKill: number;
+  inFlightAtKill: number;
   unackedComplete: number;
   unackedAbsent: number;
   partial: number;
@@ -154,17 +157,22 @@ async function killRounds(env: Record<string, string>, dataDir: string, rand: ()
     checkDeadline(`kill round ${round}`);
     const items = Array.from({ length: CLIENTS * PER_CLIENT }, (_, i) => item(`soak-${SEED}-${round}-${i}`, sizeFrom(rand)));
     all.push(...items);
-    const killAfterAcks = Math.floor(rand() * items.length * 0.75);
-    const killDelayMs = Math.round(rand() * 800);
+    // Uploads of 60 MiB end within a second on loopback: a short delay after a seeded number of
+    // acknowledgements keeps most kills while bodies are arriving, renamed or being recorded.
+    const killAfterAcks = Math.floor(rand() * (items.length - 2));
+    const killDelayMs = Math.round(rand() * KILL_DELAY_MAX_MS);
     const acked = new Set<Item>();
     let killed = false;
+    let inFlight = 0;
     let reached: () => void = () => undefined;
     const point = new Promise<void>((r) => (reached = r));
     if (killAfterAcks === 0) reached();
     const clients = Array.from({ length: CLIENTS }, async (_, c) => {
       for (let k = 0; k < PER_CLIENT && !killed; k++) {
         const it = items[c * PER_CLIENT + k]!;
+        inFlight++;
         const status = await put(server, it).catch(() => 0);
+        inFlight--;
         if (status === 200 && !killed) {
           acked.add(it);
           if (acked.size >= killAfterAcks) reached();
@@ -175,6 +183,7 @@ async function killRounds(env: Record<string, string>, dataDir: string, rand: ()
     await Promise.race([point, uploads]);
     await new Promise((r) => setTimeout(r, killDelayMs));
     const ackedBeforeKill = acked.size;
+    const inFlightAtKill = inFlight;
     killed = true;
     await server.stop('SIGKILL');
     await uploads;
@@ -207,6 +216,7 @@ async function killRounds(env: Record<string, string>, dataDir: string, rand: ()
       killAfterAcks,
       killDelayMs,
       ackedBeforeKill,
+      inFlightAtKill,
       unackedComplete,
       unackedAbsent,
       partial,
@@ -219,7 +229,7 @@ async function killRounds(env: Record<string, string>, dataDir: string, rand: ()
     };
     rounds.push(r);
     console.log(
-      `round ${String(round).padStart(2)}: ${r.acked}/${r.uploads} acked (kill after ${killAfterAcks} acks + ${killDelayMs} ms), ` +
+      `round ${String(round).padStart(2)}: ${r.acked}/${r.uploads} acked (kill after ${killAfterAcks} acks + ${killDelayMs} ms, ${inFlightAtKill} in flight), ` +
         `lost ${lost}, partial ${partial}, unacked complete ${unackedComplete} / absent ${unackedAbsent}, staging ${litter.length}→${staging.length}, ` +
         `orphans swept ${r.orphansSweptAtStart}, left ${orphans.length}, restart ${ms(restartMs)}`,
     );
@@ -424,14 +434,14 @@ function report(meta: Record<string, string | number>, kill: KillPhase, idle: Id
     '',
     `### Kill rounds (${kill.rounds.length} × ${CLIENTS} clients × ${PER_CLIENT} uploads of 64 KiB…20 MiB, SIGKILL at a seeded point)`,
     '',
-    '| Round | Acked | Kill after | Lost | Partial | Unacked complete / absent | Staging left by kill → after start | Orphans swept at start / left | Restart |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| Round | Acked | Kill after | In flight at kill | Lost | Partial | Unacked complete / absent | Staging left by kill → after start | Orphans swept at start / left | Restart |',
+    '|---|---|---|---|---|---|---|---|---|---|',
     ...kill.rounds.map(
       (r) =>
-        `| ${r.round} | ${r.acked}/${r.uploads} | ${r.killAfterAcks} acks + ${r.killDelayMs} ms | ${r.lost} | ${r.partial} | ${r.unackedComplete} / ${r.unackedAbsent} | ${r.stagingLeftByKill} → ${r.stagingLeftAfterStart} | ${r.orphansSweptAtStart} / ${r.orphansAfterStart} | ${ms(r.restartMs)} |`,
+        `| ${r.round} | ${r.acked}/${r.uploads} | ${r.killAfterAcks} acks + ${r.killDelayMs} ms | ${r.inFlightAtKill} | ${r.lost} | ${r.partial} | ${r.unackedComplete} / ${r.unackedAbsent} | ${r.stagingLeftByKill} → ${r.stagingLeftAfterStart} | ${r.orphansSweptAtStart} / ${r.orphansAfterStart} | ${ms(r.restartMs)} |`,
     ),
     '',
-    `Totals: ${kill.everAcked} acknowledged; re-read after all rounds: ${kill.lostFinal} missing, ${kill.corruptFinal} corrupt; ${partial} partial objects visible; ` +
+    `Totals: ${kill.everAcked} acknowledged; ${kill.rounds.filter((r) => r.inFlightAtKill > 0).length} of ${kill.rounds.length} kills with uploads in flight; re-read after all rounds: ${kill.lostFinal} missing, ${kill.corruptFinal} corrupt; ${partial} partial objects visible; ` +
       `${sum((r) => r.stagingLeftByKill)} staging files left by kills, ${sum((r) => r.stagingLeftAfterStart)} after start; ` +
       `${sum((r) => r.orphansSweptAtStart)} orphan object files swept at start, ${sum((r) => r.orphansAfterStart)} left after start, ${kill.finalOrphans} at the end; ` +
       `${kill.retriedAcked} of ${kill.rounds.reduce((n, r) => n + r.uploads - r.acked, 0)} unacknowledged uploads accepted on retry.`,
@@ -490,7 +500,7 @@ async function main(): Promise<void> {
     const burst = await burstPhase(server, all);
     const meta = {
       when: new Date().toISOString(),
-      command: `npm run bench:soak --${process.argv.slice(2).length ? ' ' + process.argv.slice(2).join(' ') : ''}`,
+      command: `npm run bench:soak${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
       nproc: spawnSync('nproc').stdout.toString().trim(),
       loadStart,
       loadEnd: loadavg(),
