@@ -47,7 +47,7 @@ export class SeededBytes {
 }
 
 /** Small deterministic PRNG (mulberry32) for structured generators; not for bulk bytes. */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
