@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import t, { type Test } from 'tap';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { filesUnder, waitForChange, waitForDir } from '../helpers/fs-events.js';
 import { basic, blob, http, type Blob } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
@@ -11,12 +11,7 @@ import { startServer, tmpDir, type RunningServer } from '../helpers/start-server
 // After each restart: every acknowledged object is served whole, nothing partial is visible, the
 // staging area is empty, and no object file is left that no reference points to.
 
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
-forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
-const env = { SVC_FORGE_A_API_URL: forge.url };
+const { env } = await pushableGame(t);
 const auth = { authorization: basic('tok') };
 
 /** Journaled small objects, file-backed medium ones, and large ones (O_DIRECT, hash thread, frames). */

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { waitForDir } from '../helpers/fs-events.js';
 import { basic, blob, http } from '../helpers/lfs-http.js';
 import { MAIN, startServer } from '../helpers/start-server.js';
@@ -11,12 +11,7 @@ import { MAIN, startServer } from '../helpers/start-server.js';
 // One process per port and per data directory: a second server must refuse to start (exit 2, one
 // line saying why) and leave the first one serving every client and owning its files.
 
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
-forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
-const env = { SVC_FORGE_A_API_URL: forge.url };
+const { env } = await pushableGame(t);
 const auth = { authorization: basic('tok') };
 
 /** Runs the server until it exits by itself; what it printed and its exit status. */

@@ -328,3 +328,16 @@ export class ForgePersonality {
     ];
   }
 }
+
+/**
+ * A GitHub emulator with one private repository, acme/game, and one token, `tok`, that may push to
+ * it: what most server tests need. Stopped at the end of the test file.
+ */
+export async function pushableGame(t: { teardown(fn: () => unknown): void }): Promise<{ forge: GitHubEmulator; env: { SVC_FORGE_A_API_URL: string } }> {
+  const forge = new GitHubEmulator();
+  await forge.start();
+  t.teardown(() => forge.stop());
+  forge.repos.set('acme/game', { private: true });
+  forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
+  return { forge, env: { SVC_FORGE_A_API_URL: forge.url } };
+}

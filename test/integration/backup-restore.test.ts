@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, blob, http, push, type Blob } from '../helpers/lfs-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
@@ -15,12 +15,7 @@ import { startServer, tmpDir } from '../helpers/start-server.js';
 const BACKUP = resolve(dirname(fileURLToPath(import.meta.url)), '../../src/backup.js');
 const run = promisify(execFile);
 
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
-forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
-const env = { SVC_FORGE_A_API_URL: forge.url };
+const { env } = await pushableGame(t);
 const get = (url: string, oid: string) => http('GET', `${url}/acme/game/objects/${oid}`, { headers: { authorization: basic('tok') } });
 
 t.test('backup under concurrent uploads, restore into a new data directory: nothing acknowledged is lost', async (t) => {

@@ -2,18 +2,13 @@ import { closeSync, existsSync, openSync, readFileSync, readdirSync, statSync, w
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, blob, http, push } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
 
 // The journal makes acknowledged uploads durable without a file and directory fsync each; these
 // tests kill the server at the worst moments and check nothing acknowledged is lost.
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
-forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
-const env = { SVC_FORGE_A_API_URL: forge.url };
+const { env } = await pushableGame(t);
 const get = (url: string, oid: string) => http('GET', `${url}/acme/game/objects/${oid}`, { headers: { authorization: basic('tok') } });
 const pathOf = (dir: string, oid: string): string => join(dir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
 const segments = (dir: string): string[] =>

@@ -2,17 +2,12 @@ import { mkdirSync, readdirSync, utimesSync, writeFileSync, existsSync } from 'n
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, blob, http } from '../helpers/lfs-http.js';
 import { waitForDir } from '../helpers/fs-events.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
-forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
-const env = { SVC_FORGE_A_API_URL: forge.url };
+const { env } = await pushableGame(t);
 
 /** Starts a raw PUT and sends the first `sent` bytes; the rest is up to the caller. */
 async function startUpload(port: number, data: Buffer, sent: number): Promise<{ sock: Socket; response: Promise<string> }> {
