@@ -120,3 +120,15 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
 export async function waitForFile(path: string): Promise<void> {
   await waitFor(() => existsSync(path), `${path} to appear`);
 }
+
+/**
+ * Resolves once the request line of every request answered before this call is in `server.logs`
+ * (SVC_LOG_REQUESTS on): one more request, GET /health, is made and its own line awaited, and the
+ * server writes those lines in the order it finishes the answers. What is counted after it is final.
+ */
+export async function requestLogBarrier(server: RunningServer): Promise<void> {
+  const mark = server.logs.length;
+  const res = await fetch(`http://127.0.0.1:${server.port}/health`);
+  await res.arrayBuffer();
+  await server.waitForLog((ev) => ev.msg === 'request' && ev.route === 'health', 'the barrier request', mark);
+}
