@@ -5,7 +5,7 @@ import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { GitSandbox } from '../helpers/git.js';
 import { startS3Server } from '../helpers/s3-server.js';
-import { startServer, tmpDir } from '../helpers/start-server.js';
+import { requestLogBarrier, startServer, tmpDir } from '../helpers/start-server.js';
 
 // The real git-lfs client against SVC_STORE=s3, through the server (proxy) and with presigned
 // bucket links (SVC_S3_PRESIGN=true), the bucket being a real S3-protocol server that checks SigV4.
@@ -83,7 +83,7 @@ for (const mode of ['proxy', 'presign', 'compressed'] as const) {
     // Presigned objects are verified (and promoted) here; proxied uploads carry no verify action,
     // since the PUT itself verifies.
     const verifies = mode === 'presign' ? n : mode === 'compressed' ? 1 : 0;
-    for (let i = 0; i < 40 && routesSeen().filter((r) => r === 'verify').length < verifies; i++) await new Promise((r) => setTimeout(r, 50));
+    await requestLogBarrier(server);
     const routes = routesSeen();
     if (mode === 'presign') {
       t.notOk(routes.includes('upload'), 'no upload went through the server');
@@ -99,7 +99,7 @@ for (const mode of ['proxy', 'presign', 'compressed'] as const) {
     const clone = join(dir, 'clone');
     await sb.git(dir, 'clone', '-q', remote, clone);
     for (const [name, oid] of Object.entries(files)) t.equal(sha(readFileSync(join(clone, name))), oid, `${name} restored byte for byte`);
-    await new Promise((r) => setTimeout(r, 200));
+    await requestLogBarrier(server);
     const after = routesSeen();
     const downloads = after.filter((r) => r === 'download').length;
     if (mode === 'presign') t.equal(downloads, 0, 'downloads went straight to the bucket');

@@ -1,11 +1,13 @@
 import { watch, type Dirent } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { HANG_CAP_MS } from './wait-for.js';
 
 /**
  * Resolves once `check()` holds, re-checking on each change the file system reports under `dir`
  * (an event, not a clock). A change between the first look and the watch starting is caught by the
- * look right after the watch starts. Aborting `signal` rejects it.
+ * look right after the watch starts. Aborting `signal` ends the wait unresolved (for the loser of a
+ * race); only a real hang (HANG_CAP_MS without it) rejects.
  */
 export async function waitForChange<T>(dir: string, check: () => Promise<T | null>, options: { recursive?: boolean; signal?: AbortSignal } = {}): Promise<T> {
   const first = await check();
@@ -17,6 +19,7 @@ export async function waitForChange<T>(dir: string, check: () => Promise<T | nul
         const found = await check();
         if (found !== null) {
           watcher.close();
+          clearTimeout(hang);
           resolve(found);
         }
       });
@@ -24,6 +27,12 @@ export async function waitForChange<T>(dir: string, check: () => Promise<T | nul
     // The signal ends the wait (and the watch, which would keep the process alive) unresolved.
     const watcher = watch(dir, { recursive: options.recursive ?? false, signal: options.signal }, look);
     watcher.on('error', (e) => reject(e));
+    const hang = setTimeout(() => {
+      watcher.close();
+      reject(new Error(`gave up after ${HANG_CAP_MS / 1000} s waiting for a change under ${dir}`));
+    }, HANG_CAP_MS);
+    hang.unref();
+    options.signal?.addEventListener('abort', () => clearTimeout(hang), { once: true });
     look();
   });
 }

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { capped, waitFor } from './wait-for.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** dist/src/main.js, next to dist/test/helpers. */
@@ -15,6 +16,14 @@ export interface RunningServer {
   readonly dataDir: string;
   readonly child: ChildProcess;
   readonly logs: string[];
+  /**
+   * Resolves with the first JSON log line (already logged or still to come) that `match` accepts:
+   * the event itself, never a time window. Rejects only on a hang (see wait-for.ts). `from` (an
+   * earlier `logs.length`) skips what was logged before it.
+   */
+  waitForLog(match: (ev: Record<string, any>) => boolean, what: string, from?: number): Promise<Record<string, any>>;
+  /** Like waitForLog, for the first `count` matching lines; `from` skips the lines before `logs[from]`. */
+  waitForLogs(match: (ev: Record<string, any>) => boolean, count: number, what: string, from?: number): Promise<Record<string, any>[]>;
   /** SIGTERM and wait for exit; returns the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -48,12 +57,14 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: string[] = [];
+  const logWaiters = new Set<(line: string) => void>();
   child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {
     const rl = createInterface({ input: child.stdout! });
     rl.on('line', (line) => {
       logs.push(line);
+      for (const waiter of logWaiters) waiter(line);
       try {
         const ev = JSON.parse(line) as { msg?: string; port?: number };
         if (ev.msg === 'listening' && typeof ev.port === 'number') resolve(ev.port);
@@ -63,6 +74,25 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
     });
     void exited.then((code) => reject(new Error(`server exited with ${code} before listening:\n${logs.join('\n')}`)));
   });
+  const waitForLogs = (match: (ev: Record<string, any>) => boolean, count: number, what: string, from = 0): Promise<Record<string, any>[]> => {
+    const found: Record<string, any>[] = [];
+    const take = (line: string): boolean => {
+      try {
+        const ev = JSON.parse(line) as unknown;
+        if (typeof ev === 'object' && ev !== null && match(ev as Record<string, any>)) found.push(ev as Record<string, any>);
+      } catch {
+        // not a log line
+      }
+      return found.length >= count;
+    };
+    if (logs.slice(from).some(take)) return Promise.resolve(found);
+    let waiter: (line: string) => void = () => {};
+    const seen = new Promise<Record<string, any>[]>((resolve) => {
+      waiter = (line) => take(line) && resolve(found);
+      logWaiters.add(waiter);
+    });
+    return capped(seen, `the server to log ${what}`).finally(() => logWaiters.delete(waiter));
+  };
   const baseUrl = env.SVC_BASE_URL ?? `http://127.0.0.1:${port}`;
   return {
     url: baseUrl,
@@ -70,6 +100,10 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
     dataDir,
     child,
     logs,
+    async waitForLog(match, what, from) {
+      return (await waitForLogs(match, 1, what, from))[0]!;
+    },
+    waitForLogs,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null) child.kill(signal);
       const code = await exited;
@@ -81,13 +115,20 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
 
 /**
  * Waits until `path` exists: small objects are acknowledged from the journal and get their own file
- * in the background within a second or two.
+ * in the background, soon but with no bound a busy machine keeps (see wait-for.ts).
  */
-export async function waitForFile(path: string, timeoutMs = 10_000): Promise<void> {
-  const { existsSync } = await import('node:fs');
-  const until = Date.now() + timeoutMs;
-  while (!existsSync(path)) {
-    if (Date.now() > until) throw new Error(`${path} did not appear within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+export async function waitForFile(path: string): Promise<void> {
+  await waitFor(() => existsSync(path), `${path} to appear`);
+}
+
+/**
+ * Resolves once the request line of every request answered before this call is in `server.logs`
+ * (SVC_LOG_REQUESTS on): one more request, GET /health, is made and its own line awaited, and the
+ * server writes those lines in the order it finishes the answers. What is counted after it is final.
+ */
+export async function requestLogBarrier(server: RunningServer): Promise<void> {
+  const mark = server.logs.length;
+  const res = await fetch(`http://127.0.0.1:${server.port}/health`);
+  await res.arrayBuffer();
+  await server.waitForLog((ev) => ev.msg === 'request' && ev.route === 'health', 'the barrier request', mark);
 }

@@ -182,9 +182,9 @@ t.test('access settings: saved, enforced at once, persisted, reset to the enviro
     body: Readable.from([big.data.subarray(0, 3000), big.data.subarray(3000)]),
   }).catch((e: Error) => ({ status: -1, error: e }));
   t.ok(chunked.status === 413 || chunked.status === -1, `chunked over-size upload cut (status ${chunked.status})`);
-  // The request log line follows the answer: wait for it briefly.
+  // The request log line follows the answer: wait for those two lines.
+  await server.waitForLogs((ev) => ev.msg === 'request' && ev.route === 'upload', 2, 'both over-size PUTs');
   const uploadsLogged = (): number[] => server.logs.filter((l) => l.includes('"msg":"request"') && l.includes('"route":"upload"')).map((l) => JSON.parse(l).status as number);
-  for (let i = 0; i < 50 && uploadsLogged().length < 2; i++) await new Promise((r) => setTimeout(r, 20));
   t.same(uploadsLogged(), [413, 413], 'the server answered both over-size PUTs with 413');
   const notThere = await batch(base, REPO, 'writer', 'download', [{ oid: big.oid, size: big.size }]);
   t.equal(notThere.json().objects[0].error.code, 404, 'nothing of the cut upload was kept');

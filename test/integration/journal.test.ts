@@ -5,6 +5,7 @@ import t from 'tap';
 import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, blob, http, push } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 // The journal makes acknowledged uploads durable without a file and directory fsync each; these
 // tests kill the server at the worst moments and check nothing acknowledged is lost.
@@ -30,7 +31,7 @@ t.test('small objects are served from the journal at once, then get their own fi
   for (const o of objs) t.equal(await push(server.url, 'acme/game', 'tok', o), 200);
   for (const o of objs) t.ok((await get(server.url, o.oid)).body.equals(o.data), 'served right after the acknowledgement');
   for (const o of objs) await waitForFile(pathOf(server.dataDir, o.oid));
-  for (let i = 0; i < 100 && segments(server.dataDir).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor(() => segments(server.dataDir).length === 0, 'the journal segments to retire');
   t.same(segments(server.dataDir), [], 'journal segments retired once files exist');
   t.same(readdirSync(join(server.dataDir, 'journal')).filter((n) => n !== 'next.spare'), [], 'only the spare for the next push is left');
   for (const o of objs) t.ok((await get(server.url, o.oid)).body.equals(o.data), 'served from files');

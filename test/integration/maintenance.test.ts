@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http, schemaErrors } from '../helpers/lfs-http.js';
+import { waitForDir } from '../helpers/fs-events.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { textLike } from '../helpers/data.js';
 
 // Maintenance (issue 6) against the real server: audit (raw, framed, legacy; quarantine and
@@ -169,7 +171,8 @@ t.test('retain: grace, shared objects, in-flight uploads', async (t) => {
     slow.on('error', reject);
   });
   slow.write(drop.subarray(0, MiB));
-  await new Promise((r) => setTimeout(r, 300));
+  // Its staging file is made once the server counts the upload as in flight (TransferService.upload).
+  await waitForDir(join(dataDir, 'staging'), (names) => names.some((n) => n.startsWith(dropOid)));
   const dry = (await job('acme/other', 'retain', { oids: [keepOid], dry_run: true }, 'tok-push')).json();
   t.match(dry, { swept: 1, in_flight: 1, dry_run: true, bytes: 0 }, 'dry run: the shared object would be unreferenced here but its bytes stay');
   slow.end(drop.subarray(MiB));
@@ -266,12 +269,10 @@ t.test('wait:false answers 202 with a job whose progress can be read', async (t)
   const started = res.json();
   t.match(started, { kind: 'audit', repository: 'acme/game' });
   t.equal(res.headers.location, `/acme/game/objects/jobs/${started.id}`);
-  let view: any;
-  for (let i = 0; i < 200; i++) {
-    view = (await http('GET', `${server.url}${started.href}`, { headers: as('tok-pull') })).json();
-    if (view.state === 'done') break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const view = await waitFor(async () => {
+    const v = (await http('GET', `${server.url}${started.href}`, { headers: as('tok-pull') })).json();
+    return v.state !== 'queued' && v.state !== 'running' ? v : null;
+  }, 'the audit job to end');
   t.equal(view.state, 'done');
   t.equal(view.objects_done, view.objects_total, 'progress reaches the total');
   t.equal(view.bytes_done, view.bytes_total);
@@ -286,6 +287,7 @@ t.test('wait:false answers 202 with a job whose progress can be read', async (t)
 t.test('a job survives a client that hangs up', async (t) => {
   for (let i = 0; i < 6; i++) await put('acme/packed', randomBytes(24 * MiB + i));
   const before = Date.now();
+  const mark = server.logs.length;
   const ac = new AbortController();
   const hungUp = fetch(`${server.url}/acme/packed/objects/audit`, {
     method: 'POST',
@@ -293,18 +295,13 @@ t.test('a job survives a client that hangs up', async (t) => {
     body: '{}',
     signal: ac.signal,
   }).catch((e: Error) => e.name);
-  // Hang up as soon as the job is seen running.
-  for (let i = 0; i < 500 && !ac.signal.aborted; i++) {
-    const jobs = (await http('GET', `${server.url}/-/api/overview`, { headers: as('tok-site') })).json().jobs;
-    if (jobs.running.some((j: any) => j.kind === 'audit' && j.repository === 'acme/packed')) ac.abort();
-  }
+  // Hang up as soon as the job runs (its log line); the 144 MiB it hashes outlast that by far.
+  const running = await server.waitForLog((ev) => ev.msg === 'job started' && ev.kind === 'audit' && ev.repo === 'acme/packed', 'the audit starting', mark);
+  ac.abort();
   t.equal(await hungUp, 'AbortError', 'the client went away before the answer');
-  let found: any = null;
-  for (let i = 0; i < 200 && found?.state !== 'done'; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-    const recent = (await http('GET', `${server.url}/-/api/overview`, { headers: as('tok-site') })).json().jobs;
-    found = [...recent.running, ...recent.recent].find((j: any) => j.kind === 'audit' && j.repository === 'acme/packed' && Date.parse(j.started_at) >= before - 5);
-  }
+  await server.waitForLog((ev) => ev.msg === 'job finished' && ev.job === running.job, 'the audit ending', mark);
+  const recent = (await http('GET', `${server.url}/-/api/overview`, { headers: as('tok-site') })).json().jobs;
+  const found = [...recent.running, ...recent.recent].find((j: any) => j.kind === 'audit' && j.repository === 'acme/packed' && Date.parse(j.started_at) >= before - 5);
   t.equal(found?.state, 'done', 'the job ran to the end anyway');
   const detail = (await http('GET', `${server.url}/acme/packed/objects/jobs/${found.id}`, { headers: as('tok-pull') })).json();
   t.match(detail.report, { complete: true, corrupt: 0, unreadable: 0 }, 'and its report can be read by id');

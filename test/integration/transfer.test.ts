@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, batch, blob, http, push, schemaErrors } from '../helpers/lfs-http.js';
+import { waitForDir } from '../helpers/fs-events.js';
 import { startServer, waitForFile } from '../helpers/start-server.js';
+import { capped } from '../helpers/wait-for.js';
 
 // One forge and one server for the file: a real server process on a real port, a real SQLite file.
 const forge = new GitHubEmulator();
@@ -19,7 +21,8 @@ forge.tokens.set('tok-reader', { login: 'rita', repos: { 'acme/game': 'pull' } }
 forge.tokens.set('tok-outsider', { login: 'olga', repos: {} });
 forge.tokens.set('tok-app', { login: 'bot', kind: 'installation', repos: { 'acme/game': 'pull' } });
 
-const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_CHUNKED_UPLOAD_THRESHOLD: '100000' });
+// Request lines (SVC_LOG_REQUESTS) are how a test knows the server has answered.
+const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_CHUNKED_UPLOAD_THRESHOLD: '100000', SVC_LOG_REQUESTS: 'true' });
 t.teardown(() => server.stop());
 const base = server.url;
 const GAME = 'acme/game';
@@ -264,10 +267,11 @@ t.test('a client that disconnects mid-upload leaves nothing behind', async (t) =
   await new Promise((r) => sock.once('connect', r));
   sock.write(`PUT /${GAME}/objects/${a.oid} HTTP/1.1\r\nHost: x\r\nAuthorization: ${basic('tok-writer')}\r\nContent-Length: ${a.size}\r\n\r\n`);
   sock.write(a.data.subarray(0, 1_000_000));
-  await new Promise((r) => setTimeout(r, 300));
-  t.equal(readdirSync(staging).filter((f) => f.startsWith(a.oid)).length, 1, 'staging file exists while the upload runs');
+  const mine = (names: string[]): string[] => names.filter((f) => f.startsWith(a.oid));
+  await waitForDir(staging, (names) => mine(names).length > 0);
+  t.equal(mine(readdirSync(staging)).length, 1, 'staging file exists while the upload runs');
   sock.destroy();
-  for (let i = 0; i < 50 && readdirSync(staging).some((f) => f.startsWith(a.oid)); i++) await new Promise((r) => setTimeout(r, 50));
+  await waitForDir(staging, (names) => mine(names).length === 0);
   t.same(readdirSync(staging).filter((f) => f.startsWith(a.oid)), [], 'staging file removed');
   t.equal((await http('GET', `${base}/${GAME}/objects/${a.oid}`, { headers: { authorization: basic('tok-writer') } })).status, 404);
   t.equal((await http('GET', `${base}/health`)).status, 200, 'server fine');
@@ -279,6 +283,7 @@ t.test('a client that disconnects mid-upload leaves nothing behind', async (t) =
 // server cut the connection then, the reset would throw the answer away before the client read it
 // (git-lfs would see only "connection reset", retry with backoff and never send credentials).
 t.test('a refusal answered mid-body reaches a client that is still sending', async (t) => {
+  const mark = server.logs.length;
   const sock = connect(server.port, '127.0.0.1');
   await new Promise((r) => sock.once('connect', r));
   sock.pause(); // reads nothing until it has sent what it meant to send, as a busy writer would
@@ -289,9 +294,16 @@ t.test('a refusal answered mid-body reaches a client that is still sending', asy
   sock.write(`PUT /${GAME}/objects/${'a'.repeat(64)} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nX-Lfs-Object-Size: 1073741824\r\n\r\n`);
   const chunk = Buffer.alloc(1 << 20, 1);
   for (let i = 0; i < 8; i++) sock.write(Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
-  await new Promise((r) => setTimeout(r, 300));
+  // Read only once the server has answered (its request log line follows the answer): the answer is
+  // then surely written while the body is still coming.
+  await server.waitForLog((ev) => ev.msg === 'request' && ev.route === 'upload' && ev.status === 401, 'the 401 to the unauthenticated PUT', mark);
+  // The answer is whole when its JSON body has ended, or the connection is gone (the checks below say which).
+  const answered = capped(new Promise<void>((resolve) => {
+    sock.on('data', () => /\r\n\r\n\{.*\}$/s.test(got) && resolve());
+    sock.once('close', () => resolve());
+  }), 'the 401 to be read');
   sock.resume();
-  for (let i = 0; i < 100 && !got.includes('request_id'); i++) await new Promise((r) => setTimeout(r, 20));
+  await answered;
   t.match(got, /^HTTP\/1\.1 401 /, 'the 401 was read');
   t.match(got, /\r\nconnection: close\r\n/i, 'it says the connection will close');
   t.match(got, /\r\n\r\n\{"message":"[^"]+","request_id":"[^"]+"\}$/, 'with the Git LFS error body, whole');
