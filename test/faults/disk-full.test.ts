@@ -208,7 +208,7 @@ if (!mounted) {
     if (lost.length > 0) t.ok(server.logs.some((l) => l.includes('journal references deferred')), 'started on the full disk, with the references deferred');
     assertRefused(t, await putReply(server.url, blob(64 << 10)), 'an upload while the references wait');
     unfill();
-    if (lost.length > 0) await waitForLog(server, /deferred journal references restored/);
+    if (lost.length > 0) await server.waitForLog((l) => l.msg === 'deferred journal references restored', 'the deferred references restored');
     await allIntact(t, server, objs, 'once space is back, without a restart');
   });
 
@@ -236,20 +236,6 @@ if (!mounted) {
       server = await startServer(env, { dataDir, keepData: true });
       await allIntact(t, server, objs, `after ${signal} and a restart`);
     }
-  });
-}
-
-/** Resolves once the server logs a line matching `re` (already logged, or the next ones). */
-function waitForLog(server: RunningServer, re: RegExp): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (server.logs.some((l) => re.test(l))) return resolve();
-    const onData = (d: Buffer): void => {
-      if (!re.test(d.toString())) return;
-      server.child.stdout!.off('data', onData);
-      resolve();
-    };
-    server.child.stdout!.on('data', onData);
-    server.child.once('exit', () => reject(new Error(`server exited before logging ${re}`)));
   });
 }
 

@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline';
 import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, blob, http, push } from '../helpers/lfs-http.js';
@@ -23,26 +22,8 @@ const parsed = (server: RunningServer): Line[] =>
     }
   });
 
-/** Resolves with the first log line matching `pred`, already written or the next one that is. */
-function line(server: RunningServer, pred: (l: Line) => boolean): Promise<Line> {
-  const seen = parsed(server).find(pred);
-  if (seen !== undefined) return Promise.resolve(seen);
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: server.child.stdout! });
-    rl.on('line', (text) => {
-      try {
-        const l = JSON.parse(text) as Line;
-        if (pred(l)) {
-          rl.close();
-          resolve(l);
-        }
-      } catch {
-        // not a log line
-      }
-    });
-    server.child.once('exit', () => reject(new Error('the server exited before the line was logged')));
-  });
-}
+/** The first log line matching `pred`, already written or the next one that is. */
+const line = (server: RunningServer, pred: (l: Line) => boolean): Promise<Line> => server.waitForLog(pred, 'a matching line');
 
 const dataDir = tmpDir();
 
