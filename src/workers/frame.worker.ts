@@ -7,7 +7,10 @@
 import { blake3 } from '@napi-rs/blake-hash';
 import { Piscina } from 'piscina';
 import zstd from 'zstd-napi/binding.js';
-import { MIN_FRAME_SAVING } from '../store/frame-sample.js';
+import { MIN_FRAME_SAVING } from '../format/frame-sample.js';
+import type { CompressResult, CompressTask, DecodeResult, DecodeTask } from '../format/frame-codec.js';
+
+export type { CompressResult, CompressTask, DecodeResult, DecodeTask };
 
 let cctx: zstd.CCtx | null = null;
 let dctx: zstd.DCtx | null = null;
@@ -29,25 +32,6 @@ export function movable(input: Uint8Array, out: ArrayBuffer): ArrayBuffer[] {
   return input.buffer instanceof ArrayBuffer ? [input.buffer, out] : [out];
 }
 
-export interface CompressTask {
-  /** The frame: moved when over an ArrayBuffer, read in place when over shared memory. */
-  readonly input: Uint8Array;
-  readonly length: number;
-  readonly out: ArrayBuffer;
-  readonly level: number;
-  /** False: the object has proved incompressible so far; store the frame raw without trying. */
-  readonly attempt: boolean;
-}
-
-export interface CompressResult {
-  readonly input: Uint8Array;
-  readonly out: ArrayBuffer;
-  /** 1 when `out` holds the zstd frame, 0 when the frame is to be stored raw from `input`. */
-  readonly codec: 0 | 1;
-  readonly storedLength: number;
-  readonly digest: Uint8Array;
-}
-
 export function compressFrame(task: CompressTask): CompressResult {
   const src = task.input.subarray(0, task.length);
   const dst = new Uint8Array(task.out);
@@ -64,24 +48,6 @@ export function compressFrame(task: CompressTask): CompressResult {
   const stored = codec === 1 ? dst.subarray(0, n) : src;
   const digest = new Uint8Array(blake3(Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength)));
   return moveBack({ input: task.input, out: task.out, codec, storedLength: n, digest }, movable(task.input, task.out));
-}
-
-export interface DecodeTask {
-  readonly stored: ArrayBuffer;
-  readonly storedLength: number;
-  readonly codec: 0 | 1;
-  readonly digest: Uint8Array;
-  readonly out: ArrayBuffer;
-  readonly length: number;
-}
-
-export interface DecodeResult {
-  readonly stored: ArrayBuffer;
-  readonly out: ArrayBuffer;
-  /** Where the frame's logical bytes are: 'stored' for a raw frame, 'out' for a decompressed one. */
-  readonly in: 'stored' | 'out';
-  /** Null when the frame is intact; otherwise what is wrong with it. */
-  readonly damage: string | null;
 }
 
 export function decodeFrame(task: DecodeTask): DecodeResult {

@@ -1,12 +1,13 @@
 import { Piscina } from 'piscina';
-import { movable, type CompressResult, type CompressTask, type DecodeResult, type DecodeTask } from './frame.worker.js';
+import type { CompressResult, CompressTask, DecodeResult, DecodeTask, FrameCodec } from '../format/frame-codec.js';
+import { movable } from './frame.worker.js';
 
 /**
  * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
  * HTTP thread only moves bytes. A task whose worker dies (a crash in native code, an exit) fails
  * with an error; Piscina replaces the worker and the server carries on.
  */
-export class WorkerPool {
+export class WorkerPool implements FrameCodec {
   readonly #pool: Piscina;
 
   constructor(threads: number, filename: URL = new URL('./frame.worker.js', import.meta.url)) {

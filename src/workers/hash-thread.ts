@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
-import type { HashReply, HashRequest } from '../workers/hash.worker.js';
+import type { Hasher, StreamHasher } from '../format/frame-codec.js';
+import type { HashReply, HashRequest } from './hash.worker.js';
 
 /**
  * sha256 of large uploads, on a thread of its own. In line, hashing costs the HTTP thread ~0.56 ms
@@ -10,7 +11,7 @@ import type { HashReply, HashRequest } from '../workers/hash.worker.js';
  * If the thread dies, every stream open on it fails (its uploads are refused, nothing is stored)
  * and the next stream starts a new thread.
  */
-export class HashThread {
+export class HashThread implements Hasher {
   /** The running thread and the streams open on it (a thread that died fails only its own). */
   #current: { readonly worker: Worker; readonly streams: Map<number, StreamHash> } | null = null;
   #nextId = 1;
@@ -31,7 +32,7 @@ export class HashThread {
   }
 
   #start(): { worker: Worker; streams: Map<number, StreamHash> } {
-    const worker = new Worker(new URL('../workers/hash.worker.js', import.meta.url));
+    const worker = new Worker(new URL('./hash.worker.js', import.meta.url));
     const streams = new Map<number, StreamHash>();
     worker.unref(); // an idle hash thread never keeps the process alive
     worker.on('message', (m: HashReply) => streams.get(m.id)?.receive(m));
@@ -47,7 +48,7 @@ export class HashThread {
   }
 }
 
-export class StreamHash {
+export class StreamHash implements StreamHasher {
   readonly #id: number;
   readonly #post: (m: HashRequest) => void;
   readonly #forget: () => void;
@@ -106,4 +107,4 @@ export class StreamHash {
   }
 }
 
-export const hashThread = new HashThread();
+

@@ -109,3 +109,35 @@ export function decodeIndex(index: Buffer, trailer: Trailer): FrameIndex | null 
 export function frameLength(index: Pick<FrameIndex, 'frameSize' | 'logicalSize'>, i: number): number {
   return Math.min(index.frameSize, index.logicalSize - i * index.frameSize);
 }
+
+/**
+ * Uncompressed size of one zstd frame of new framed objects (the trailer records it, so objects
+ * written with another size stay readable). 2 MiB loses almost nothing in ratio against 4 MiB
+ * (measured: text 2.790 vs 2.793, mesh-like 1.780 vs 1.781) and halves the memory per transfer;
+ * 1 MiB measured worse on this machine (compressed download 786 vs 890 MB/s, and more RSS growth).
+ */
+export const FRAME_SIZE = 2 << 20;
+
+/** Objects smaller than this are always stored as they arrive: not worth a frame index. */
+export const MIN_FRAMED_SIZE = 4096;
+
+/**
+ * Reads positioned bytes of a stored object into `into` (all of it, or throws): a file descriptor,
+ * a ranged GET on a bucket key.
+ */
+export type ReadAt = (into: Buffer, position: number) => Promise<void>;
+
+/**
+ * The one reader of a stored object's frame index: the trailer, then the index it points to. Null
+ * for a plain object (no trailer, or one that does not hold together).
+ */
+export async function readFrameIndex(storedSize: number, readAt: ReadAt): Promise<FrameIndex | null> {
+  if (storedSize < TRAILER_SIZE) return null;
+  const t = Buffer.alloc(TRAILER_SIZE);
+  await readAt(t, storedSize - TRAILER_SIZE);
+  const trailer = decodeTrailer(t, storedSize);
+  if (trailer === null) return null;
+  const index = Buffer.alloc(trailer.frameCount * INDEX_ENTRY_SIZE);
+  await readAt(index, trailer.indexOffset);
+  return decodeIndex(index, trailer);
+}
