@@ -3,22 +3,11 @@ import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { BlobReader, BlobStore, ObjectWriter, PutResult } from '../store/types.js';
+import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
   into(writer: ObjectWriter): Promise<void>;
-}
-
-/**
- * What maintenance (issue 6) adds to the store for serving: the legacy per-repository layout is
- * served until dedupe folds it, and a quarantined object's bad file is moved aside before an
- * upload so the good bytes replace it. DiskBlobStore implements it.
- */
-export interface LegacyAwareStore {
-  legacySizeSync(repo: RepoName, oid: Oid): number | null;
-  openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null>;
-  quarantineFile(oid: Oid): Promise<boolean>;
 }
 
 /** Moves a presigned upload into the shared store once its bytes are confirmed (PresignService). */
@@ -34,18 +23,19 @@ export class TransferService {
   readonly #store: BlobStore;
   readonly #objects: ObjectsRepo;
   readonly #metrics: Metrics;
-  readonly #legacy: LegacyAwareStore | null;
+  /** The legacy per-repository layout, served until dedupe folds it (disk only). */
+  readonly #legacy: LegacyLayout | null;
   /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
   readonly #uploading = new Map<string, number>();
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
 
-  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics, legacy: LegacyAwareStore | null = null) {
+  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics) {
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
-    this.#legacy = legacy;
+    this.#legacy = store.legacy;
     const up = metrics.transferBytes.labels({ direction: 'upload' });
     const down = metrics.transferBytes.labels({ direction: 'download' });
     this.countUploadBytes = (bytes) => up.inc(bytes);
@@ -76,9 +66,9 @@ export class TransferService {
   }
 
   async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number): Promise<number> {
-    // A quarantined oid's bad file must be gone before the new bytes commit, or the store would keep
-    // it as "already stored" (the audit moves it; this covers a crash between its mark and its move).
-    if (this.#legacy !== null && this.#objects.isQuarantined(oid)) await this.#legacy.quarantineFile(oid);
+    // A quarantined oid's bad bytes must be gone before the new bytes commit, or the store would keep
+    // them as "already stored" (the audit moves them; this covers a crash between its mark and its move).
+    if (this.#objects.isQuarantined(oid)) await this.#store.quarantine(oid);
     const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
     try {
       await body.into(writer);

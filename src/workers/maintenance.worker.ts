@@ -9,10 +9,10 @@ import { setPriority } from 'node:os';
 import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, unlinkSync } from 'node:fs';
 import { blake3 } from '@napi-rs/blake-hash';
 import zstd from 'zstd-napi/binding.js';
-import { FRAME_SIZE } from '../store/buffer-pool.js';
-import { MIN_FRAME_SAVING, samplesShrink } from '../store/frame-sample.js';
-import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../store/frame-format.js';
-import { writeFullySync } from '../store/write-fully.js';
+import { FRAME_SIZE } from '../format/frame-format.js';
+import { MIN_FRAME_SAVING, samplesShrink } from '../format/frame-sample.js';
+import { Codec, INDEX_ENTRY_SIZE, TRAILER_SIZE, decodeIndex, decodeTrailer, encodeIndex, encodeTrailer, frameLength, type FrameEntry, type FrameIndex } from '../format/frame-format.js';
+import { writeFullySync } from '../util/write-fully.js';
 import { reportBytes } from './byte-meter.js';
 
 // Maintenance yields the CPU to requests and uploads: on Linux the nice value is per thread, so this
