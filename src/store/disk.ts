@@ -245,15 +245,28 @@ export class DiskBlobStore implements BlobStore {
     return this.#inFlight.size;
   }
 
+  /**
+   * Does what an upload does, in small: a file created in `staging/`, written, fsync'd, renamed into
+   * `objects/` (where an upload's rename makes its shard folder), then removed. Probing `staging/`
+   * alone said "ready" while `objects/` refused every upload. The probe's name is no oid, so neither
+   * findOrphans nor list() ever takes it for an object.
+   */
   async checkWritable(): Promise<void> {
-    const probe = join(this.#staging, `.ready-${randomBytes(6).toString('hex')}`);
-    const fh = await open(probe, 'wx');
+    const name = `.ready-${randomBytes(6).toString('hex')}`;
+    const staged = join(this.#staging, name);
+    const placed = join(this.#objects, name);
     try {
-      await fh.write('ok');
-      await fh.datasync();
+      const fh = await open(staged, 'wx');
+      try {
+        await fh.write('ok');
+        await fh.datasync();
+      } finally {
+        await fh.close();
+      }
+      await rename(staged, placed);
+      await unlink(placed);
     } finally {
-      await fh.close();
-      await unlink(probe).catch(() => undefined);
+      await unlink(staged).catch(() => undefined); // still there when the rename failed
     }
   }
 }
