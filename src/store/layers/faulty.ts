@@ -112,14 +112,17 @@ export class FaultyBlobStore implements BlobStore {
     this.#plan = { ...this.#plan, fail: [...(this.#plan.fail ?? []), point] };
   }
 
+  /** finish() aborts the writer below and rejects (a failed fsync or rename). */
   failFinish(): void {
     this.fail('finish');
   }
 
+  /** open() rejects. */
   failOpen(): void {
     this.fail('open');
   }
 
+  /** delete() rejects, and the object stays. */
   failDelete(): void {
     this.fail('delete');
   }
