@@ -18,7 +18,7 @@ export class S3Keys {
     this.prefix = prefix;
   }
 
-  /** The folders `sweepStaging` cleans, and what each one holds. */
+  /** The folders, as key prefixes (see the class comment for what each holds). */
   get objects(): string {
     return `${this.prefix}objects/`;
   }
@@ -30,6 +30,9 @@ export class S3Keys {
   }
   get trash(): string {
     return `${this.prefix}trash/`;
+  }
+  get quarantine(): string {
+    return `${this.prefix}quarantine/`;
   }
 
   /** Final key of an oid. */
@@ -43,7 +46,7 @@ export class S3Keys {
   }
 
   quarantineOf(oid: Oid, atMs: number): string {
-    return `${this.prefix}quarantine/${oid}.${atMs}`;
+    return `${this.quarantine}${oid}.${atMs}`;
   }
 
   /** Per-repository landing key of a presigned upload; the repository key is hashed (no odd characters in keys). */

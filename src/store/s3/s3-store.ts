@@ -145,7 +145,8 @@ export class S3BlobStore implements BlobStore {
    */
   async sweepStaging(maxAgeMs: number): Promise<number> {
     const cutoff = Date.now() - Math.max(maxAgeMs, MIN_SWEEP_AGE_MS);
-    const ours = [this.#keys.objects, this.#keys.trash, this.#keys.staging, this.#keys.incoming];
+    // Uploads of our folders only: with an empty prefix the bucket may hold other software's uploads.
+    const ours = [this.#keys.objects, this.#keys.trash, this.#keys.quarantine, this.#keys.staging, this.#keys.incoming];
     let removed = 0;
     try {
       for await (const u of this.#bucket.listUploads(this.#keys.prefix)) {

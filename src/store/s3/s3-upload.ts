@@ -175,8 +175,9 @@ export class S3Upload {
    * repository's upload, a concurrent one: one copy per oid) and `created` is false.
    */
   async complete(): Promise<UploadResult> {
-    if (this.#failed !== null) throw this.#failed;
+    if (this.#done) throw this.#failed ?? new Error('upload already completed');
     try {
+      if (this.#failed !== null) throw this.#failed;
       if (this.#uploadId === null) {
         if (!(await this.#mayWrite())) return { storedSize: this.#total, created: false };
         const body = this.#buf === null ? new Uint8Array(0) : new Uint8Array(this.#buf, 0, this.#fill);
