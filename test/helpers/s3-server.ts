@@ -84,7 +84,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     configureBuckets: [{ name: BUCKET }],
   });
   // First in the chain, so s3rver's router (and its SigV4 check) has run when the error comes back.
-  server.middleware.unshift(multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')));
+  server.middleware.unshift(multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')), ifMatchExtension());
   const { port } = await server.run();
   process.stdout.write(`listening ${port}\n`);
 }
@@ -93,6 +93,8 @@ type S3Middleware = (ctx: S3Context, next: () => Promise<void>) => Promise<void>
 interface S3Context {
   method: string;
   path: string;
+  headers: Record<string, string | undefined>;
+  response: { get(name: string): string };
   query: Record<string, string | undefined>;
   status: number;
   type: string;
@@ -141,5 +143,23 @@ function multipartUploadsExtension(uploadsDir: string): S3Middleware {
       }
       throw e;
     }
+  };
+}
+
+/**
+ * `If-Match` on GET and HEAD, which s3rver ignores (AWS S3 and MinIO answer 412 PreconditionFailed
+ * when the key's ETag differs): checked against the ETag s3rver itself sets on its answer, so the
+ * signature check and the 404 for a missing key stay s3rver's own.
+ */
+function ifMatchExtension(): S3Middleware {
+  return async (ctx, next) => {
+    await next();
+    const wanted = ctx.headers['if-match'];
+    if (wanted === undefined || (ctx.method !== 'GET' && ctx.method !== 'HEAD') || (ctx.status !== 200 && ctx.status !== 206)) return;
+    if (wanted.trim() === '*' || wanted.trim() === ctx.response.get('ETag')) return;
+    (ctx.body as { destroy?: () => void } | null)?.destroy?.();
+    ctx.status = 412;
+    ctx.type = 'application/xml';
+    ctx.body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
   };
 }

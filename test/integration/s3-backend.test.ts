@@ -41,10 +41,11 @@ const sha = (b: Uint8Array): Oid => parseOid(createHash('sha256').update(b).dige
 const anyOid = (): Oid => parseOid(randomBytes(32).toString('hex'))!;
 
 /** Writes `data` in 1 MiB chunks, honouring backpressure; counts the release calls the writer made. */
-async function put(store: BlobStore, oid: Oid, data: Buffer, options: Partial<WriterOptions> = {}): Promise<PutResult & { released: number; chunks: number }> {
+async function put(store: BlobStore, oid: Oid, data: Buffer, options: Partial<WriterOptions> = {}): Promise<PutResult & { released: number; chunks: number; paused: number }> {
   const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length, ...options });
   let released = 0;
   let chunks = 0;
+  let paused = 0;
   for (let at = 0; at < data.length; at += MiB) {
     chunks++;
     let inCall = true;
@@ -52,9 +53,12 @@ async function put(store: BlobStore, oid: Oid, data: Buffer, options: Partial<Wr
       if (inCall) released++;
     });
     inCall = false;
-    if (!more) await new Promise<void>((resolve) => w.onDrain(resolve));
+    if (!more) {
+      paused++;
+      await new Promise<void>((resolve) => w.onDrain(resolve));
+    }
   }
-  return { ...(await w.finish()), released, chunks };
+  return { ...(await w.finish()), released, chunks, paused };
 }
 
 async function readAll(reader: BlobReader, start = 0, end = reader.storedSize - 1): Promise<Buffer> {
@@ -104,6 +108,8 @@ t.test('round trip: single PUT and multipart, whole and ranged reads, stat', asy
     const r = await put(store, oid, data);
     t.same({ size: r.size, storedSize: r.storedSize, created: r.created }, { size: data.length, storedSize: data.length, created: true }, `${data.length} bytes stored as given`);
     t.equal(r.released, r.chunks, 'every chunk released during its write() call (copied into part buffers)');
+    // Parts start at 8 and 16 MiB with no await between them, so the second one finds the first in flight.
+    if (data === medium) t.ok(r.paused > 0, 'write() asked the caller to wait while two parts were uploading');
     t.same(await store.stat(oid), { size: data.length, storedSize: data.length, framed: false });
     const reader = (await store.open(oid))!;
     t.equal(reader.size, data.length);
@@ -243,6 +249,32 @@ t.test('a read never observes a later delete', async (t) => {
   await store.delete(oid); // the trash now holds that other version
   const err2 = await readAll(stale).then(() => null, (e: unknown) => e);
   t.ok(isLfsError(err2) && err2.status === 404, 'another version in the trash: 404, not its bytes');
+});
+
+t.test('a read never observes a later replacement', async (t) => {
+  const store = openStore('rr/');
+  for (const size of [3000, 9 * MiB]) {
+    const oid = anyOid();
+    const before = randomBytes(size);
+    const after = randomBytes(size); // same size: only the ETag tells the versions apart
+    await put(store, oid, before);
+    const opened = (await store.open(oid))!;
+    await put(store, oid, after, { replace: true });
+    t.ok((await readAll(opened)).equals(before), `${size} bytes: the reader keeps the version it opened (If-Match → 412 → trash)`);
+    t.ok((await readAll((await store.open(oid))!)).equals(after), 'a new open reads the new version');
+  }
+});
+
+t.test('concurrent writers of one oid: both finish, one copy, intact', async (t) => {
+  const store = openStore('cc/');
+  for (const size of [4000, 9 * MiB]) {
+    const data = randomBytes(size);
+    const oid = sha(data);
+    const results = await Promise.all([put(store, oid, data), put(store, oid, data)]);
+    t.ok(results.every((r) => r.size === size), `${size} bytes: both writers finished`);
+    t.ok((await readAll((await store.open(oid))!)).equals(data), 'the object is intact');
+    t.same(await uploadsUnder('cc/'), [], 'no upload left');
+  }
 });
 
 t.test('framed metadata round trip', async (t) => {
