@@ -36,6 +36,7 @@ export interface ListedUpload {
   readonly initiatedMs: number;
 }
 
+/** Sizes of listings and copies; S3's own limits unless a test or a stricter store asks for less. */
 export interface S3BucketOptions {
   /** Keys per ListObjectsV2 page (S3 returns at most 1000). */
   readonly listPageSize?: number;
