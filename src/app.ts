@@ -32,7 +32,7 @@ import { Metrics } from './metrics/registry.js';
 import { BatchService } from './service/batch-service.js';
 import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
-import { composeStore } from './store/compose.js';
+import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
 import { S3BlobStore } from './store/s3/s3-store.js';
 import { PresignService } from './service/presign-service.js';
@@ -68,10 +68,11 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const objects = new ObjectsRepo(db);
   // SVC_STORE picks the backend; compose.ts builds the same stack on either. A bucket keeps no
   // node-local journal (an acknowledged object must be in the bucket).
-  const s3 = config.s3 === null ? null : S3BlobStore.open(config.s3);
-  const disk = s3 === null ? await DiskBlobStore.open(config.dataDir, { directIo: config.directIo }) : null;
+  const backend = await openBackend(config);
+  const s3 = backend instanceof S3BlobStore ? backend : null;
+  const disk = backend instanceof DiskBlobStore ? backend : null;
   const { store: blobs, journal } = await composeStore({
-    backend: s3 ?? disk!,
+    backend,
     codec: pool,
     hasher,
     compressionLevel: config.compressionLevel,

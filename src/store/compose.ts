@@ -1,8 +1,23 @@
+import type { Config } from '../config/schema.js';
 import type { FrameCodec, Hasher } from '../format/frame-codec.js';
+import { DiskBlobStore } from './disk.js';
+import { S3BlobStore } from './s3/s3-store.js';
 import { CompressingBlobStore } from './layers/compress.js';
 import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
 import { VerifyingBlobStore } from './layers/verify.js';
 import type { BlobStore } from './types.js';
+
+/** The backends SVC_STORE names. */
+export type Backend = DiskBlobStore | S3BlobStore;
+
+/**
+ * Opens the backend the configuration names: SVC_STORE=s3 a bucket, otherwise the disk under
+ * SVC_DATA_DIR. A new backend is one more line here (and its settings in config/schema.ts).
+ */
+export async function openBackend(config: Pick<Config, 's3' | 'dataDir' | 'directIo'>): Promise<Backend> {
+  if (config.s3 !== null) return S3BlobStore.open(config.s3);
+  return DiskBlobStore.open(config.dataDir, { directIo: config.directIo });
+}
 
 /** What the composition root hands in to build the stack. */
 export interface StoreParts {
@@ -40,7 +55,7 @@ export interface ComposedStore {
  * - compress sits on the backend: it turns logical bytes into frames and back, and the backend
  *   stores whatever it is given.
  * A new backend implements BlobStore (plus the capabilities it has), passes
- * test/conformance/blob-store.suite.ts, and is chosen in app.ts; nothing here changes.
+ * test/conformance/blob-store.suite.ts, and is opened by openBackend above; the stack is the same.
  */
 export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
   let store: BlobStore = parts.backend;
