@@ -32,11 +32,12 @@ import { Metrics } from './metrics/registry.js';
 import { BatchService } from './service/batch-service.js';
 import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
+import { composeStore } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
 import { S3BlobStore } from './store/s3/s3-store.js';
-import type { BlobStore } from './store/types.js';
 import { PresignService } from './service/presign-service.js';
 import { createHmac } from 'node:crypto';
+import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 
@@ -63,36 +64,54 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const firstRun = !existsSync(index);
   const db = openDatabase(index, log);
   const pool = new WorkerPool(config.workers);
-  const store = await DiskBlobStore.open(config.dataDir, { pool, compressionLevel: config.compressionLevel, directIo: config.directIo });
-  // Issue 8: SVC_STORE=s3 keeps the shared store in a bucket (the disk store then holds no objects).
-  const s3 = config.s3 === null ? null : S3BlobStore.open({ ...config.s3, pool, compressionLevel: config.compressionLevel });
-  const blobs: BlobStore = s3 ?? store;
+  const hasher = new HashThread();
+  const objects = new ObjectsRepo(db);
+  // SVC_STORE picks the backend; compose.ts builds the same stack on either. A bucket keeps no
+  // node-local journal (an acknowledged object must be in the bucket).
+  const s3 = config.s3 === null ? null : S3BlobStore.open(config.s3);
+  const disk = s3 === null ? await DiskBlobStore.open(config.dataDir, { directIo: config.directIo }) : null;
+  const { store: blobs, journal } = await composeStore({
+    backend: s3 ?? disk!,
+    codec: pool,
+    hasher,
+    compressionLevel: config.compressionLevel,
+    journal:
+      disk === null
+        ? null
+        : {
+            dir: join(config.dataDir, 'journal'),
+            references: {
+              restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
+              isWanted: (oid) => objects.findShared(oid) !== null,
+              stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
+              checkpoint: () => void db.pragma('wal_checkpoint(TRUNCATE)'),
+            },
+          },
+  });
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
-  const objects = new ObjectsRepo(db);
-  // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
-  const replay = await store.recover((repo, oid, size) => objects.restoreReference(repo, oid, size, size));
-  if (replay.replayed > 0) log('journal replayed', { records: replay.replayed });
-  if (replay.deferred > 0) log('index full: journal references deferred until there is room', { records: replay.deferred });
-  await sweepAfterCrash(store, objects, log);
+  if (journal !== null) {
+    // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
+    const replay = await journal.recover();
+    if (replay.replayed > 0) log('journal replayed', { records: replay.replayed });
+    if (replay.deferred > 0) log('index full: journal references deferred until there is room', { records: replay.deferred });
+  }
+  if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
   let retiring = false;
   let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
-  let deferred = replay.deferred;
+  let deferred = journal?.deferredReferences ?? 0;
   const retirer = setInterval(() => {
-    if (retiring) return;
+    if (retiring || journal === null) return;
     retiring = true;
-    store
-      .retireJournal(
-        (oid) => objects.findShared(oid) !== null,
-        () => db.pragma('wal_checkpoint(TRUNCATE)'),
-      )
+    journal
+      .retire()
       .then(() => {
         if (retireFailing) log('journal retirement recovered', {});
         retireFailing = false;
-        if (deferred > 0 && store.deferredReferences === 0) log('deferred journal references restored', { records: deferred });
-        deferred = store.deferredReferences;
+        if (deferred > 0 && journal.deferredReferences === 0) log('deferred journal references restored', { records: deferred });
+        deferred = journal.deferredReferences;
       })
       .catch((e: unknown) => {
         if (!retireFailing) log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
@@ -107,13 +126,14 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
-  const batch = new BatchService(objects, links, settings, s3 === null ? store : null);
-  const transfers = new TransferService(blobs, objects, metrics, s3 === null ? store : null);
+  const batch = new BatchService(objects, links, settings, blobs.legacy);
+  const transfers = new TransferService(blobs, objects, metrics);
   const maintenance =
     s3 === null
       ? await MaintenanceService.open({
           db,
-          store,
+          // Interim until the maintenance branch lands: the old jobs see the disk backend and its legacy folders as one.
+          store: new Proxy(disk!, { get: (t, k) => { const o = (k in t ? t : t.legacy) as unknown as Record<string | symbol, unknown>; const v = o[k]; return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(o) : v; } }) as never,
           objects,
           stats: statsRepo,
           pool,
@@ -129,12 +149,12 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
   const http = new HttpServer(metrics, log, requestLog);
   let presign: PresignService | undefined;
-  if (s3 !== null && config.s3!.presign) {
+  if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
     const enforced = await s3.probeChecksumEnforcement();
     log('presigned bucket links on', { checksumEnforced: enforced });
     // Verify links are signed with a key every node sharing the bucket derives alike (PresignService).
     const verifyKey = createHmac('sha256', config.s3!.credentials.secretAccessKey).update('stowage verify links').digest();
-    presign = new PresignService(s3, { ttl: config.s3!.presignTtl, verifyKey });
+    presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
     batch.usePresign(presign);
     transfers.usePromoter(presign);
   }
@@ -157,7 +177,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     pools: () => maintenance?.poolLoads() ?? { transfer: pool.stats },
     jobs: () => maintenance?.jobs().running ?? [],
     jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[]),
-    journal: () => store.journalStats,
+    journal: () => journal?.flushStats ?? null,
     audits: () => statsRepo.auditTotals(),
     quarantined: () => statsRepo.quarantinedTotal(),
     dataDir: async () => {
@@ -172,8 +192,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   });
 
   const sweeper = setInterval(() => {
-    store.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { level: 'warn', err: String(e) }));
-    s3?.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('bucket sweep failed', { level: 'warn', err: String(e) }));
+    blobs.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { level: 'warn', err: String(e) }));
   }, 3600_000);
   sweeper.unref();
 
@@ -196,8 +215,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await forgeHttp.close();
       await s3?.close();
       while (retiring) await new Promise((r) => setTimeout(r, 10));
-      await store.closeJournal();
+      await journal?.close();
       await pool.close();
+      await hasher.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
       db.close();
       lock.release();

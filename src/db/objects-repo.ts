@@ -27,6 +27,7 @@ export class ObjectsRepo {
   readonly #addRefs: (rows: readonly PendingReference[]) => void;
   #pending: PendingReference[] = [];
   readonly #restoreRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
+  readonly #setStoredSize: Statement<[number, string]>;
   readonly #unquarantine: Statement<[string]>;
   readonly #refresh: Statement<[number, number, string]>;
   readonly #isQuarantined: Statement<[string], { n: number }>;
@@ -58,6 +59,7 @@ export class ObjectsRepo {
       const now = Date.now();
       for (const r of rows) addRow(r.repo, r.oid, r.size, r.storedSize, now);
     });
+    this.#setStoredSize = db.prepare('UPDATE objects SET stored_size = ? WHERE oid = ?');
     this.#restoreRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => {
       const now = Date.now();
       this.#insertObject.run(oid, size, storedSize, now);
@@ -96,6 +98,11 @@ export class ObjectsRepo {
     // reads work and writes do not) only has to defer what the index really lost.
     if (this.#hasRef.get(repo, oid)!.n > 0) return;
     this.#restoreRef(repo, oid, size, storedSize);
+  }
+
+  /** The object's bytes now take `storedSize` in the store (written out of the journal, re-encoded). */
+  setStoredSize(oid: Oid, storedSize: number): void {
+    this.#setStoredSize.run(storedSize, oid);
   }
 
   /** Records the object (if new) and this repository's reference, in one short transaction. */

@@ -7,9 +7,10 @@ const RETRY_AFTER_S = '30';
  * The storage conditions the server can name, wherever they were hit: a full file system is 507
  * LFS_ERR_STORAGE_FULL, whether a file write saw it (ENOSPC, EDQUOT) or an index write did
  * (SQLITE_FULL, from better-sqlite3's SqliteError); an I/O error (EIO, SQLITE_IOERR_*, an index
- * file that cannot be opened) or an index held past the busy timeout is 503 LFS_ERR_NOT_READY with
- * Retry-After. Null for anything else. The HTTP error boundary applies it to whatever a route
- * throws, so no route maps these itself (design rule 4).
+ * file that cannot be opened), an index held past the busy timeout, or a store folder that refuses
+ * writes (EACCES, EPERM, EROFS: its mode, an immutable flag, a read-only file system) is 503
+ * LFS_ERR_NOT_READY with Retry-After. Null for anything else. The HTTP error boundary applies it
+ * to whatever a route throws, so no route maps these itself (design rule 4).
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;
@@ -20,6 +21,13 @@ export function storageFault(e: unknown): LfsError | null {
   }
   if (code === 'EIO' || code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_BUSY') {
     return new LfsError('LFS_ERR_NOT_READY', 'Storage cannot be written right now; retry later', { cause: e, headers: { 'Retry-After': RETRY_AFTER_S } });
+  }
+  // An operator's fix, not the client's: /ready fails meanwhile, so a balancer sends uploads elsewhere.
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    return new LfsError('LFS_ERR_NOT_READY', `The store refuses access to its files (${code}: missing permission or a read-only file system); retry later`, {
+      cause: e,
+      headers: { 'Retry-After': RETRY_AFTER_S },
+    });
   }
   return null;
 }

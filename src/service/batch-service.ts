@@ -3,7 +3,7 @@ import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protoc
 import type { RepoName } from '../protocol/repo-name.js';
 import type { PresignService } from './presign-service.js';
 import type { UploadLimits } from './settings-service.js';
-import type { LegacyAwareStore } from './transfer-service.js';
+import type { LegacyLayout } from '../store/types.js';
 
 export interface BatchLinks {
   /** Public base URL, no trailing slash (set once the listener is bound when derived from the port). */
@@ -27,9 +27,9 @@ export class BatchService {
   /** Access settings: max object size and repository quota (issue 7); none when absent. */
   readonly #limits: UploadLimits | null;
   /** The legacy per-repository layout (issue 6): its objects count as present until dedupe folds them. */
-  readonly #legacy: Pick<LegacyAwareStore, 'legacySizeSync'> | null;
+  readonly #legacy: Pick<LegacyLayout, 'legacySizeSync'> | null;
 
-  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyAwareStore, 'legacySizeSync'> | null = null) {
+  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyLayout, 'legacySizeSync'> | null = null) {
     this.#objects = objects;
     this.#links = links;
     this.#limits = limits;

@@ -3,7 +3,7 @@ import { lfsError } from '../errors/errors.js';
 import type { BatchAction, BatchResponseObject } from '../protocol/batch.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import { MAX_PRESIGNED_PUT, type S3BlobStore } from '../store/s3/s3-store.js';
+import type { Presigner } from '../store/types.js';
 import type { PutResult } from '../store/types.js';
 import { MAX_PRESIGN_SECONDS } from '../store/s3/sigv4.js';
 
@@ -32,11 +32,11 @@ export interface PresignOptions {
  * unauthenticated links (rule 14).
  */
 export class PresignService {
-  readonly #store: S3BlobStore;
+  readonly #store: Presigner;
   readonly #ttl: number;
   readonly #verifyKey: Buffer;
 
-  constructor(store: S3BlobStore, options: PresignOptions) {
+  constructor(store: Presigner, options: PresignOptions) {
     this.#store = store;
     this.#ttl = options.ttl;
     this.#verifyKey = options.verifyKey;
@@ -63,7 +63,7 @@ export class PresignService {
    * promotes it. Null when the object must go through this server instead.
    */
   upload(repo: RepoName, oid: Oid, size: number, verifyBase: string): BatchResponseObject | null {
-    if (size > MAX_PRESIGNED_PUT) return null;
+    if (size > this.#store.maxPresignedPut) return null;
     // With SVC_COMPRESSION on, the server compresses objects on their way in: they come through it.
     const compressFrom = this.#store.compressFrom;
     if (compressFrom !== null && size >= compressFrom) return null;

@@ -3,21 +3,12 @@ import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { BlobReader, BlobStore, ObjectWriter, PutResult } from '../store/types.js';
+import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadGate } from './maintenance/maintenance-deps.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
   into(writer: ObjectWriter): Promise<void>;
-}
-
-/**
- * What maintenance adds to the store for serving: the legacy per-repository layout is served until
- * dedupe folds it. DiskBlobStore implements it.
- */
-export interface LegacyAwareStore {
-  legacySizeSync(repo: RepoName, oid: Oid): number | null;
-  openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null>;
 }
 
 /** Moves a presigned upload into the shared store once its bytes are confirmed (PresignService). */
@@ -33,7 +24,8 @@ export class TransferService implements UploadGate {
   readonly #store: BlobStore;
   readonly #objects: ObjectsRepo;
   readonly #metrics: Metrics;
-  readonly #legacy: LegacyAwareStore | null;
+  /** The legacy per-repository layout, served until dedupe folds it (disk only). */
+  readonly #legacy: LegacyLayout | null;
   /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
   readonly #uploading = new Map<string, number>();
   /** The deletion gate: oids retain is deleting, each with the promise that settles with the delete. */
@@ -42,11 +34,11 @@ export class TransferService implements UploadGate {
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
 
-  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics, legacy: LegacyAwareStore | null = null) {
+  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics) {
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
-    this.#legacy = legacy;
+    this.#legacy = store.legacy;
     const up = metrics.transferBytes.labels({ direction: 'upload' });
     const down = metrics.transferBytes.labels({ direction: 'download' });
     this.countUploadBytes = (bytes) => up.inc(bytes);

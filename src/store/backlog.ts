@@ -20,6 +20,11 @@ export class Backlog {
     return true;
   }
 
+  /** True while fewer than `max` buffers are outstanding (no side effect, unlike full()). */
+  hasRoom(): boolean {
+    return this.#count < this.#max;
+  }
+
   onDrain(listener: () => void): void {
     this.#drain = listener;
   }

@@ -1,3 +1,6 @@
+import zstd from 'zstd-napi/binding.js';
+import { FRAME_SIZE } from '../format/frame-format.js';
+
 /**
  * Fixed-size, reusable transfer buffers. Streaming through freshly allocated Buffers leaves garbage
  * that V8 collects only after ~64 MiB of external memory piles up, which shows as RSS growth of
@@ -82,7 +85,6 @@ export function isAlignedMemory(view: Uint8Array): boolean {
 
 /** I/O chunk for raw objects: big enough for full-speed disk and socket writes. */
 export const IO_CHUNK = 1 << 20;
-export { FRAME_SIZE } from '../format/frame-format.js';
 
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
 /**
@@ -104,6 +106,11 @@ export class ChunkGatherer {
   constructor(pool: AlignedBufferPool, onFull: (buffer: Buffer, length: number) => void) {
     this.#pool = pool;
     this.#onFull = onFull;
+  }
+
+  /** True when nothing is gathered: the next byte starts a new buffer. */
+  get empty(): boolean {
+    return this.#fill === 0;
   }
 
   add(chunk: Uint8Array): void {
@@ -169,3 +176,22 @@ export class SizedBufferPool {
 }
 
 export const smallBuffers = new SizedBufferPool();
+
+/** One aligned, shared pool per block size (see blockPool). */
+const blockPools = new Map<number, AlignedBufferPool>([[IO_CHUNK, directBuffers]]);
+
+/**
+ * The pool of aligned, shared blocks of `size` bytes: what the verify layer gathers an upload into
+ * and hands down the stack, so the hash thread, the frame workers and O_DIRECT writes all read the
+ * same memory in place (no copy per layer).
+ */
+export function blockPool(size: number): AlignedBufferPool {
+  let pool = blockPools.get(size);
+  if (pool === undefined) blockPools.set(size, (pool = new AlignedBufferPool(size, { keep: 16, shared: true })));
+  return pool;
+}
+
+/** A download's frames, decoded (see FramedChunkSource). */
+export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
+/** Stored (compressed) frames: of uploads on their way down, of downloads on their way up. */
+export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);

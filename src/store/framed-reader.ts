@@ -1,9 +1,9 @@
 import { read as fsRead } from 'node:fs';
 import zstd from 'zstd-napi/binding.js';
 import { lfsError } from '../errors/errors.js';
-import type { WorkerPool } from '../workers/pool.js';
-import { compressedBuffers, frameBuffers } from './framed-writer.js';
-import { frameLength, type FrameIndex } from './frame-format.js';
+import type { FrameCodec } from '../format/frame-codec.js';
+import { compressedBuffers, frameBuffers } from './buffer-pool.js';
+import { frameLength, type FrameIndex } from '../format/frame-format.js';
 import type { ChunkSource } from './types.js';
 
 interface DecodedFrame {
@@ -23,11 +23,12 @@ export function fileReader(fd: number): StoredReader {
   return (position, into) => readFully(fd, into, position);
 }
 
-function readFully(fd: number, buf: Uint8Array, position: number): Promise<void> {
+/** Fills `buf` from `position` of a file; a short read (a truncated file) is an error. */
+export function readFully(fd: number, buf: Uint8Array, position: number): Promise<void> {
   return new Promise((resolve, reject) => {
     fsRead(fd, buf, 0, buf.byteLength, position, (err, n) => {
       if (err) reject(err);
-      else if (n !== buf.byteLength) reject(new Error(`short read of a frame at ${position}`));
+      else if (n !== buf.byteLength) reject(new Error(`short read at ${position}: ${n} of ${buf.byteLength} bytes (file truncated?)`));
       else resolve();
     });
   });
@@ -43,7 +44,7 @@ function readFully(fd: number, buf: Uint8Array, position: number): Promise<void>
 export class FramedChunkSource implements ChunkSource {
   readonly #readStored: StoredReader;
   readonly #index: FrameIndex;
-  readonly #pool: WorkerPool;
+  readonly #pool: FrameCodec;
   readonly #start: number;
   readonly #end: number; // inclusive
   #next: number; // next frame to fetch
@@ -53,7 +54,7 @@ export class FramedChunkSource implements ChunkSource {
   #current: DecodedFrame | null = null;
   #closed = false;
 
-  constructor(readStored: StoredReader, index: FrameIndex, pool: WorkerPool, start: number, end: number) {
+  constructor(readStored: StoredReader, index: FrameIndex, pool: FrameCodec, start: number, end: number) {
     this.#readStored = readStored;
     this.#index = index;
     this.#pool = pool;

@@ -1,22 +1,22 @@
 import { createHash, type Hash } from 'node:crypto';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
-import type { StreamHash } from './hash-thread.js';
+import type { StreamHasher } from '../format/frame-codec.js';
 
 /**
  * The checks every writer makes on an incoming object (design.md rule 2): bytes are counted and
  * sha256-hashed as they arrive, the first byte past the announced size is refused at once, and
  * `verify()` fails unless the count and the digest match before anything is committed.
- * With a StreamHash, the hash thread hashes the writer's gathered buffers instead (hashGathered).
+ * With a StreamHasher, the hash thread hashes the writer's gathered buffers instead (hashGathered).
  */
 export class IncomingCheck {
   readonly #oid: Oid;
   readonly #expected: number | null;
   readonly #hash: Hash | null;
-  readonly #stream: StreamHash | null;
+  readonly #stream: StreamHasher | null;
   #count = 0;
 
-  constructor(oid: Oid, expected: number | null, stream: StreamHash | null = null) {
+  constructor(oid: Oid, expected: number | null, stream: StreamHasher | null = null) {
     this.#oid = oid;
     this.#expected = expected;
     this.#stream = stream;

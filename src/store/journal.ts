@@ -6,7 +6,7 @@ import type { JournalFlushes } from '../metrics/registry.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
 import { smallBuffers } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { writeFullyAt, writeFullySync } from './write-fully.js';
+import { writeFullyAt, writeFullySync } from '../util/write-fully.js';
 import { mapIoError } from './staging-file.js';
 
 /**

@@ -1,53 +1,51 @@
 import { lfsError } from '../errors/errors.js';
-import type { Oid } from '../protocol/oid.js';
 import { Backlog } from './backlog.js';
 import { ChunkGatherer, directBuffers } from './buffer-pool.js';
-import type { StreamHash } from './hash-thread.js';
-import { IncomingCheck } from './incoming-check.js';
 import type { StagingFile } from './staging-file.js';
 import type { ObjectWriter, PutResult } from './types.js';
 
 /** Moves a sealed staging file to the object's final name (the store's part of finishing). */
-export type CommitFn = (file: StagingFile, result: Omit<PutResult, 'created'>) => Promise<PutResult>;
+export type CommitFn = (file: StagingFile, storedSize: number) => Promise<PutResult>;
 
 /**
- * Most chunks written but not yet on disk per upload before the socket is paused. Two keep the
- * disk busy while the next chunk fills; more only contend on the file and crowd the libuv pool
- * that other uploads need (measured: four in flight cost 25–45% more CPU for the same throughput).
+ * Most writes on their way to disk per upload before the caller is asked to wait. Two keep the disk
+ * busy while the next block fills; more only contend on the file and crowd the libuv pool that other
+ * uploads need (measured: four in flight cost 25–45% more CPU for the same throughput).
  */
 const MAX_IN_FLIGHT = 2;
 
 /**
- * Writes an upload exactly as it arrives. Every chunk is hashed (sha256) on arrival and copied into a
- * pooled, aligned 1 MiB buffer; full buffers are written with pwrite (O_DIRECT where the staging
- * file has it) while the next fills, and at most MAX_IN_FLIGHT are outstanding, so an upload costs
- * a fixed few MiB whatever its size. Given a StreamHash, the hash thread hashes the full buffers
- * (in parallel with their writes) instead of this thread hashing every chunk.
+ * The disk backend's writer: bytes exactly as given, appended to a staging file with positioned
+ * writes, then sealed (fdatasync) and committed by the store. Blocks handed down with `release`
+ * (the verify layer's aligned shared blocks, the compress layer's frames) are written from where
+ * they are — with O_DIRECT when the staging file has it and they are aligned — and released when
+ * written; other chunks are copied into pooled aligned 1 MiB buffers first. At most MAX_IN_FLIGHT
+ * writes are outstanding, so an upload costs a fixed few MiB whatever its size.
  */
-export class RawWriter implements ObjectWriter {
-  readonly #check: IncomingCheck;
+export class StagedFileWriter implements ObjectWriter {
   readonly #file: StagingFile;
   readonly #commit: CommitFn;
   #written = 0;
-  readonly #gather = new ChunkGatherer(directBuffers, (buf, len) => this.#flush(buf, len));
+  readonly #gather = new ChunkGatherer(directBuffers, (buf, len) => this.#write(buf.subarray(0, len), () => directBuffers.giveView(buf)));
   readonly #backlog = new Backlog(MAX_IN_FLIGHT);
   #failed: unknown = null;
 
-  constructor(oid: Oid, expected: number | null, file: StagingFile, commit: CommitFn, hash: StreamHash | null = null) {
-    this.#check = new IncomingCheck(oid, expected, hash);
+  constructor(file: StagingFile, commit: CommitFn) {
     this.#file = file;
     this.#commit = commit;
   }
 
-  write(chunk: Uint8Array): boolean {
-    if (this.#failed !== null) throw this.#failed;
-    if (this.#file.error !== null) throw (this.#failed = this.#file.error);
-    try {
-      this.#check.take(chunk);
-    } catch (e) {
-      throw (this.#failed = e);
+  write(chunk: Uint8Array, release?: () => void): boolean {
+    if (this.#failed === null && this.#file.error !== null) this.#failed = this.#file.error;
+    if (this.#failed !== null) {
+      release?.();
+      throw this.#failed;
     }
-    this.#gather.add(chunk);
+    if (release === undefined) this.#gather.add(chunk);
+    else {
+      this.#gather.flush(); // whatever was gathered goes first: writes stay in order
+      this.#write(chunk, release);
+    }
     return !this.#backlog.full();
   }
 
@@ -55,27 +53,26 @@ export class RawWriter implements ObjectWriter {
     this.#backlog.onDrain(listener);
   }
 
-  #flush(buf: Buffer, len: number): void {
+  #write(bytes: Uint8Array, release: () => void): void {
+    if (bytes.byteLength === 0) {
+      release();
+      return;
+    }
     const position = this.#written;
-    this.#written += len;
-    const release = this.#backlog.add(2, () => directBuffers.giveView(buf)); // written and hashed
-    const bytes = buf.subarray(0, len);
-    this.#file.write(bytes, position, release);
-    this.#check.hashGathered(bytes, release);
+    this.#written += bytes.byteLength;
+    this.#file.write(bytes, position, this.#backlog.add(1, release));
   }
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
     this.#gather.flush();
-    await this.#check.verify();
     await this.#file.seal(this.#written);
-    return this.#commit(this.#file, { size: this.#check.count, storedSize: this.#written });
+    return this.#commit(this.#file, this.#written);
   }
 
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     this.#gather.discard();
-    this.#check.discard();
     await this.#file.dispose();
   }
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { storageFault } from '../errors/storage-fault.js';
 import type { Oid } from '../protocol/oid.js';
 import { DIRECT_ALIGN, isAlignedMemory } from './buffer-pool.js';
-import { writeFully } from './write-fully.js';
+import { writeFully } from '../util/write-fully.js';
 
 /** Directories whose file system refused O_DIRECT (tmpfs does): not asked again. */
 const noDirectIo = new Set<string>();

@@ -47,7 +47,8 @@ export interface ObjectWriter {
    * chunk is reused once its callback returns). With `release`, the caller leaves the chunk unchanged
    * until the writer calls `release` (exactly once, also on failure or abort): a layer hands its
    * gathered blocks down without a copy. Returns false when the caller should stop writing until
-   * `onDrain` fires. Throws an LfsError on a size overrun (verify layer) or a write error.
+   * `onDrain` fires. Throws an LfsError on a size overrun (verify layer) or a write error; `release`
+   * is called all the same.
    */
   write(chunk: Uint8Array, release?: () => void): boolean;
   /** Called each time the writer can take more after write() returned false. */
@@ -80,6 +81,11 @@ export interface BlobReader {
   readonly framed: boolean | null;
   /** Bytes [start, end] inclusive. */
   read(start: number, end: number): ChunkSource;
+  /**
+   * Fills `into` with the bytes at `position` (all of them, or throws): a frame's stored bytes read
+   * straight into the buffer that decodes it.
+   */
+  readAt(into: Uint8Array, position: number): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,60 @@
+import type { FrameCodec, Hasher } from '../format/frame-codec.js';
+import { CompressingBlobStore } from './layers/compress.js';
+import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
+import { VerifyingBlobStore } from './layers/verify.js';
+import type { BlobStore } from './types.js';
+
+/** What the composition root hands in to build the stack. */
+export interface StoreParts {
+  /** The backend: DiskBlobStore, S3BlobStore, or any other BlobStore that stores bytes as given. */
+  readonly backend: BlobStore;
+  /** Where frames are compressed and decoded (the transfer pool). */
+  readonly codec: FrameCodec;
+  /** Where large uploads are hashed (the hash thread). */
+  readonly hasher: Hasher;
+  /** zstd level of new objects (SVC_COMPRESSION), or null to store them as they arrive. */
+  readonly compressionLevel: number | null;
+  /** The small-object journal's folder and its port to the index; null without one (see below). */
+  readonly journal: { readonly dir: string; readonly references: ReferenceLog } | null;
+}
+
+/** The built stack, and the journal layer in it (start-up replay, retirement, metrics, close). */
+export interface ComposedStore {
+  readonly store: BlobStore;
+  readonly journal: JournalingBlobStore | null;
+}
+
+/**
+ * The one place the storage stack is assembled (design.md rule 1):
+ *
+ *     verify( journal( compress( backend ) ) )
+ *
+ * - verify is outermost: every byte a client sends is counted and hashed before any layer below may
+ *   make the object visible, whatever those layers do with the bytes ("the last thing between the
+ *   client and the other storage backends"). It gathers the upload into blocks of the size the
+ *   layer below asks for, shared with the hash thread, so no layer copies again.
+ * - journal sits inside verify, so only verified bytes are journaled and acknowledged, and outside
+ *   compress, so a journaled small object is written out through compression like any upload. Its
+ *   durability is the local disk's: it is used with a disk backend only (with a bucket an
+ *   acknowledged object must already be in the bucket, not on one node's disk).
+ * - compress sits on the backend: it turns logical bytes into frames and back, and the backend
+ *   stores whatever it is given.
+ * A new backend implements BlobStore (plus the capabilities it has), passes
+ * test/conformance/blob-store.suite.ts, and is chosen in app.ts; nothing here changes.
+ */
+export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
+  let store: BlobStore = parts.backend;
+  if (parts.compressionLevel !== null) store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
+  let journal: JournalingBlobStore | null = null;
+  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references);
+  return { store: new VerifyingBlobStore(store, parts.hasher), journal };
+}
+
+/**
+ * verify(compress(backend)) at a given level and codec: how the compress job rewrites a plain object
+ * into frames (with `replace: true`), verified on the way, whatever SVC_COMPRESSION says about new
+ * uploads. Over a discarding backend it measures what compression would save (dry runs).
+ */
+export function compressingStore(backend: BlobStore, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
+  return new VerifyingBlobStore(new CompressingBlobStore(backend, codec, level), hasher);
+}
