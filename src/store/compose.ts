@@ -44,7 +44,10 @@ export interface ComposedStore {
  */
 export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
   let store: BlobStore = parts.backend;
-  if (parts.compressionLevel !== null) store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
+  // Always there: with compression off new objects are stored as they arrive, but objects framed
+  // earlier (compression on before, or the compress job, which frames at level 3 either way) must
+  // still be read through the one frame reader.
+  store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
   let journal: JournalingBlobStore | null = null;
   if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references);
   return { store: new VerifyingBlobStore(store, parts.hasher), journal };
