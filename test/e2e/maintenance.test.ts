@@ -39,7 +39,10 @@ for (const backend of ['disk', 's3'] as const) {
       const base = s3 === null ? server.dataDir : join(s3.dir, s3.bucket, 'lfs');
       const dir = join(base, area);
       if (!existsSync(dir)) return null;
-      const hit = readdirSync(dir, { recursive: true }).map(String).find((rel) => basename(rel) === oid || basename(rel) === `${oid}._S3rver_object`);
+      // Disk: `<oid>` (quarantine/: `<oid>.<time>`); s3rver: `<oid>._S3rver_object` beside its metadata files.
+      const hit = readdirSync(dir, { recursive: true })
+        .map(String)
+        .find((rel) => basename(rel).startsWith(oid) && !/\.(json|md5)$|_S3rver_metadata/.test(basename(rel)));
       return hit === undefined ? null : join(dir, hit);
     };
 
