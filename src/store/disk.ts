@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, statSync } from 'node:fs';
-import { mkdir, open, opendir, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, opendir, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
@@ -69,23 +69,32 @@ export class DiskBlobStore implements BlobStore {
     };
   }
 
-  /** Renames a sealed staging file into place (unless the oid is stored and not to be replaced) and makes it durable. */
+  /**
+   * Puts a sealed staging file in place and makes it durable. A new object is hard-linked to its
+   * final name (link fails if the name exists, so of two concurrent writers of one oid exactly one
+   * creates it, and the other's copy is dropped); a replacement is renamed over the old file.
+   */
   async #commit(oid: Oid, file: StagingFile, storedSize: number, replace: boolean): Promise<PutResult> {
     const final = this.pathOf(oid);
     const created = await mkdir(dirname(final), { recursive: true });
-    const existed = created === undefined && (await exists(final));
-    if (existed && !replace) {
-      // Already stored (another repository or a concurrent PUT): keep one copy.
-      await file.dispose();
-      return { size: storedSize, storedSize, created: false };
+    if (replace) await rename(file.path, final);
+    else {
+      try {
+        await link(file.path, final);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+        // Already stored (another repository or a concurrent PUT): keep one copy.
+        await file.dispose();
+        return { size: storedSize, storedSize, created: false };
+      }
     }
-    await rename(file.path, final);
     file.keep();
     // A new fan-out directory must itself be made durable in its parent.
     const syncs = [this.#dirs.sync(dirname(final))];
     if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
+    if (!replace) syncs.push(unlink(file.path)); // the staging name; a crash leaves it for the start-up sweep
     await Promise.all(syncs);
-    return { size: storedSize, storedSize, created: !existed };
+    return { size: storedSize, storedSize, created: true };
   }
 
   async open(oid: Oid): Promise<BlobReader | null> {
@@ -275,11 +284,3 @@ async function names(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

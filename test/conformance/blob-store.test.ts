@@ -59,12 +59,18 @@ const adapter = {
   /** The full default stack, verify(journal(compress(disk))), as the server builds it; `close` ends what it opened. */
   async composed(backend: BlobStore, root: string): Promise<{ store: BlobStore; close(): Promise<void> }> {
     const db = openDatabase(join(root, 'index.sqlite'));
-    const references: ReferenceLog = new ObjectsRepo(db);
+    const objects = new ObjectsRepo(db);
+    const references: ReferenceLog = {
+      restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
+      isWanted: (oid) => objects.findShared(oid) !== null,
+      stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
+      checkpoint: () => void db.pragma('wal_checkpoint(TRUNCATE)'),
+    };
     const composed = await composeStore({ backend, codec, hasher, compressionLevel: LEVEL, journal: { dir: join(root, 'journal'), references } });
     return {
-      store: composed,
+      store: composed.store,
       close: async () => {
-        await composed.close();
+        await composed.journal?.close();
         db.close();
       },
     };

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -33,7 +34,9 @@ const BUCKET = 'lfs-objects';
 /** Starts the S3 server (port 0 = any free port; pass the old port and dir to restart it after an outage). */
 export async function startS3Server(dir: string, port = 0): Promise<S3Server> {
   mkdirSync(dir, { recursive: true });
-  const child: ChildProcess = spawn(process.execPath, [fileURLToPath(import.meta.url), dir, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // s3rver encrypts ListObjectsV2 continuation tokens with DES, which OpenSSL 3 keeps in its legacy
+  // provider: without it every listing longer than one page answers 500 InternalError.
+  const child: ChildProcess = spawn(process.execPath, ['--openssl-legacy-provider', fileURLToPath(import.meta.url), dir, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -71,7 +74,7 @@ export async function startS3Server(dir: string, port = 0): Promise<S3Server> {
 // Run as a process: node s3-server.js DIR PORT → prints "listening PORT".
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const require = createRequire(import.meta.url);
-  const S3rver = require('@20minutes/s3rver') as new (o: object) => { run(): Promise<{ port: number }> };
+  const S3rver = require('@20minutes/s3rver') as new (o: object) => { run(): Promise<{ port: number }>; middleware: S3Middleware[] };
   const server = new S3rver({
     address: '127.0.0.1',
     port: Number(process.argv[3] ?? 0),
@@ -80,6 +83,83 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     allowMismatchedSignatures: false,
     configureBuckets: [{ name: BUCKET }],
   });
+  // First in the chain, so s3rver's router (and its SigV4 check) has run when the error comes back.
+  server.middleware.unshift(multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')), ifMatchExtension());
   const { port } = await server.run();
   process.stdout.write(`listening ${port}\n`);
+}
+
+type S3Middleware = (ctx: S3Context, next: () => Promise<void>) => Promise<void>;
+interface S3Context {
+  method: string;
+  path: string;
+  headers: Record<string, string | undefined>;
+  response: { get(name: string): string };
+  query: Record<string, string | undefined>;
+  status: number;
+  type: string;
+  body: unknown;
+}
+
+/**
+ * The two multipart calls s3rver 4 lacks, answered from its own uploads folder (one folder per
+ * upload id, holding `key`): AbortMultipartUpload (`DELETE key?uploadId=`, which s3rver refuses with
+ * MethodNotAllowed) and ListMultipartUploads (`GET bucket?uploads`, NotImplemented there; Initiated
+ * is the folder's mtime). They run only where s3rver's router threw after the signature check passed,
+ * so a bad signature still gets s3rver's own 403.
+ */
+function multipartUploadsExtension(uploadsDir: string): S3Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      const id = ctx.query.uploadId;
+      if (code === 'MethodNotAllowed' && ctx.method === 'DELETE' && id !== undefined && /^[0-9a-f]+$/.test(id)) {
+        rmSync(join(uploadsDir, id), { recursive: true, force: true });
+        ctx.status = 204;
+        ctx.body = null;
+        return;
+      }
+      if (code === 'NotImplemented' && ctx.method === 'GET' && 'uploads' in ctx.query && ctx.path.replace(/\/$/, '') === `/${BUCKET}`) {
+        const prefix = ctx.query.prefix ?? '';
+        let ids: string[] = [];
+        try {
+          ids = readdirSync(uploadsDir);
+        } catch {
+          // No upload was ever started.
+        }
+        const uploads = ids
+          .map((uploadId) => ({ uploadId, key: readFileSync(join(uploadsDir, uploadId, 'key'), 'utf8'), at: statSync(join(uploadsDir, uploadId)).mtime }))
+          .filter((u) => u.key.startsWith(prefix));
+        const esc = (v: string): string => v.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+        ctx.type = 'application/xml';
+        ctx.status = 200;
+        ctx.body =
+          `<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult><Bucket>${BUCKET}</Bucket><Prefix>${esc(prefix)}</Prefix><IsTruncated>false</IsTruncated>` +
+          uploads.map((u) => `<Upload><Key>${esc(u.key)}</Key><UploadId>${u.uploadId}</UploadId><Initiated>${u.at.toISOString()}</Initiated></Upload>`).join('') +
+          '</ListMultipartUploadsResult>';
+        return;
+      }
+      throw e;
+    }
+  };
+}
+
+/**
+ * `If-Match` on GET and HEAD, which s3rver ignores (AWS S3 and MinIO answer 412 PreconditionFailed
+ * when the key's ETag differs): checked against the ETag s3rver itself sets on its answer, so the
+ * signature check and the 404 for a missing key stay s3rver's own.
+ */
+function ifMatchExtension(): S3Middleware {
+  return async (ctx, next) => {
+    await next();
+    const wanted = ctx.headers['if-match'];
+    if (wanted === undefined || (ctx.method !== 'GET' && ctx.method !== 'HEAD') || (ctx.status !== 200 && ctx.status !== 206)) return;
+    if (wanted.trim() === '*' || wanted.trim() === ctx.response.get('ETag')) return;
+    (ctx.body as { destroy?: () => void } | null)?.destroy?.();
+    ctx.status = 412;
+    ctx.type = 'application/xml';
+    ctx.body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
+  };
 }

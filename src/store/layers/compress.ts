@@ -6,6 +6,7 @@ import { samplesShrink } from '../../format/frame-sample.js';
 import type { Oid } from '../../protocol/oid.js';
 import { Backlog } from '../backlog.js';
 import { ChunkGatherer, blockPool, compressedBuffers } from '../buffer-pool.js';
+import { fillFrom } from '../fill-from.js';
 import { FramedChunkSource } from '../framed-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, Presigner, PutResult, StoredObject, WriterOptions } from '../types.js';
 
@@ -80,7 +81,7 @@ export class CompressingBlobStore implements BlobStore {
         storedSize: stored.storedSize,
         framed: true,
         read: (start, end) => new FramedChunkSource((position, into) => stored.readAt(into, position), index, codec, start, end),
-        readAt: (into, position) => readAtThrough(new FramedChunkSource((p, i) => stored.readAt(i, p), index, codec, position, position + into.byteLength - 1), into),
+        readAt: (into, position) => fillFrom(new FramedChunkSource((p, i) => stored.readAt(i, p), index, codec, position, position + into.byteLength - 1), into),
         close: () => stored.close(),
       };
     } catch (e) {
@@ -120,20 +121,6 @@ export class CompressingBlobStore implements BlobStore {
 /** A stored object the trailer probe found plain: served as it is. */
 function plain(stored: BlobReader): BlobReader {
   return { size: stored.size, storedSize: stored.storedSize, framed: false, read: (s, e) => stored.read(s, e), readAt: (i, p) => stored.readAt(i, p), close: () => stored.close() };
-}
-
-/** Fills `into` from a chunk source (positioned reads of a framed object's logical bytes). */
-async function readAtThrough(src: FramedChunkSource, into: Uint8Array): Promise<void> {
-  let at = 0;
-  try {
-    for (let c = await src.next(); c !== null; c = await src.next()) {
-      into.set(c, at);
-      at += c.byteLength;
-    }
-  } finally {
-    await src.close();
-  }
-  if (at !== into.byteLength) throw new Error(`short read: ${at} of ${into.byteLength} bytes`);
 }
 
 /**

@@ -294,6 +294,12 @@ class FaultyReader implements BlobReader {
     };
   }
 
+  async readAt(into: Uint8Array, position: number): Promise<void> {
+    const after = this.#faults.plan().readAfter;
+    if (after !== undefined && position + into.byteLength > after) throw this.#faults.fault('read');
+    await this.#inner.readAt(into, position);
+  }
+
   close(): Promise<void> {
     return this.#inner.close();
   }

@@ -58,6 +58,8 @@ export class JournalingBlobStore implements BlobStore {
   #unrestored: { repo: string; oid: Oid; size: number }[] = [];
   /** Uploads between createWriter and their finish or abort. */
   #uploads = 0;
+  /** Small objects whose bytes are being appended (see #journalSmall). */
+  readonly #appending = new Map<Oid, Promise<unknown>>();
 
   private constructor(inner: BlobStore, journal: Journal, refs: ReferenceLog) {
     this.#inner = inner;
@@ -118,16 +120,26 @@ export class JournalingBlobStore implements BlobStore {
     };
   }
 
-  /** Journals a verified small object; its own file is written later in the background. */
+  /**
+   * Journals a verified small object; its own file is written later in the background. A concurrent
+   * write of the same oid waits for the first one's append: if it succeeded, only the reference is
+   * recorded (one copy of the bytes); if it failed, this one journals the bytes itself.
+   */
   async #journalSmall(repo: string, oid: Oid, data: Uint8Array): Promise<PutResult> {
+    for (let first = this.#appending.get(oid); first !== undefined; first = this.#appending.get(oid)) await first.catch(() => undefined);
     // No existence check below (a round trip on the hot path): if the object is stored already, the
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
       await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, { alone: this.#alone });
       return { size: data.byteLength, storedSize: data.byteLength, created: false };
     }
-    const location = (await this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, { alone: this.#alone }))!;
-    this.#remember(oid, location);
+    const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, { alone: this.#alone });
+    this.#appending.set(oid, appended);
+    try {
+      this.#remember(oid, (await appended)!);
+    } finally {
+      this.#appending.delete(oid);
+    }
     return { size: data.byteLength, storedSize: data.byteLength, created: true };
   }
 

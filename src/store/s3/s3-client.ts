@@ -92,9 +92,13 @@ export class S3Client {
     return this.#loc.bucket;
   }
 
-  /** Raw path of a key (bucket prefix in path style); keys are built by this code from safe characters. */
+  /**
+   * Raw path of a key (bucket prefix in path style); keys are built by this code from safe characters.
+   * A bucket-level call (key '') goes to `/bucket`, as the AWS SDKs send it: s3rver signs that path
+   * without a trailing slash, so `/bucket/` got 403 SignatureDoesNotMatch on every listing.
+   */
   #path(key: string): string {
-    return `${this.#basePath}${key}`;
+    return key === '' && this.#basePath !== '/' ? this.#basePath.slice(0, -1) : `${this.#basePath}${key}`;
   }
 
   /** Sends one signed request; throws S3ResponseError for an S3 refusal and a 503 LfsError for an outage. */

@@ -1,14 +1,29 @@
+import { lfsError } from '../../errors/errors.js';
 import type { ChunkSource } from '../types.js';
-import type { S3Client, S3Reply } from './s3-client.js';
+import { SOURCE_ETAG_META } from './s3-bucket.js';
+import { discard, type S3Client, type S3Reply } from './s3-client.js';
+
+/** The stored version a reader opened, and where that version goes when it is deleted or replaced. */
+export interface ReadTarget {
+  readonly key: string;
+  /** The trash key: delete() and a replacing write copy the key there before it changes. */
+  readonly fallbackKey: string;
+  /** ETag of the opened version (without quotes); null when the store sends none. */
+  readonly etag: string | null;
+}
 
 /**
- * Bytes [start, end] of one object through a ranged GET. The body is pulled chunk by chunk, so
- * undici stops reading the socket while the client is slow (read-ahead bounded by the stream's
+ * Bytes [start, end] of one object version through a ranged GET. The body is pulled chunk by chunk,
+ * so undici stops reading the socket while the client is slow (read-ahead bounded by the stream's
  * high-water mark); close() destroys the body, ending the request.
+ *
+ * A read never observes a later delete or replacement (types.ts BlobReader): the GET carries
+ * `If-Match` with the opened ETag, and when the key is gone (404) or holds another version (412),
+ * the same range is read from the trash copy, provided that copy is of the opened version.
  */
 export class S3ChunkSource implements ChunkSource {
   readonly #client: S3Client;
-  readonly #key: string;
+  readonly #target: ReadTarget;
   readonly #range: string;
   readonly #length: number;
   #reply: S3Reply | null = null;
@@ -16,9 +31,9 @@ export class S3ChunkSource implements ChunkSource {
   #received = 0;
   #closed = false;
 
-  constructor(client: S3Client, key: string, start: number, endInclusive: number) {
+  constructor(client: S3Client, target: ReadTarget, start: number, endInclusive: number) {
     this.#client = client;
-    this.#key = key;
+    this.#target = target;
     this.#range = `bytes=${start}-${endInclusive}`;
     this.#length = endInclusive - start + 1;
   }
@@ -26,7 +41,7 @@ export class S3ChunkSource implements ChunkSource {
   async next(): Promise<Uint8Array | null> {
     if (this.#closed || this.#received >= this.#length) return null;
     if (this.#iter === null) {
-      this.#reply = await this.#client.send({ method: 'GET', key: this.#key, headers: { range: this.#range } });
+      this.#reply = await this.#get();
       this.#iter = (this.#reply.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
     }
     const r = await this.#iter.next();
@@ -39,25 +54,23 @@ export class S3ChunkSource implements ChunkSource {
     return r.value;
   }
 
+  async #get(): Promise<S3Reply> {
+    const { key, fallbackKey, etag } = this.#target;
+    const headers: Record<string, string> = { range: this.#range };
+    if (etag !== null) headers['if-match'] = `"${etag}"`;
+    const r = await this.#client.send({ method: 'GET', key, headers, accept: [404, 412] });
+    if (r.status !== 404 && r.status !== 412) return r;
+    await discard(r.body);
+    const t = await this.#client.send({ method: 'GET', key: fallbackKey, headers: { range: this.#range }, accept: [404] });
+    if (t.status !== 404 && (etag === null || t.headers[SOURCE_ETAG_META] === etag)) return t;
+    if (t.status === 404) await discard(t.body);
+    else t.body.on('error', () => undefined).destroy(); // another version's bytes: not read, the request ended
+    throw lfsError('LFS_ERR_OBJECT_NOT_FOUND', 'The object was removed from the bucket while it was being read');
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     this.#reply?.body.destroy();
     this.#reply = null;
   }
-}
-
-/** Reads exactly `into.byteLength` bytes of `key` from `position` with one ranged GET. */
-export async function readRange(client: S3Client, key: string, position: number, into: Uint8Array): Promise<void> {
-  if (into.byteLength === 0) return;
-  const r = await client.send({ method: 'GET', key, headers: { range: `bytes=${position}-${position + into.byteLength - 1}` } });
-  let at = 0;
-  for await (const chunk of r.body as AsyncIterable<Buffer>) {
-    if (at + chunk.byteLength > into.byteLength) {
-      r.body.destroy();
-      throw new Error('the bucket sent more bytes than the range asked for');
-    }
-    into.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  if (at !== into.byteLength) throw new Error(`short ranged read at ${position}: ${at} of ${into.byteLength} bytes`);
 }

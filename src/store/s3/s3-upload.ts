@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lfsError } from '../../errors/errors.js';
 import { BufferPool } from '../buffer-pool.js';
+import type { S3Bucket } from './s3-bucket.js';
 import { discard, type S3Client } from './s3-client.js';
 
 /** Multipart part size: S3 wants ≥ 5 MiB for all parts but the last, and at most 10,000 parts. */
@@ -10,6 +11,17 @@ const MAX_PARTS = 10_000;
 export const MAX_PARTS_IN_FLIGHT = 2;
 /** Part buffers are reused across uploads; a few idle ones are kept. */
 const partBuffers = new BufferPool(PART_SIZE, 6);
+
+/** How an upload treats a key that already exists when it completes. */
+export interface UploadOptions {
+  /** Sent with the PUT or CreateMultipartUpload (x-amz-meta-*). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Absent: an existing key is kept and this content dropped (content-addressed: same bytes).
+   * Given: the content overwrites the key, after this has put the existing copy aside (for readers).
+   */
+  readonly retire?: () => Promise<void>;
+}
 
 /** What a completed upload left in the bucket. */
 export interface UploadResult {
@@ -29,8 +41,10 @@ export interface UploadResult {
  */
 export class S3Upload {
   readonly #client: S3Client;
+  readonly #bucket: S3Bucket;
   readonly #key: string;
   readonly #headers: Readonly<Record<string, string>>;
+  readonly #retire: (() => Promise<void>) | null;
   readonly #partSize: number;
   /** Size of the whole content when known and smaller than a part: the buffer is sized to it. */
   readonly #smallSize: number | null;
@@ -47,11 +61,13 @@ export class S3Upload {
   #failed: unknown = null;
   #done = false;
 
-  /** `headers`: sent with the PUT or CreateMultipartUpload (x-amz-meta-*); `expected`: stored size, if known. */
-  constructor(client: S3Client, key: string, expected: number | null, headers: Readonly<Record<string, string>> = {}) {
+  /** `expected`: size of the content, if known (it sizes the buffers; more or fewer bytes may come). */
+  constructor(client: S3Client, bucket: S3Bucket, key: string, expected: number | null, options: UploadOptions = {}) {
     this.#client = client;
+    this.#bucket = bucket;
     this.#key = key;
-    this.#headers = headers;
+    this.#headers = options.headers ?? {};
+    this.#retire = options.retire ?? null;
     // Keep within 10,000 parts for very large announced sizes (whole MiB, so S3 accepts them).
     this.#partSize = expected === null ? PART_SIZE : Math.max(PART_SIZE, Math.ceil(expected / (MAX_PARTS - 100) / (1 << 20)) * (1 << 20));
     this.#smallSize = expected !== null && expected < this.#partSize ? expected : null;
@@ -95,7 +111,7 @@ export class S3Upload {
     let off = 0;
     while (off < bytes.byteLength) {
       if (this.#buf !== null && this.#fill === this.#buf.byteLength && this.#buf.byteLength < this.#partSize) {
-        // More than announced arrived into a right-sized buffer (framed overhead): grow to a part.
+        // More than announced arrived into a right-sized buffer: grow to a part.
         const bigger = this.#partSize === PART_SIZE ? partBuffers.take() : new ArrayBuffer(this.#partSize);
         new Uint8Array(bigger).set(new Uint8Array(this.#buf, 0, this.#fill));
         this.#buf = bigger;
@@ -154,12 +170,16 @@ export class S3Upload {
     this.#parts.push(part);
   }
 
-  /** Makes the content visible under the key (unless the key already exists: content-addressed). */
+  /**
+   * Makes the content visible under the key. Without `retire`, an existing key is kept (another
+   * repository's upload, a concurrent one: one copy per oid) and `created` is false.
+   */
   async complete(): Promise<UploadResult> {
-    if (this.#failed !== null) throw this.#failed;
+    if (this.#done) throw this.#failed ?? new Error('upload already completed');
     try {
+      if (this.#failed !== null) throw this.#failed;
       if (this.#uploadId === null) {
-        if (await this.#exists()) return { storedSize: this.#total, created: false };
+        if (!(await this.#mayWrite())) return { storedSize: this.#total, created: false };
         const body = this.#buf === null ? new Uint8Array(0) : new Uint8Array(this.#buf, 0, this.#fill);
         const payloadHash = createHash('sha256').update(body).digest('hex');
         const r = await this.#client.send({ method: 'PUT', key: this.#key, headers: { ...this.#headers, 'content-length': String(body.byteLength) }, body, payloadHash });
@@ -170,34 +190,38 @@ export class S3Upload {
       await Promise.all(this.#parts);
       if (this.#failed !== null) throw this.#failed;
       const uploadId = await this.#uploadId;
-      if (await this.#exists()) {
-        // Already stored (another repository, or a concurrent upload): keep one copy.
-        await this.#abortUpload();
+      if (!(await this.#mayWrite())) {
+        // Best effort: stores without AbortMultipartUpload keep the parts until the sweep or a lifecycle rule.
+        await this.#abortUpload().catch(() => undefined);
         return { storedSize: this.#total, created: false };
       }
-      const xml = `<CompleteMultipartUpload>${this.#etags.map((e, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${escapeXml(e)}</ETag></Part>`).join('')}</CompleteMultipartUpload>`;
-      const r = await this.#client.sendText({ method: 'POST', key: this.#key, query: [['uploadId', uploadId]], headers: { 'content-type': 'application/xml' }, body: xml });
-      // S3 may answer 200 and report the failure in the body (CompleteMultipartUpload docs).
-      if (/<Error>/.test(r.text)) throw new Error(`CompleteMultipartUpload failed: ${/<Code>([^<]*)/.exec(r.text)?.[1] ?? r.text.slice(0, 200)}`);
+      await this.#bucket.completeUpload(this.#key, uploadId, this.#etags);
       return { storedSize: this.#total, created: true };
+    } catch (e) {
+      // A failed finish leaves nothing either (types.ts ObjectWriter): parts settled, upload aborted.
+      await Promise.all(this.#parts);
+      await this.#abortUpload().catch(() => undefined);
+      throw e;
     } finally {
       this.#release();
       this.#done = true;
     }
   }
 
-  async #exists(): Promise<boolean> {
-    const r = await this.#client.send({ method: 'HEAD', key: this.#key, accept: [404] });
-    await discard(r.body);
-    return r.status !== 404;
+  /** False when the key exists and is to be kept; with `retire`, puts the existing copy aside first. */
+  async #mayWrite(): Promise<boolean> {
+    if (this.#retire !== null) {
+      await this.#retire();
+      return true;
+    }
+    return (await this.#bucket.head(this.#key)) === null;
   }
 
   async #abortUpload(): Promise<void> {
     if (this.#uploadId === null) return;
     const uploadId = await this.#uploadId.catch(() => null);
     if (uploadId === null) return;
-    const r = await this.#client.send({ method: 'DELETE', key: this.#key, query: [['uploadId', uploadId]], accept: [404] });
-    await discard(r.body);
+    await this.#bucket.abortUpload(this.#key, uploadId);
   }
 
   #release(): void {
@@ -217,8 +241,4 @@ export class S3Upload {
     // Best effort: an upload left behind (bucket unreachable now) is aborted by the sweep later.
     await this.#abortUpload().catch(() => undefined);
   }
-}
-
-function escapeXml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }

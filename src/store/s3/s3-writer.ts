@@ -1,23 +1,20 @@
-import type { Oid } from '../../protocol/oid.js';
-import { IncomingCheck } from '../incoming-check.js';
 import type { ObjectWriter, PutResult } from '../types.js';
-import type { S3Client } from './s3-client.js';
-import { MAX_PARTS_IN_FLIGHT, S3Upload } from './s3-upload.js';
+import { MAX_PARTS_IN_FLIGHT, type S3Upload } from './s3-upload.js';
 
 /**
- * Writes an upload to its final key exactly as it arrives: every byte is counted and sha256-hashed in
- * line (IncomingCheck), and the S3Upload makes the key visible only after verify() passed.
+ * The backend writer of the S3 store: the bytes go to their final key exactly as given (the verify
+ * and compress layers above decide what they are), through an S3Upload that makes the key visible
+ * only in finish(). Chunks are copied into part buffers, so a `release` is called at once; the
+ * caller is paused (write() returns false) while MAX_PARTS_IN_FLIGHT parts upload (design.md rule 5).
  */
 export class S3Writer implements ObjectWriter {
-  readonly #check: IncomingCheck;
   readonly #upload: S3Upload;
   #drain: (() => void) | null = null;
   #waiting = false;
   #failed: unknown = null;
 
-  constructor(client: S3Client, key: string, oid: Oid, expected: number | null) {
-    this.#check = new IncomingCheck(oid, expected);
-    this.#upload = new S3Upload(client, key, expected);
+  constructor(upload: S3Upload) {
+    this.#upload = upload;
     this.#upload.onSettle(() => {
       if (this.#waiting && (this.#upload.inFlight < MAX_PARTS_IN_FLIGHT || this.#upload.failed !== null)) {
         this.#waiting = false;
@@ -26,13 +23,15 @@ export class S3Writer implements ObjectWriter {
     });
   }
 
-  write(chunk: Uint8Array): boolean {
-    if (this.#failed !== null) throw this.#failed;
+  write(chunk: Uint8Array, release?: () => void): boolean {
     try {
-      this.#check.take(chunk);
+      if (this.#failed !== null) throw this.#failed;
       this.#upload.push(chunk);
     } catch (e) {
       throw (this.#failed = e);
+    } finally {
+      // push() copied what it keeps (or failed): the caller's chunk is free either way.
+      release?.();
     }
     if (this.#upload.inFlight >= MAX_PARTS_IN_FLIGHT) {
       this.#waiting = true;
@@ -47,9 +46,8 @@ export class S3Writer implements ObjectWriter {
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
-    await this.#check.verify();
     const r = await this.#upload.complete();
-    return { size: this.#check.count, storedSize: r.storedSize, created: r.created };
+    return { size: r.storedSize, storedSize: r.storedSize, created: r.created };
   }
 
   async abort(): Promise<void> {
