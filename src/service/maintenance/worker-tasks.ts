@@ -59,10 +59,12 @@ export class WorkerTasks implements FrameCodec {
     return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, meter: meter?.buffer }));
   }
 
+  /** One frame compressed on the maintenance pool (maintenance.worker.ts re-exports compressFrame). */
   compress(task: CompressTask): Promise<CompressResult> {
     return this.#pool.compress(task);
   }
 
+  /** One frame checked and decoded on the maintenance pool. */
   decode(task: DecodeTask): Promise<DecodeResult> {
     return this.#pool.decode(task);
   }
