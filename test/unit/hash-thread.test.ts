@@ -1,7 +1,7 @@
 import { createHash, randomFillSync } from 'node:crypto';
 import t from 'tap';
 import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
-import { HashThread } from '../../src/store/hash-thread.js';
+import { HashThread } from '../../src/workers/hash-thread.js';
 
 const pool = new AlignedBufferPool(1 << 20, { keep: 8, shared: true });
 

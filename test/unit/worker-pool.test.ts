@@ -1,9 +1,10 @@
 import { blake3 } from '@napi-rs/blake-hash';
 import t from 'tap';
 import { WorkerPool } from '../../src/workers/pool.js';
-import { Codec } from '../../src/store/frame-format.js';
-import { isAlignedMemory } from '../../src/store/buffer-pool.js';
-import { uploadFrames } from '../../src/store/frame-encoder.js';
+import { Codec, FRAME_SIZE } from '../../src/format/frame-format.js';
+import { blockPool, isAlignedMemory } from '../../src/store/buffer-pool.js';
+
+const uploadFrames = blockPool(FRAME_SIZE);
 
 t.test('a crashed worker fails its task cleanly and the pool carries on', async (t) => {
   const pool = new WorkerPool(2, new URL('../fixtures/crash.worker.js', import.meta.url));

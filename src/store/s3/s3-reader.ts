@@ -30,10 +30,14 @@ export class S3ChunkSource implements ChunkSource {
   #iter: AsyncIterator<Buffer> | null = null;
   #received = 0;
   #closed = false;
+  readonly #start: number;
+  /** Bytes still to drop from the front: a store that sent more than the Range asked for. */
+  #skip = 0;
 
   constructor(client: S3Client, target: ReadTarget, start: number, endInclusive: number) {
     this.#client = client;
     this.#target = target;
+    this.#start = start;
     this.#range = `bytes=${start}-${endInclusive}`;
     this.#length = endInclusive - start + 1;
   }
@@ -42,16 +46,31 @@ export class S3ChunkSource implements ChunkSource {
     if (this.#closed || this.#received >= this.#length) return null;
     if (this.#iter === null) {
       this.#reply = await this.#get();
+      // Some S3-compatible stores answer a one-byte Range (`bytes=0-0`) with the whole object (as a
+      // 200, or as a 206 whose Content-Range says so): what was sent is read from where it starts.
+      const sent = sentRange(this.#reply, this.#start);
+      if (sent.start > this.#start || sent.end < this.#start + this.#length - 1) throw new Error(`the bucket sent bytes ${sent.start}-${sent.end}, not the range asked for (${this.#range})`);
+      this.#skip = this.#start - sent.start;
       this.#iter = (this.#reply.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
     }
-    const r = await this.#iter.next();
-    if (r.done) {
-      if (this.#received !== this.#length) throw new Error(`object ended after ${this.#received} of ${this.#length} bytes (changed in the bucket?)`);
-      return null;
+    for (;;) {
+      const r = await this.#iter.next();
+      if (r.done) {
+        if (this.#received !== this.#length) throw new Error(`object ended after ${this.#received} of ${this.#length} bytes (changed in the bucket?)`);
+        return null;
+      }
+      let chunk = r.value;
+      if (this.#skip > 0) {
+        const drop = Math.min(this.#skip, chunk.byteLength);
+        this.#skip -= drop;
+        chunk = chunk.subarray(drop);
+        if (chunk.byteLength === 0) continue;
+      }
+      // More than asked for (a wider answer, see above): the rest is not wanted; close() ends the request.
+      if (this.#received + chunk.byteLength > this.#length) chunk = chunk.subarray(0, this.#length - this.#received);
+      this.#received += chunk.byteLength;
+      return chunk;
     }
-    this.#received += r.value.byteLength;
-    if (this.#received > this.#length) throw new Error('the bucket sent more bytes than the range asked for');
-    return r.value;
   }
 
   async #get(): Promise<S3Reply> {
@@ -73,4 +92,12 @@ export class S3ChunkSource implements ChunkSource {
     this.#reply?.body.destroy();
     this.#reply = null;
   }
+}
+
+/** The bytes an answer to a ranged GET carries: its Content-Range, or the whole object for a 200. */
+function sentRange(reply: S3Reply, asked: number): { start: number; end: number } {
+  const length = Number(reply.headers['content-length']);
+  if (reply.status === 200) return { start: 0, end: length - 1 };
+  const m = /^bytes (\d+)-(\d+)\//.exec(String(reply.headers['content-range'] ?? ''));
+  return m === null ? { start: asked, end: asked + length - 1 } : { start: Number(m[1]), end: Number(m[2]) };
 }
