@@ -1,4 +1,5 @@
 import type { FrameCodec, Hasher } from '../format/frame-codec.js';
+import { DiscardBlobStore } from './discard.js';
 import { CompressingBlobStore } from './layers/compress.js';
 import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
 import { VerifyingBlobStore } from './layers/verify.js';
@@ -60,4 +61,13 @@ export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
  */
 export function compressingStore(backend: BlobStore, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
   return new VerifyingBlobStore(new CompressingBlobStore(backend, codec, level), hasher);
+}
+
+/**
+ * compressingStore over a backend that keeps nothing (store/discard.ts, of the real backend's block
+ * size): the compress job's dry run writes into it, so the saving it reports is the one a real run
+ * stores.
+ */
+export function measuringStore(blockSize: number, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
+  return compressingStore(new DiscardBlobStore(blockSize), codec, hasher, level);
 }

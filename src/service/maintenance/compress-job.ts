@@ -2,8 +2,7 @@ import { isLfsError } from '../../errors/errors.js';
 import { MIN_FRAMED_SIZE } from '../../format/frame-format.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
-import { compressingStore } from '../../store/compose.js';
-import { DiscardBlobStore } from '../../store/discard.js';
+import { compressingStore, measuringStore } from '../../store/compose.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../../store/types.js';
 import { reportBytes } from '../../workers/byte-meter.js';
 import type { JobContext } from './job-runner.js';
@@ -41,14 +40,14 @@ export interface CompressReport {
  * size on the way, so bytes that do not match their oid are refused and never replace anything (run
  * an audit); the framed copy replaces the plain one only once complete and verified (disk: rename
  * over; S3: complete over the key), and only when it is smaller; then the index learns its stored
- * size. A dry run writes the same way into a backend that only counts (store/discard.ts), so the
+ * size. A dry run writes the same way into a backend that only counts (measuringStore), so the
  * saving it reports is the one a real run makes.
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
   const { store, backend, maint, objects, tasks } = deps;
   const rows = maint.repoObjects(repo.key).filter((r) => !r.quarantined);
-  const target = new SmallerOnly(dryRun ? new DiscardBlobStore(backend.blockSize) : backend);
-  const writer = compressingStore(target, tasks, deps.hasher, deps.compressionLevel);
+  const smaller = dryRun ? null : new SmallerOnly(backend);
+  const writer = smaller === null ? measuringStore(backend.blockSize, tasks, deps.hasher, deps.compressionLevel) : compressingStore(smaller, tasks, deps.hasher, deps.compressionLevel);
   ctx.progress.objectsTotal = rows.length;
   ctx.progress.bytesTotal = rows.reduce((n, r) => n + r.size, 0);
   let compressed = 0;
@@ -68,7 +67,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
   const complete = await forEachLimited(rows, tasks.parallelism, ctx.signal, async (row) => {
     const meter = ctx.progress.meter();
     let reader: BlobReader | null = null;
-    const forget = target.expect(row.oid, row.size);
+    const forget = smaller?.expect(row.oid, row.size) ?? ((): void => undefined);
     try {
       // Not in the backend itself (a small object the journal still holds): nothing to replace.
       if (row.size < MIN_FRAMED_SIZE || objects.findInRepo(repo.key, row.oid) === null || (await backend.stat(row.oid)) === null) {
