@@ -4,6 +4,7 @@ import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
+import type { UploadGate } from './maintenance/maintenance-deps.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
@@ -19,7 +20,7 @@ export interface IncomingPromoter {
  * Uploads, downloads and verification of single objects. The store verifies bytes; this layer
  * records references and enforces that a repository only ever reaches objects it holds itself.
  */
-export class TransferService {
+export class TransferService implements UploadGate {
   readonly #store: BlobStore;
   readonly #objects: ObjectsRepo;
   readonly #metrics: Metrics;
@@ -27,6 +28,8 @@ export class TransferService {
   readonly #legacy: LegacyLayout | null;
   /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
   readonly #uploading = new Map<string, number>();
+  /** The deletion gate: oids retain is deleting, each with the promise that settles with the delete. */
+  readonly #deleting = new Map<string, Promise<void>>();
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
@@ -48,26 +51,54 @@ export class TransferService {
   }
 
   /**
+   * Retain marks an oid whose last reference it has just dropped (same synchronous step), and calls
+   * the returned function once the store's delete settled: uploads of the oid wait until then, so
+   * none finds the doomed bytes "already stored", and each stores fresh ones instead.
+   */
+  markDeleting(oid: Oid): () => void {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    this.#deleting.set(oid, gate);
+    return () => {
+      if (this.#deleting.get(oid) === gate) this.#deleting.delete(oid);
+      open();
+    };
+  }
+
+  /**
+   * Runs a write of `oid` (writer to recorded reference) as an upload: in flight from this call on
+   * (retain skips the oid), and begun only once a deletion of the oid under way has settled.
+   */
+  async asUpload<T>(oid: Oid, write: () => Promise<T>): Promise<T> {
+    this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
+    try {
+      for (let gate = this.#deleting.get(oid); gate !== undefined; gate = this.#deleting.get(oid)) await gate;
+      return await write();
+    } finally {
+      const n = this.#uploading.get(oid)! - 1;
+      if (n === 0) this.#uploading.delete(oid);
+      else this.#uploading.set(oid, n);
+    }
+  }
+
+  /**
    * Streams an upload into the shared store and records this repository's reference. A second
    * upload of bytes the store already holds proves possession and adds only the reference.
    */
   async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null): Promise<number> {
     const started = performance.now();
     this.#metrics.inFlight.inc({ direction: 'upload' });
-    this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
     try {
-      return await this.#upload(repo, oid, body, expectedSize, started);
+      return await this.asUpload(oid, () => this.#upload(repo, oid, body, expectedSize, started));
     } finally {
-      const n = this.#uploading.get(oid)! - 1;
-      if (n === 0) this.#uploading.delete(oid);
-      else this.#uploading.set(oid, n);
       this.#metrics.inFlight.dec({ direction: 'upload' });
     }
   }
 
   async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number): Promise<number> {
-    // A quarantined oid's bad bytes must be gone before the new bytes commit, or the store would keep
-    // them as "already stored" (the audit moves them; this covers a crash between its mark and its move).
+    // A quarantined oid's bad bytes must be gone before the new ones commit, or the store would keep
+    // them as "already stored" (the audit moves them; this covers a crash between its mark and its
+    // move). Every backend: a disk file, a bucket key, a journal entry.
     if (this.#objects.isQuarantined(oid)) await this.#store.quarantine(oid);
     const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
     try {
@@ -116,8 +147,13 @@ export class TransferService {
   async verify(repo: RepoName, oid: Oid, size: number): Promise<void> {
     const row = this.#objects.findInRepo(repo.key, oid) ?? this.#legacyRow(repo, oid);
     if (row === null && this.#promoter !== null) {
-      const put = await this.#promoter.promote(repo, oid, size);
-      this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
+      const promoter = this.#promoter;
+      // Promotion writes the oid into the shared keyspace: an upload, as far as retain is concerned.
+      const put = await this.asUpload(oid, async () => {
+        const p = await promoter.promote(repo, oid, size);
+        this.#objects.addReference(repo.key, oid, p.size, p.storedSize);
+        return p;
+      });
       // A presigned upload went straight to the bucket: no chunk passed here, so it is counted now.
       this.#metrics.transferBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);

@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { FrameCodec, Hasher } from '../format/frame-codec.js';
+import { DiscardBlobStore } from './discard.js';
 import { DiskBlobStore } from './disk.js';
 import { S3BlobStore } from './s3/s3-store.js';
 import { CompressingBlobStore } from './layers/compress.js';
@@ -59,7 +60,10 @@ export interface ComposedStore {
  */
 export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
   let store: BlobStore = parts.backend;
-  if (parts.compressionLevel !== null) store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
+  // Always there: with compression off new objects are stored as they arrive, but objects framed
+  // earlier (compression on before, or the compress job, which frames at level 3 either way) must
+  // still be read through the one frame reader.
+  store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
   let journal: JournalingBlobStore | null = null;
   if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references);
   return { store: new VerifyingBlobStore(store, parts.hasher), journal };
@@ -72,4 +76,13 @@ export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
  */
 export function compressingStore(backend: BlobStore, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
   return new VerifyingBlobStore(new CompressingBlobStore(backend, codec, level), hasher);
+}
+
+/**
+ * compressingStore over a backend that keeps nothing (store/discard.ts, of the real backend's block
+ * size): the compress job's dry run writes into it, so the saving it reports is the one a real run
+ * stores.
+ */
+export function measuringStore(blockSize: number, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
+  return compressingStore(new DiscardBlobStore(blockSize), codec, hasher, level);
 }

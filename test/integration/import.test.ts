@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http } from '../helpers/lfs-http.js';
-import { startServer, tmpDir } from '../helpers/start-server.js';
+import { startS3Server } from '../helpers/s3-server.js';
+import { startServer, tmpDir, waitForFile, type RunningServer } from '../helpers/start-server.js';
 import { textLike } from '../helpers/data.js';
 
 // Migration from other servers' disks against the real server: the content folders of Gitea/Forgejo,
@@ -16,7 +17,7 @@ import { textLike } from '../helpers/data.js';
 const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
-const REPOS = ['acme/from-gitea', 'acme/from-gitlab', 'acme/from-lts', 'acme/from-clone', 'acme/legacy', 'acme/dry'];
+const REPOS = ['acme/from-gitea', 'acme/from-gitlab', 'acme/from-lts', 'acme/from-clone', 'acme/legacy', 'acme/dry', 'acme/to-bucket'];
 for (const r of REPOS) forge.repos.set(r, { private: true });
 const all = (role: 'admin' | 'push' | 'pull') => Object.fromEntries(REPOS.map((r) => [r, role]));
 forge.tokens.set('tok-admin', { login: 'boss', repos: all('admin') });
@@ -34,11 +35,11 @@ t.teardown(() => {
 const MiB = 1 << 20;
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const storePath = (oid: string): string => join(dataDir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
-const job = (repo: string, kind: string, body: object, tok = 'tok-admin') =>
-  http('POST', `${server.url}/${repo}/objects/${kind}`, { headers: { ...as(tok), 'content-type': 'application/json' }, body: JSON.stringify(body) });
-const get = (repo: string, oid: string) => http('GET', `${server.url}/${repo}/objects/${oid}`, { headers: as('tok-push') });
-async function batchErrors(repo: string, objs: { oid: string; size: number }[]): Promise<(number | undefined)[]> {
-  const res = await http('POST', `${server.url}/${repo}/objects/batch`, {
+const job = (repo: string, kind: string, body: object, tok = 'tok-admin', on: RunningServer = server) =>
+  http('POST', `${on.url}/${repo}/objects/${kind}`, { headers: { ...as(tok), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const get = (repo: string, oid: string, on: RunningServer = server) => http('GET', `${on.url}/${repo}/objects/${oid}`, { headers: as('tok-push') });
+async function batchErrors(repo: string, objs: { oid: string; size: number }[], on: RunningServer = server): Promise<(number | undefined)[]> {
+  const res = await http('POST', `${on.url}/${repo}/objects/batch`, {
     headers: { ...as('tok-push'), 'content-type': LFS, accept: LFS },
     body: JSON.stringify({ operation: 'download', objects: objs }),
   });
@@ -75,7 +76,8 @@ function plant(root: string, full: boolean, seed: number): Planted {
   return { good, corruptOid, corruptRel, misnamedRel };
 }
 
-async function checkImported(t: Test, repo: string, p: Planted, report: any): Promise<void> {
+/** `stored(oid)`: a promise that the store holds the oid's own copy (small objects get theirs from the journal, soon). */
+async function checkImported(t: Test, repo: string, p: Planted, report: any, on: RunningServer = server, stored: (oid: string) => Promise<void> = (oid) => waitForFile(storePath(oid)), absent: (oid: string) => boolean = (oid) => !existsSync(storePath(oid))): Promise<void> {
   t.match(report, { files: p.good.length + 2, imported: p.good.length, refused: 2, vanished: 0, complete: true, dry_run: false });
   t.same(
     [...report.refused_files].sort((a: any, b: any) => a.reason.localeCompare(b.reason)),
@@ -88,13 +90,14 @@ async function checkImported(t: Test, repo: string, p: Planted, report: any): Pr
   t.same(report.refused_by_reason, { digest_mismatch: 1, other_layout: 1 });
   t.equal(report.bytes, p.good.reduce((n, d) => n + d.length, 0));
   for (const d of p.good) {
-    const res = await get(repo, sha(d));
+    const res = await get(repo, sha(d), on);
     t.equal(res.status, 200, `${d.length}-byte object served`);
     t.equal(sha(res.body), sha(d), `${d.length}-byte object downloads intact`);
-    t.ok(existsSync(storePath(sha(d))), 'in the shared store');
+    await stored(sha(d));
   }
-  t.same(await batchErrors(repo, [{ oid: p.corruptOid, size: 4096 }]), [404], 'the corrupt file is not served');
-  t.notOk(existsSync(storePath(p.corruptOid)), 'and never entered the shared store');
+  t.pass('every imported object is in the shared store');
+  t.same(await batchErrors(repo, [{ oid: p.corruptOid, size: 4096 }], on), [404], 'the corrupt file is not served');
+  t.ok(absent(p.corruptOid), 'and never entered the shared store');
 }
 
 t.test('Gitea/Forgejo: data/lfs/ab/cd/<oid[4:]>', async (t) => {
@@ -230,4 +233,19 @@ t.test('dedupe meets a Gitea layout copied into the legacy folder: refused and l
   const again = (await job('acme/legacy', 'dedupe', {})).json();
   t.match(again, { objects: 0, refused: 2 }, 'and reported again until the operator deals with it');
   t.equal(readFileSync(join(legacy, 'README'), 'utf8'), 'notes');
+});
+
+t.test('import into the S3 store: written through the store as an upload is, so a bucket gets it too', async (t) => {
+  const s3 = await startS3Server(tmpDir('stowage-import-s3-'));
+  t.teardown(() => s3.stop());
+  const bucketed = await startServer({ ...s3.env(), SVC_FORGE_A_API_URL: forge.url, SVC_WORKERS: '2', SVC_IMPORT_DIR: importRoot });
+  t.teardown(() => bucketed.stop());
+  const keyFile = (oid: string): string => join(s3.dir, s3.bucket, 'lfs', 'objects', oid.slice(0, 2), oid.slice(2, 4), `${oid}._S3rver_object`);
+  const root = join(importRoot, 'for-bucket');
+  const p = plant(root, false, 7);
+  const r = (await job('acme/to-bucket', 'import', { layout: 'gitea', source: 'for-bucket' }, 'tok-admin', bucketed)).json();
+  t.match(r, { copied: p.good.length, already_stored: 0 });
+  await checkImported(t, 'acme/to-bucket', p, r, bucketed, async (oid) => void t.ok(existsSync(keyFile(oid)), `${oid.slice(0, 8)} is a bucket key`), (oid) => !existsSync(keyFile(oid)));
+  const again = (await job('acme/to-bucket', 'import', { layout: 'gitea', source: 'for-bucket' }, 'tok-admin', bucketed)).json();
+  t.match(again, { imported: p.good.length, copied: 0, already_stored: p.good.length, refused: 2 }, 'a second run finds everything stored');
 });

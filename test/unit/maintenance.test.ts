@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
@@ -8,10 +8,15 @@ import { ObjectsRepo } from '../../src/db/objects-repo.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { JobRunner } from '../../src/service/maintenance/job-runner.js';
 import { forEachLimited } from '../../src/service/maintenance/worker-tasks.js';
-import { compressFile, hashFile } from '../../src/workers/maintenance.worker.js';
+import { WorkerTasks } from '../../src/service/maintenance/worker-tasks.js';
+import { digestOf, pumpInto, type Pull } from '../../src/service/maintenance/object-io.js';
+import { TransferService } from '../../src/service/transfer-service.js';
+import { hashFile } from '../../src/workers/maintenance.worker.js';
 import { ByteMeter } from '../../src/workers/byte-meter.js';
-import { FRAME_SIZE } from '../../src/store/buffer-pool.js';
-import { INDEX_ENTRY_SIZE, TRAILER_SIZE } from '../../src/store/frame-format.js';
+import { HashThread } from '../../src/workers/hash-thread.js';
+import { Metrics } from '../../src/metrics/registry.js';
+import { DiscardBlobStore } from '../../src/store/discard.js';
+import { FRAME_SIZE } from '../../src/format/frame-format.js';
 import { jobOutcome } from '../../src/service/maintenance/job-outcome.js';
 import { tmpDir } from '../helpers/start-server.js';
 
@@ -25,40 +30,113 @@ const text = (n: number): Buffer => {
   return out;
 };
 
-t.test('maintenance worker: compress → framed file hashes back to the same oid; damage is caught', async (t) => {
+t.test('maintenance worker: hashFile hashes a plain file as it is, in chunks, and says when it is gone', async (t) => {
   const data = text(9 * 1024 * 1024 + 11);
   const plain = join(dir, 'plain');
   writeFileSync(plain, data);
-  const h = hashFile({ path: plain });
-  t.match(h, { outcome: 'ok', sha256: sha(data), size: data.length, framed: false });
-
-  const dry = compressFile({ path: plain, outPath: null, level: 3 });
-  t.equal(dry.outcome, 'framed');
-  t.equal(dry.sha256, sha(data), 'the digest of the plain bytes comes back for checking');
-  const framed = join(dir, 'framed');
-  const real = compressFile({ path: plain, outPath: framed, level: 3 });
-  t.equal(real.framedSize, dry.framedSize, 'a dry run measures exactly what the real run writes');
-  t.equal(statSync(framed).size, real.framedSize);
-  t.match(hashFile({ path: framed }), { outcome: 'ok', sha256: sha(data), size: data.length, framed: true });
-  t.match(hashFile({ path: framed, plainOnly: true }), { outcome: 'ok', framed: false }, 'plainOnly reads the bytes as they are');
-  t.equal(compressFile({ path: framed, outPath: null, level: 3 }).outcome, 'already_framed');
-
-  const fd = openSync(framed, 'r+');
-  const b = Buffer.alloc(1);
-  readSync(fd, b, 0, 1, 10);
-  b[0] = b[0]! ^ 0x80;
-  writeSync(fd, b, 0, 1, 10);
-  closeSync(fd);
-  const bad = hashFile({ path: framed });
-  t.equal(bad.outcome, 'unreadable', 'a damaged frame cannot be read');
-  t.match(bad.detail, /BLAKE3/);
+  const m = new ByteMeter();
+  t.match(hashFile({ path: plain, meter: m.buffer }), { outcome: 'ok', sha256: sha(data), size: data.length });
+  t.equal(m.read(), data.length, 'every byte read is reported');
   t.equal(hashFile({ path: join(dir, 'none') }).outcome, 'missing');
+  t.equal(hashFile({ path: dir }).outcome, 'unreadable', 'a folder cannot be read as an object');
+});
 
-  const noise = join(dir, 'noise');
-  writeFileSync(noise, randomBytes(5 << 20));
-  const n = join(dir, 'noise.framed');
-  t.equal(compressFile({ path: noise, outPath: n, level: 3 }).outcome, 'not_smaller');
-  t.throws(() => readFileSync(n), 'nothing is left behind when framing saves nothing');
+/** Pulls `data` in chunks of the given sizes (cycled), each a fresh view that the next pull overwrites. */
+function pullOf(data: Buffer, sizes: number[]): Pull {
+  let at = 0;
+  let i = 0;
+  const scratch = Buffer.alloc(Math.max(...sizes));
+  return async () => {
+    if (at >= data.length) return null;
+    const n = Math.min(sizes[i++ % sizes.length]!, data.length - at);
+    data.copy(scratch, 0, at, at + n);
+    at += n;
+    return scratch.subarray(0, n);
+  };
+}
+
+t.test('digestOf: the sha256 of what is pulled, on the hash thread for large objects, reporting bytes as it goes', async (t) => {
+  const hasher = new HashThread();
+  t.teardown(() => hasher.close());
+  // Irregular chunks across the 1 MiB blocks, more blocks than may be in flight at once.
+  for (const size of [0, 1, 65_536, (1 << 20) - 1, (1 << 20) + 1, 9 * (1 << 20) + 12_345]) {
+    const data = randomBytes(size);
+    const seen: number[] = [];
+    const r = await digestOf(pullOf(data, [777_777, 1 << 20, 3, 300_001]), size, hasher, (n) => seen.push(n));
+    t.same(r, { sha256: sha(data), size }, `${size} bytes`);
+    if (size > 0) t.equal(seen.at(-1), size, 'the running count reaches the size');
+  }
+  // Where the source fails midway, the failure comes out (and the stream is dropped, not left open).
+  let n = 0;
+  const failing: Pull = async () => {
+    if (n++ === 3) throw new Error('bucket went away');
+    return Buffer.alloc(1 << 20, n);
+  };
+  await t.rejects(digestOf(failing, 8 << 20, hasher, () => undefined), /bucket went away/);
+  const after = randomBytes(3 << 20);
+  t.same(await digestOf(pullOf(after, [1 << 20]), after.length, hasher, () => undefined), { sha256: sha(after), size: after.length }, 'the hasher is still usable');
+});
+
+t.test('WorkerTasks is a FrameCodec: frames compressed and decoded on the maintenance pool', async (t) => {
+  const tasks = new WorkerTasks(1);
+  t.teardown(() => tasks.close());
+  const frame = text(FRAME_SIZE);
+  const input = new Uint8Array(new ArrayBuffer(FRAME_SIZE));
+  input.set(frame);
+  const c = await tasks.compress({ input, length: FRAME_SIZE, out: new ArrayBuffer(FRAME_SIZE + 4096), level: 3, attempt: true });
+  t.equal(c.codec, 1, 'text compresses');
+  t.ok(c.storedLength < FRAME_SIZE / 2);
+  const stored = new ArrayBuffer(c.storedLength);
+  new Uint8Array(stored).set(new Uint8Array(c.out, 0, c.storedLength));
+  const d = await tasks.decode({ stored, storedLength: c.storedLength, codec: 1, digest: c.digest, out: new ArrayBuffer(FRAME_SIZE), length: FRAME_SIZE });
+  t.equal(d.damage, null);
+  t.ok(Buffer.from(d.out, 0, FRAME_SIZE).equals(frame), 'decodes to the same bytes');
+  const bad = new ArrayBuffer(c.storedLength);
+  new Uint8Array(bad).set(new Uint8Array(c.out, 0, c.storedLength));
+  new Uint8Array(bad)[10]! ^= 1;
+  const e = await tasks.decode({ stored: bad, storedLength: c.storedLength, codec: 1, digest: c.digest, out: new ArrayBuffer(FRAME_SIZE), length: FRAME_SIZE });
+  t.match(e.damage, /BLAKE3/, 'a damaged frame is caught by its digest');
+});
+
+t.test('DiscardBlobStore: a writer counts what it is given, keeps nothing, releases lent chunks', async (t) => {
+  const store = new DiscardBlobStore(1 << 20);
+  const oid = parseOid('b'.repeat(64))!;
+  const w = await store.createWriter(oid, { repo: 'o/r', expectedSize: null });
+  let released = 0;
+  t.equal(w.write(Buffer.alloc(1000)), true);
+  t.equal(w.write(Buffer.alloc(24), () => released++), true);
+  const put = await pumpInto(pullOf(Buffer.alloc(5000), [999]), w, () => undefined);
+  t.same(put, { size: 6024, storedSize: 6024, created: true });
+  t.equal(released, 1, 'the lent chunk was released once');
+  t.equal(await store.open(oid), null, 'nothing is stored');
+  t.equal(await store.stat(oid), null);
+});
+
+t.test('TransferService deletion gate: a write of an oid being deleted waits for the delete, and counts as in flight meanwhile', async (t) => {
+  const db = openDatabase(join(dir, 'gate.sqlite'));
+  t.teardown(() => db.close());
+  const transfers = new TransferService(new DiscardBlobStore(1 << 20), new ObjectsRepo(db), new Metrics());
+  const oid = parseOid('c'.repeat(64))!;
+  const other = parseOid('d'.repeat(64))!;
+  const open = transfers.markDeleting(oid);
+  const order: string[] = [];
+  const write = transfers.asUpload(oid, async () => {
+    order.push('write');
+    return 7;
+  });
+  t.equal(transfers.isUploading(oid), true, 'in flight from the call on, so retain leaves it alone');
+  t.equal(await transfers.asUpload(other, async () => 'free'), 'free', 'another oid is not held up');
+  // Let every pending step run: the write must still be waiting for the gate.
+  await new Promise((r) => setImmediate(r));
+  t.same(order, [], 'the write has not begun while the delete is under way');
+  order.push('deleted');
+  open();
+  t.equal(await write, 7);
+  t.same(order, ['deleted', 'write'], 'it begins once the delete settled');
+  t.equal(transfers.isUploading(oid), false);
+  // A gate opened before any write arrives holds nothing up.
+  transfers.markDeleting(oid)();
+  t.equal(await transfers.asUpload(oid, async () => 'at once'), 'at once');
 });
 
 t.test('MaintenanceRepo: dropping the last reference removes the row and records an intent; quarantine hides an object', async (t) => {
@@ -130,28 +208,6 @@ t.test('JobRunner: joins a duplicate request, records progress and report, marks
   t.ok(logs.some((l) => /interrupted/.test(l)));
   await runner.close();
   await again.close();
-});
-
-t.test('the worker reports bytes as it reads: frame by frame, so a read stopped in the last frame shows the frames before it', async (t) => {
-  const data = text(3 * FRAME_SIZE + 5);
-  const plain = join(dir, 'metered');
-  writeFileSync(plain, data);
-  const m = new ByteMeter();
-  t.match(hashFile({ path: plain, meter: m.buffer }), { outcome: 'ok' });
-  t.equal(m.read(), data.length, 'a plain read reports every byte');
-  const framed = join(dir, 'metered.framed');
-  const c = new ByteMeter();
-  t.equal(compressFile({ path: plain, outPath: framed, level: 3, meter: c.buffer }).outcome, 'framed');
-  t.equal(c.read(), data.length, 'compress reports the plain bytes it read');
-  // Damage the last byte of the last stored frame (it ends where the index begins).
-  const frames = Math.ceil(data.length / FRAME_SIZE);
-  const at = statSync(framed).size - TRAILER_SIZE - frames * INDEX_ENTRY_SIZE - 1;
-  const fd = openSync(framed, 'r+');
-  writeSync(fd, Buffer.from([0x5a ^ readFileSync(framed)[at]!]), 0, 1, at);
-  closeSync(fd);
-  const f = new ByteMeter();
-  t.equal(hashFile({ path: framed, meter: f.buffer }).outcome, 'unreadable');
-  t.equal(f.read(), (frames - 1) * FRAME_SIZE, 'every frame read before the damaged one was reported');
 });
 
 t.test('JobRunner: cancel stops a running job between objects and a queued one at once; bytes in hand count; outcome', async (t) => {

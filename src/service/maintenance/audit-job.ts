@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
-import type { HashFileResult } from '../../workers/maintenance.worker.js';
+import { reportBytes, type ByteMeter } from '../../workers/byte-meter.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
+import { digestOf, withObjectPull } from './object-io.js';
 import { forEachLimited } from './worker-tasks.js';
 
 /** One object an audit found wrong. */
@@ -37,22 +37,21 @@ export interface AuditReport {
   readonly unreadable_objects: readonly AuditProblem[];
 }
 
-/** Objects whose file is missing but which the store still serves (small objects in its journal) are read here. */
-const JOURNAL_READ_MAX = 4 << 20;
-
 /**
- * Audit: reads every object of the repository back the way a download does (framed objects: each
- * frame's BLAKE3, then zstd; plain ones as stored; legacy files as served) on the worker pool and
- * checks the sha256 of what comes out against the oid and the size against the index. Read-only
- * unless asked to quarantine (which needs admin; restic's `check` is read-only too); then each bad
- * object is quarantined: the index mark goes first (batch then reports it missing so the
- * next push uploads good bytes, and downloads 404), then its file moves to `quarantine/`; a legacy
- * file is renamed `<oid>.corrupt`. The result is recorded for the repository page.
+ * Audit: reads every object of the repository back the way a download does, through the store
+ * stack (`store.open`: on a framed object the compress layer checks each frame's BLAKE3 and decodes
+ * it; on S3 the bytes come from the bucket), and checks the sha256 of what comes out against the oid
+ * and its size against the index; the sha256 runs on the hash thread (object-io.ts). Legacy files
+ * (disk only) are hashed on the maintenance pool. Read-only unless asked to quarantine (which needs
+ * admin; restic's `check` is read-only too); then each bad object is quarantined: the index mark
+ * goes first (batch then reports it missing so the next push uploads good bytes, and downloads
+ * 404), then `store.quarantine` moves its bytes aside (disk: `quarantine/`; S3: the `quarantine/`
+ * prefix); a legacy file is renamed `<oid>.corrupt`. The result is recorded for the repository page.
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;
   const rows = maint.repoObjects(repo.key);
-  const legacy = await store.listLegacy(repo);
+  const legacy = store.legacy === null ? [] : (await store.legacy.scanLegacy(repo, 0)).objects;
   const live = rows.filter((r) => !r.quarantined);
   const already = rows.length - live.length;
   ctx.progress.objectsTotal = live.length + legacy.length;
@@ -78,9 +77,9 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
       // Mark first: from this instant batch reports it missing and nothing serves it; the file move
       // after it is repeated by the next upload of the oid if this process dies in between.
       maint.quarantine(oid, repo.key, `${kind}: ${detail}`);
-      await store.quarantineFile(oid);
+      await store.quarantine(oid);
     } else {
-      await store.setAsideLegacy(repo, oid, 'corrupt');
+      await store.legacy!.setAsideLegacy(repo, oid, 'corrupt');
     }
     quarantined++;
   };
@@ -89,19 +88,18 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     // Dropped by retain since the listing: no longer this repository's object.
     if (objects.findInRepo(repo.key, row.oid) === null) return ctx.progress.objectDone(row.size);
     const meter = ctx.progress.meter();
-    let r = await tasks.hash(store.pathOf(row.oid), false, meter);
-    if (r.outcome === 'missing') r = await readFromStore(deps, row.oid);
+    const r = await readBack(deps, row.oid, meter);
     checked++;
     ctx.progress.objectDone(row.size, meter);
     bytes += r.size;
-    if (r.outcome !== 'ok') await found('unreadable', 'shared', row.oid, r.detail ?? r.outcome);
+    if (r.outcome !== 'ok') await found('unreadable', 'shared', row.oid, r.detail);
     else if (r.sha256 !== row.oid) await found('corrupt', 'shared', row.oid, `content hashes to ${r.sha256}`);
     else if (r.size !== row.size) await found('corrupt', 'shared', row.oid, `${r.size} bytes, the index says ${row.size}`);
     else ok++;
   });
   const legacyDone = await forEachLimited(legacy, tasks.parallelism, ctx.signal, async (l) => {
     const meter = ctx.progress.meter();
-    const r = await tasks.hash(l.path, true, meter);
+    const r = await tasks.hash(l.path, meter);
     ctx.progress.objectDone(l.size, meter);
     if (r.outcome === 'missing') return; // folded by a dedupe meanwhile
     checked++;
@@ -128,28 +126,25 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
   };
 }
 
-/**
- * An object with no file of its own yet (a small object still in the store's journal): read it
- * through the store as a download does. Small by construction, so hashing it here is cheap.
- */
-async function readFromStore(deps: MaintenanceDeps, oid: Oid): Promise<HashFileResult> {
-  const reader = await deps.store.open(oid).catch(() => null);
-  if (reader === null) return { outcome: 'missing', sha256: null, size: 0, storedSize: 0, framed: false, detail: 'the object file is missing' };
+/** One object read back: its digest and size, or why it could not be read as a download would be. */
+type ReadBack = { readonly outcome: 'ok'; readonly sha256: string; readonly size: number; readonly detail: null } | { readonly outcome: 'unreadable'; readonly sha256: null; readonly size: number; readonly detail: string };
+
+/** Reads an object through the store stack as a download does and hashes what comes out. */
+async function readBack(deps: MaintenanceDeps, oid: Oid, meter: ByteMeter): Promise<ReadBack> {
+  const unreadable = (detail: string, size = 0): ReadBack => ({ outcome: 'unreadable', sha256: null, size, detail });
+  let reader;
   try {
-    if (reader.size > JOURNAL_READ_MAX) return { outcome: 'unreadable', sha256: null, size: 0, storedSize: 0, framed: false, detail: 'no file and too large to read here' };
-    const h = createHash('sha256');
-    if (reader.size > 0) {
-      const src = reader.read(0, reader.size - 1);
-      try {
-        for (let c = await src.next(); c !== null; c = await src.next()) h.update(c);
-      } finally {
-        await src.close();
-      }
-    }
-    return { outcome: 'ok', sha256: h.digest('hex'), size: reader.size, storedSize: reader.storedSize, framed: reader.framed, detail: null };
+    reader = await deps.store.open(oid);
   } catch (e) {
-    return { outcome: 'unreadable', sha256: null, size: 0, storedSize: 0, framed: false, detail: (e as Error).message };
+    return unreadable((e as Error).message);
+  }
+  if (reader === null) return unreadable("the object's bytes are missing from the store");
+  try {
+    const r = await withObjectPull(reader, (pull) => digestOf(pull, reader.size, deps.hasher, (n) => reportBytes(meter.buffer, n)));
+    return { outcome: 'ok', sha256: r.sha256, size: r.size, detail: null };
+  } catch (e) {
+    return unreadable((e as Error).message);
   } finally {
-    await reader.close();
+    await reader.close().catch(() => undefined);
   }
 }

@@ -1,8 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { isLfsError } from '../../errors/errors.js';
+import { MIN_FRAMED_SIZE } from '../../format/frame-format.js';
+import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
+import { compressingStore, measuringStore } from '../../store/compose.js';
+import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../../store/types.js';
+import { reportBytes } from '../../workers/byte-meter.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
+import { pumpInto, withObjectPull } from './object-io.js';
 import { forEachLimited } from './worker-tasks.js';
 
 /** POST /{org}/{repo}/objects/compress's answer. */
@@ -14,7 +19,7 @@ export interface CompressReport {
   readonly already_compressed: number;
   /** Framing would not make them smaller (random data): left as they are. */
   readonly not_smaller: number;
-  /** Too small to frame, or served from somewhere other than their own file: left as they are. */
+  /** Too small to frame, or not (yet) in the backend itself (a small object still in the journal): left as they are. */
   readonly skipped: number;
   /** Did not hash to their oid or could not be read: left alone (run an audit). */
   readonly refused: number;
@@ -27,21 +32,22 @@ export interface CompressReport {
   readonly refused_objects: readonly string[];
 }
 
-/** Same threshold as the store: smaller objects are always stored as they arrive. */
-const MIN_FRAMED_SIZE = 4096;
-
 /**
- * Compress: re-encodes the repository's plain objects into the framed zstd form on the worker pool.
- * The worker hashes the plain bytes as it reads them and writes the framed file under the jobs'
- * own staging folder, fsync'd; only when the digest and size match the index does the framed file
- * replace the plain one (an atomic rename, then the directory fsync), and only then is the new
- * stored size recorded. A dry run compresses the same way but writes nothing, so the saving it
- * reports is the real one.
+ * Compress: re-encodes the repository's plain objects into the framed zstd form with the one frame
+ * encoder (the store's compress layer), whatever the backend. Each object is read through the store
+ * stack as a download reads it and written through `compressingStore(backend)` with `replace: true`,
+ * its frames compressed on the low-priority maintenance pool: the verify layer checks sha256 and
+ * size on the way, so bytes that do not match their oid are refused and never replace anything (run
+ * an audit); the framed copy replaces the plain one only once complete and verified (disk: rename
+ * over; S3: complete over the key), and only when it is smaller; then the index learns its stored
+ * size. A dry run writes the same way into a backend that only counts (measuringStore), so the
+ * saving it reports is the one a real run makes.
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
-  const { store, maint, objects, tasks } = deps;
+  const { store, backend, maint, objects, tasks } = deps;
   const rows = maint.repoObjects(repo.key).filter((r) => !r.quarantined);
-  const staging = dryRun ? null : await store.maintenanceStaging();
+  const smaller = dryRun ? null : new SmallerOnly(backend);
+  const writer = smaller === null ? measuringStore(backend.blockSize, tasks, deps.hasher, deps.compressionLevel) : compressingStore(smaller, tasks, deps.hasher, deps.compressionLevel);
   ctx.progress.objectsTotal = rows.length;
   ctx.progress.bytesTotal = rows.reduce((n, r) => n + r.size, 0);
   let compressed = 0;
@@ -52,46 +58,60 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
   let before = 0;
   let after = 0;
   const refusedList: string[] = [];
+  const refuse = (oid: Oid, why: string): void => {
+    refused++;
+    if (refusedList.length < LISTED_MAX) refusedList.push(oid);
+    deps.log('compress refused an object', { level: 'warn', repo: repo.key, oid, detail: why });
+  };
 
   const complete = await forEachLimited(rows, tasks.parallelism, ctx.signal, async (row) => {
     const meter = ctx.progress.meter();
+    let reader: BlobReader | null = null;
+    const forget = smaller?.expect(row.oid, row.size) ?? ((): void => undefined);
     try {
-      if (row.size < MIN_FRAMED_SIZE || objects.findInRepo(repo.key, row.oid) === null) {
+      // Not in the backend itself (a small object the journal still holds): nothing to replace.
+      if (row.size < MIN_FRAMED_SIZE || objects.findInRepo(repo.key, row.oid) === null || (await backend.stat(row.oid)) === null) {
         skipped++;
         return;
       }
-      const out = staging === null ? null : join(staging, `${row.oid}.${randomBytes(6).toString('hex')}.framed`);
-      const r = await tasks.compress({ path: store.pathOf(row.oid), outPath: out, level: deps.compressionLevel }, meter);
-      if (r.outcome === 'missing') {
-        skipped++;
+      try {
+        reader = await store.open(row.oid);
+      } catch (e) {
+        return refuse(row.oid, (e as Error).message);
+      }
+      if (reader === null) {
+        skipped++; // deleted by retain since the listing
         return;
       }
-      if (r.outcome === 'already_framed') {
+      if (reader.framed === true) {
         already++;
-        before += r.framedSize;
-        after += r.framedSize;
-        if (!dryRun && r.framedSize !== row.storedSize) maint.setStoredSize(row.oid, r.framedSize); // a killed run's rename
+        before += reader.storedSize;
+        after += reader.storedSize;
+        if (!dryRun && reader.storedSize !== row.storedSize) maint.setStoredSize(row.oid, reader.storedSize); // a killed run's replace
         return;
       }
-      if (r.outcome === 'unreadable' || r.sha256 !== row.oid || r.size !== row.size) {
-        refused++;
-        if (refusedList.length < LISTED_MAX) refusedList.push(row.oid);
-        if (out !== null && r.outcome === 'framed') await store.purge(out);
-        return;
+      const plain = reader;
+      let put: PutResult;
+      try {
+        const w = await writer.createWriter(row.oid, { repo: repo.key, expectedSize: row.size, replace: true });
+        put = await withObjectPull(plain, (pull) => pumpInto(pull, w, (n) => reportBytes(meter.buffer, n)));
+      } catch (e) {
+        // A full store fails the job (as an upload gets 507); anything else is this object's problem.
+        if (isLfsError(e) && e.status === 507) throw e;
+        return refuse(row.oid, (e as Error).message);
       }
-      before += r.size;
-      after += r.framedSize;
-      if (r.outcome === 'not_smaller') {
+      before += row.size;
+      if (put.storedSize >= row.size) {
+        after += row.size;
         notSmaller++;
         return;
       }
-      if (out !== null) {
-        // Verified and durable: the framed file takes the plain one's name, then the index learns its size.
-        await store.replaceObject(row.oid, out);
-        maint.setStoredSize(row.oid, r.framedSize);
-      }
+      after += put.storedSize;
+      if (!dryRun) maint.setStoredSize(row.oid, put.storedSize);
       compressed++;
     } finally {
+      forget();
+      await reader?.close().catch(() => undefined);
       ctx.progress.objectDone(row.size, meter);
     }
   });
@@ -109,4 +129,102 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
     complete,
     refused_objects: refusedList,
   };
+}
+
+/**
+ * The backend as the compress job writes to it: a re-encoded copy replaces the stored plain one only
+ * when it takes fewer bytes (random data framed is larger: rewriting it would cost a write and save
+ * nothing), so a writer that was handed as many bytes as the plain object has is aborted at finish
+ * and reports what it would have stored. Everything else goes straight to the backend.
+ */
+class SmallerOnly implements BlobStore {
+  readonly #inner: BlobStore;
+  /** Plain size of each object being re-encoded (expect()), whenever the layers above create its writer. */
+  readonly #limits = new Map<string, number>();
+
+  constructor(inner: BlobStore) {
+    this.#inner = inner;
+  }
+
+  /** The plain size of `oid`, which is being re-encoded; call the returned function when it is done. */
+  expect(oid: Oid, plainSize: number): () => void {
+    this.#limits.set(oid, plainSize);
+    return () => this.#limits.delete(oid);
+  }
+
+  get blockSize(): number {
+    return this.#inner.blockSize;
+  }
+
+  get presigner(): BlobStore['presigner'] {
+    return null;
+  }
+
+  get legacy(): BlobStore['legacy'] {
+    return null;
+  }
+
+  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    const limit = this.#limits.get(oid);
+    const inner = await this.#inner.createWriter(oid, options);
+    return limit === undefined ? inner : new SmallerOnlyWriter(inner, limit);
+  }
+
+  open(oid: Oid): Promise<BlobReader | null> {
+    return this.#inner.open(oid);
+  }
+
+  stat(oid: Oid): Promise<BlobStat | null> {
+    return this.#inner.stat(oid);
+  }
+
+  delete(oid: Oid): Promise<boolean> {
+    return this.#inner.delete(oid);
+  }
+
+  list(): AsyncIterable<StoredObject> {
+    return this.#inner.list();
+  }
+
+  quarantine(oid: Oid): Promise<boolean> {
+    return this.#inner.quarantine(oid);
+  }
+
+  sweepStaging(maxAgeMs: number): Promise<number> {
+    return this.#inner.sweepStaging(maxAgeMs);
+  }
+
+  checkWritable(): Promise<void> {
+    return this.#inner.checkWritable();
+  }
+}
+
+class SmallerOnlyWriter implements ObjectWriter {
+  readonly #inner: ObjectWriter;
+  readonly #limit: number;
+  #written = 0;
+
+  constructor(inner: ObjectWriter, limit: number) {
+    this.#inner = inner;
+    this.#limit = limit;
+  }
+
+  write(chunk: Uint8Array, release?: () => void): boolean {
+    this.#written += chunk.byteLength;
+    return this.#inner.write(chunk, release);
+  }
+
+  onDrain(listener: () => void): void {
+    this.#inner.onDrain(listener);
+  }
+
+  async finish(): Promise<PutResult> {
+    if (this.#written < this.#limit) return this.#inner.finish();
+    await this.#inner.abort();
+    return { size: this.#limit, storedSize: this.#written, created: false };
+  }
+
+  abort(): Promise<void> {
+    return this.#inner.abort();
+  }
 }

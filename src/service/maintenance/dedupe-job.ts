@@ -36,7 +36,8 @@ export interface DedupeReport {
 
 /**
  * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, design §3) into the
- * shared store. Each file is hashed on the worker pool; one that does not match its name never
+ * shared store (disk only: on a backend without a legacy layout it reports an empty folder). Each
+ * file is hashed on the worker pool; one that does not match its name never
  * enters the shared store. Files not named so at all are reported as refused, never passed over. A
  * matching one is hard-linked under `objects/` (no copy) when the store
  * does not hold the oid yet, its directory fsync'd, then the reference recorded, and only then the
@@ -44,8 +45,10 @@ export interface DedupeReport {
  * second run finishes whatever a killed one left.
  */
 export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobContext): Promise<DedupeReport> {
-  const { store, tasks } = deps;
-  const scan = await store.scanLegacy(repo, LISTED_MAX);
+  const { tasks } = deps;
+  const legacy = deps.store.legacy;
+  // A backend without a legacy layout (S3) has no such folder: an empty one is what there is to fold.
+  const scan = legacy === null ? { objects: [], strays: [], strayCounts: {} } : await legacy.scanLegacy(repo, LISTED_MAX);
   const files = scan.objects;
   const { set_aside: setAside = 0, ...strayCounts } = scan.strayCounts;
   const strays = Object.values(strayCounts).reduce((n, c) => n + c, 0);
@@ -61,7 +64,7 @@ export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobC
 
   const complete = await forEachLimited(files, tasks.parallelism, ctx.signal, async (f) => {
     const meter = ctx.progress.meter();
-    const r = await tasks.hash(f.path, true, meter);
+    const r = await tasks.hash(f.path, meter);
     ctx.progress.objectDone(f.size, meter);
     if (r.outcome === 'missing') return; // folded by a concurrent run
     if (r.outcome !== 'ok') {
@@ -71,10 +74,10 @@ export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobC
     if (r.sha256 !== f.oid) {
       refused++;
       if (refusedList.length < LISTED_MAX) refusedList.push(f.oid);
-      await store.setAsideLegacy(repo, f.oid, 'refused');
+      await legacy!.setAsideLegacy(repo, f.oid, 'refused');
       return;
     }
-    const linked = await adoptVerifiedFile(deps, repo, f.oid, f.path, r.size);
+    const linked = await adoptVerifiedFile(deps, legacy!, repo, f.oid, f.path, r.size);
     folded++;
     if (linked) moved++;
     else {

@@ -1,13 +1,16 @@
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { lfsError } from '../../errors/errors.js';
+import { open } from 'node:fs/promises';
+import { isLfsError } from '../../errors/errors.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
 import { IMPORT_LAYOUTS, walkLayout, type ImportLayout, type LayoutEntry, type StrayReason } from '../../store/foreign-layout.js';
-import { adoptVerifiedFile } from './adopt-object.js';
+import type { PutResult } from '../../store/types.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
+import { pumpInto } from './object-io.js';
 import { forEachLimitedAsync } from './worker-tasks.js';
+
+/** Source files are read in chunks of this size (one buffer per file being imported). */
+const READ_CHUNK = 1 << 20;
 
 /** Why an import refused a file: a StrayReason, or the two found by reading it. */
 export type RefusedReason = Exclude<StrayReason, 'set_aside'> | 'digest_mismatch' | 'unreadable';
@@ -55,17 +58,18 @@ export interface ImportRequest {
 /**
  * Import: reads another LFS server's content folder (Gitea/Forgejo, GitLab, lfs-test-server, or a
  * git-lfs client's `.git/lfs/objects`) and records every object in it for `repo`. The source is
- * only read. Each file is copied into the jobs' staging folder on the worker pool while its bytes
- * are hashed, so what is checked is what is stored; the copy enters the shared store only when its
- * sha256 is the oid its path names, then the reference is recorded (adoptVerifiedFile). When the
- * store already holds the oid the file is still hashed, and only the reference is recorded. A file
+ * only read. Each file is written through the store stack exactly as an upload is (every backend:
+ * the verify layer hashes the bytes as they go, the compress layer frames them when compression is
+ * on), so what is checked is what is stored, and it becomes visible under its oid only when its
+ * sha256 is the oid its path names; then the reference is recorded. When the store already holds the
+ * oid the file is still hashed (on the maintenance pool), and only the reference is recorded. A file
  * that is not named as an object of the layout, does not hash to its name or cannot be read is
  * refused and reported, never passed over. The folder is walked twice (first to count files and
  * bytes for the progress, then to import), one folder at a time, so memory stays bounded whatever
  * its size. Running it again is safe: what is already imported is found already stored.
  */
 export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: ImportRequest, ctx: JobContext): Promise<ImportReport> {
-  const { store, objects, tasks } = deps;
+  const { objects, tasks } = deps;
   const form = IMPORT_LAYOUTS[req.layout];
   let filesTotal = 0;
   let bytesTotal = 0;
@@ -77,7 +81,6 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
   ctx.progress.objectsTotal = filesTotal;
   ctx.progress.bytesTotal = bytesTotal;
 
-  const staging = req.dryRun ? null : await store.maintenanceStaging();
   let files = 0;
   let vanished = 0;
   let imported = 0;
@@ -107,13 +110,13 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
         refuse(e, e.reason === 'set_aside' ? 'not_an_object' : e.reason);
         return;
       }
-      if (staging === null || held(e.oid)) {
+      if (req.dryRun || held(e.oid)) {
         // Nothing to copy (or a dry run): the file is still read whole, so a corrupt one is refused.
-        const r = await tasks.hash(e.path, true);
+        const r = await tasks.hash(e.path);
         if (r.outcome === 'missing') return void vanished++; // removed since the walk listed it
         if (r.outcome !== 'ok') return refuse(e, 'unreadable');
         if (r.sha256 !== e.oid) return refuse(e, 'digest_mismatch');
-        if (staging === null) {
+        if (req.dryRun) {
           imported++;
           bytes += r.size;
           if (held(e.oid)) already++;
@@ -125,32 +128,23 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
         }
         const shared = objects.findShared(e.oid);
         if (shared !== null && !objects.isQuarantined(e.oid)) {
-          // Same tick as the check: retain cannot take the object in between (it detaches synchronously).
+          // Same tick as the check: retain marks an oid it deletes in the tick its last reference goes.
           objects.addReference(repo.key, e.oid, r.size, shared.storedSize);
           imported++;
           already++;
           bytes += r.size;
           return;
         }
-        // Taken by retain while the file was read: copy it after all.
+        // Taken by retain while the file was read: store it after all.
       }
-      const out = join(staging, `${e.oid}.${randomBytes(6).toString('hex')}.import`);
-      const c = await tasks.copy({ path: e.path, outPath: out });
-      if (c.outcome === 'missing') return void vanished++;
-      if (c.outcome === 'write_failed') {
-        throw c.code === 'ENOSPC' || c.code === 'EDQUOT' ? lfsError('LFS_ERR_STORAGE_FULL') : new Error(`import could not write to the store: ${c.detail}`);
-      }
-      if (c.outcome !== 'ok') return refuse(e, 'unreadable');
-      if (c.sha256 !== e.oid) {
-        await store.purge(out);
-        return refuse(e, 'digest_mismatch');
-      }
-      const linked = await adoptVerifiedFile(deps, repo, e.oid, out, c.size);
+      const put = await storeFile(deps, repo, e.oid, e.path);
+      if (put === 'missing') return void vanished++;
+      if (put === 'digest_mismatch' || put === 'unreadable') return refuse(e, put);
       imported++;
-      bytes += c.size;
-      if (linked) {
+      bytes += put.size;
+      if (put.created) {
         copied++;
-        bytesCopied += c.size;
+        bytesCopied += put.size;
       } else already++;
     } finally {
       done(e);
@@ -172,4 +166,48 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
     refused_files: listed,
     complete,
   };
+}
+
+/**
+ * Writes a source file through the store stack as an upload of `oid` (the uploads' deletion gate:
+ * retain neither deletes the oid meanwhile nor is raced by it), then records the reference. A full
+ * store or any other write failure fails the job; what is wrong with the source file is returned.
+ */
+async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: string): Promise<PutResult | 'missing' | 'unreadable' | 'digest_mismatch'> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : 'unreadable';
+  }
+  const buf = Buffer.allocUnsafe(READ_CHUNK);
+  let readFailed = false;
+  let position = 0;
+  const pull = async (): Promise<Uint8Array | null> => {
+    try {
+      const { bytesRead } = await fh.read(buf, 0, READ_CHUNK, position);
+      position += bytesRead;
+      return bytesRead === 0 ? null : buf.subarray(0, bytesRead);
+    } catch (e) {
+      readFailed = true;
+      throw e;
+    }
+  };
+  try {
+    return await deps.uploads.asUpload(oid, async () => {
+      // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
+      if (deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
+      const writer = await deps.store.createWriter(oid, { repo: repo.key, expectedSize: null });
+      const put = await pumpInto(pull, writer, () => undefined);
+      // addReference also lifts a quarantine mark: these bytes were just verified.
+      deps.objects.addReference(repo.key, oid, put.size, put.storedSize);
+      return put;
+    });
+  } catch (e) {
+    if (readFailed) return 'unreadable';
+    if (isLfsError(e) && e.code === 'LFS_ERR_DIGEST_MISMATCH') return 'digest_mismatch';
+    throw e;
+  } finally {
+    await fh.close();
+  }
 }

@@ -1,12 +1,12 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Hasher } from '../../format/frame-codec.js';
 import { JobsRepo, MaintenanceRepo } from '../../db/jobs-repo.js';
 import type { Db } from '../../db/database.js';
 import type { ObjectsRepo } from '../../db/objects-repo.js';
 import type { StatsRepo } from '../../db/stats-repo.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
-import type { DiskBlobStore } from '../../store/disk.js';
 import { resolveImportSource, type ImportLayout } from '../../store/foreign-layout.js';
 import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
@@ -16,19 +16,30 @@ import { runCompress } from './compress-job.js';
 import { runDedupe } from './dedupe-job.js';
 import { runImport } from './import-job.js';
 import { JobRunner, type Job, type JobDetail } from './job-runner.js';
-import type { MaintenanceDeps } from './maintenance-deps.js';
+import type { MaintenanceDeps, UploadGate } from './maintenance-deps.js';
 import { runRetain } from './retain-job.js';
-import { WorkerTasks } from './worker-tasks.js';
+import type { WorkerTasks } from './worker-tasks.js';
+import type { BlobStore } from '../../store/types.js';
 
 export interface MaintenanceOptions {
   readonly db: Db;
-  readonly store: DiskBlobStore;
+  /** The composed store stack (verify outermost), as TransferService uses it. */
+  readonly store: BlobStore;
+  /** The raw backend under that stack (disk or S3): compress writes through compressingStore(backend). */
+  readonly backend: BlobStore;
+  /**
+   * The low-priority maintenance pool (whole-file tasks, and the frame codec compress writes with).
+   * The composition root owns it and closes it after close().
+   */
+  readonly codec: WorkerTasks;
+  /** The hash thread: audit hashes large objects there, and compress's verify layer does. */
+  readonly hasher: Hasher;
   readonly objects: ObjectsRepo;
   readonly stats: StatsRepo;
+  /** The transfer pool: only its load, for the dashboard. */
   readonly pool: WorkerPool;
-  /** Pool size (SVC_WORKERS). */
-  readonly threads: number;
-  readonly uploads: { isUploading(oid: Oid): boolean };
+  /** TransferService: uploads in flight and the per-oid deletion gate. */
+  readonly uploads: UploadGate;
   /** SVC_GC_GRACE in seconds. */
   readonly graceSeconds: number;
   /** SVC_COMPRESSION's level, or null when new uploads are stored plain (compress then uses 3). */
@@ -39,8 +50,9 @@ export interface MaintenanceOptions {
 }
 
 /**
- * Maintenance while serving (issue 6): retain, dedupe, compress and audit as jobs of this process,
- * with their whole-file work on the worker pool. Also the dashboard's WorkSource (pool load and jobs).
+ * Maintenance while serving: retain, dedupe, compress, audit and import as jobs of this process, on
+ * every backend through the BlobStore contract (dedupe needs the disk backend's legacy layout, and
+ * finds nothing to fold without it), with their whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
  * Access is decided by the caller (the route): retain needs push, dedupe and compress admin, audit
  * pull, and quarantining what an audit finds admin.
  */
@@ -62,18 +74,23 @@ export class MaintenanceService implements WorkSource {
   static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
     const deps: MaintenanceDeps = {
       store: o.store,
+      backend: o.backend,
+      hasher: o.hasher,
       objects: o.objects,
       maint: new MaintenanceRepo(o.db),
       stats: o.stats,
       uploads: o.uploads,
-      tasks: new WorkerTasks(o.threads),
+      tasks: o.codec,
       graceMs: o.graceSeconds * 1000,
       compressionLevel: o.compressionLevel ?? 3,
       log: o.log,
     };
-    // No job runs yet: whatever a killed compress left in the jobs' staging folder is litter.
-    const staging = await o.store.maintenanceStaging();
-    for (const name of await readdir(staging)) await o.store.purge(join(staging, name)).catch(() => undefined);
+    // No job runs yet: whatever a killed job of an earlier version left in the jobs' staging folder is litter.
+    const legacy = o.store.legacy;
+    if (legacy !== null) {
+      const staging = await legacy.maintenanceStaging();
+      for (const name of await readdir(staging)) await legacy.purge(join(staging, name)).catch(() => undefined);
+    }
     return new MaintenanceService(deps, new JobRunner(new JobsRepo(o.db), o.log), o.pool, o.importDir);
   }
 
@@ -147,9 +164,11 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.jobs();
   }
 
-  /** Shutdown: jobs stop at their next object (their rows say interrupted at the next start). */
+  /**
+   * Shutdown: jobs stop at their next object (their rows say interrupted at the next start). The
+   * maintenance pool is the composition root's to close, after this.
+   */
   async close(): Promise<void> {
     await this.#runner.close();
-    await this.#deps.tasks.close();
   }
 }

@@ -23,23 +23,21 @@ export interface RetainReport {
 /**
  * Retain: the client names every oid the repository still references; the repository's other
  * references are dropped, except what was uploaded or referenced within the grace period and what an
- * upload in flight is writing. An object's bytes are deleted only when no repository references it.
+ * upload in flight is writing. An object's bytes are deleted (`store.delete`, every backend: a disk
+ * file, a bucket key, a journal entry) only when no repository references it.
  *
  * Crash-safe order: one index transaction drops the reference and — for the last one — the object
- * row, recording a deletion intent; in the same synchronous step the file is renamed out of
- * `objects/` (so no upload can find it "already stored" in between); then it is unlinked and the
- * intent cleared. A crash leaves at worst an intent, which the next retain finishes.
+ * row, recording a deletion intent; in the same synchronous step the oid is marked in the uploads'
+ * deletion gate, so an upload of it arriving now waits for the delete to settle and then stores
+ * fresh bytes instead of finding these "already stored"; then the store deletes, the gate opens and
+ * the intent is cleared. A crash leaves at worst an intent, which the next retain finishes.
  */
 export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean, ctx: JobContext): Promise<RetainReport> {
   const { store, maint, uploads } = deps;
   const cutoff = Date.now() - deps.graceMs;
-  const busy = (oid: Oid): boolean => uploads.isUploading(oid) || store.isStaging(oid);
-  if (!dryRun) {
-    await store.emptyTrash();
-    await finishIntents(deps);
-  }
+  if (!dryRun) await finishIntents(deps);
   const rows = maint.repoObjects(repo.key);
-  const legacy = await store.listLegacy(repo);
+  const legacy = store.legacy === null ? [] : (await store.legacy.scanLegacy(repo, 0)).objects;
   ctx.progress.objectsTotal = rows.length + legacy.length;
   ctx.progress.bytesTotal = rows.reduce((n, r) => n + r.storedSize, 0) + legacy.reduce((n, l) => n + l.size, 0);
   let swept = 0;
@@ -63,33 +61,27 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
       withinGrace++;
       continue;
     }
-    if (busy(row.oid)) {
+    if (uploads.isUploading(row.oid)) {
       inFlight++;
       continue;
     }
     if (dryRun) {
       swept++;
-      if (!maint.referencedElsewhere(row.oid, repo.key)) bytes += (await store.objectFileSize(row.oid)) ?? 0;
+      if (!maint.referencedElsewhere(row.oid, repo.key)) bytes += (await store.stat(row.oid))?.storedSize ?? 0;
       continue;
     }
-    const size = (await store.objectFileSize(row.oid)) ?? 0;
-    // From here to the rename nothing awaits: no upload can interleave (see the class comment).
-    if (busy(row.oid)) {
+    const size = (await store.stat(row.oid))?.storedSize ?? 0;
+    // From here to markDeleting nothing awaits: no upload can start or finish in between.
+    if (uploads.isUploading(row.oid)) {
       inFlight++;
       continue;
     }
-    const last = maint.dropReference(repo.key, row.oid);
-    const detached = last ? store.detachObjectSync(row.oid) : null;
-    if (last) store.forgetJournaled(row.oid);
     swept++;
-    if (detached !== null) {
-      await store.purge(detached);
-      bytes += size;
-    }
-    if (last) maint.deleted(row.oid);
+    if (!maint.dropReference(repo.key, row.oid)) continue;
+    if (await deleteObject(deps, row.oid)) bytes += size;
   }
 
-  // The legacy folder: files not named by the client and older than the grace go too.
+  // The legacy folder (disk): files not named by the client and older than the grace go too.
   for (const l of legacy) {
     if (ctx.signal.aborted) {
       complete = false;
@@ -106,21 +98,32 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
     }
     swept++;
     bytes += l.size;
-    if (!dryRun) await store.purge(l.path);
+    if (!dryRun) await store.legacy!.purge(l.path);
   }
   return { swept, bytes, within_grace: withinGrace, in_flight: inFlight, kept, dry_run: dryRun, complete };
 }
 
-/** Deletion intents a killed retain left: remove the file unless the oid was stored again since. */
+/**
+ * Deletes an oid whose last reference the index just dropped (same synchronous step as the caller's
+ * dropReference), behind the deletion gate, then clears its intent. True when bytes were removed.
+ */
+async function deleteObject(deps: MaintenanceDeps, oid: Oid): Promise<boolean> {
+  const open = deps.uploads.markDeleting(oid);
+  try {
+    const removed = await deps.store.delete(oid);
+    deps.maint.deleted(oid);
+    return removed;
+  } finally {
+    open();
+  }
+}
+
+/** Deletion intents a killed retain left: remove the bytes unless the oid was stored again since. */
 async function finishIntents(deps: MaintenanceDeps): Promise<void> {
-  const { store, maint, uploads } = deps;
+  const { maint, uploads } = deps;
   for (const oid of maint.pendingDeletes()) {
-    if (uploads.isUploading(oid) || store.isStaging(oid)) continue; // decided by the next run
-    if (!maint.hasObject(oid)) {
-      const detached = store.detachObjectSync(oid);
-      store.forgetJournaled(oid);
-      if (detached !== null) await store.purge(detached);
-    }
-    maint.deleted(oid);
+    if (uploads.isUploading(oid)) continue; // decided by the next run
+    if (maint.hasObject(oid)) maint.deleted(oid);
+    else await deleteObject(deps, oid);
   }
 }

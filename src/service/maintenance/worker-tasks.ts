@@ -1,6 +1,7 @@
+import type { CompressResult, CompressTask, DecodeResult, DecodeTask, FrameCodec } from '../../format/frame-codec.js';
 import { WorkerPool } from '../../workers/pool.js';
 import type { ByteMeter } from '../../workers/byte-meter.js';
-import type { CompressFileResult, CompressFileTask, CopyFileResult, CopyFileTask, HashFileResult } from '../../workers/maintenance.worker.js';
+import type { HashFileResult } from '../../workers/maintenance.worker.js';
 
 const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
 
@@ -10,9 +11,13 @@ const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.u
  * sharing the upload pool and leaving it one thread capped an audit at one core and still doubled
  * the HTTP thread's p99, because the audit thread competed with it at equal priority; a low-priority
  * pool can use every core when the server is idle and yields them to requests and to upload frame
- * work the moment they need CPU. At most `threads` tasks are queued at once.
+ * work the moment they need CPU. At most `threads` whole-file tasks are queued at once.
+ *
+ * It is also the compress job's `FrameCodec`: the one frame encoder (the store's compress layer)
+ * runs its frames here, at the lower priority, instead of on the transfer pool. Frame tasks are not
+ * gated: the compress layer bounds its own frames in flight. The composition root owns and closes it.
  */
-export class WorkerTasks {
+export class WorkerTasks implements FrameCodec {
   readonly #pool: WorkerPool;
   readonly #permits: number;
   #busy = 0;
@@ -49,19 +54,19 @@ export class WorkerTasks {
     }
   }
 
-  /** Reads a file back as a download would and hashes its logical bytes (maintenance.worker.ts); `meter`, if given, counts them as they go. */
-  hash(path: string, plainOnly: boolean, meter?: ByteMeter): Promise<HashFileResult> {
-    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, plainOnly, meter: meter?.buffer }));
+  /** Hashes a plain file as it is (maintenance.worker.ts); `meter`, if given, counts the bytes as they go. */
+  hash(path: string, meter?: ByteMeter): Promise<HashFileResult> {
+    return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, meter: meter?.buffer }));
   }
 
-  /** Copies a file into the store's staging folder, hashing what it writes (import). */
-  copy(task: CopyFileTask): Promise<CopyFileResult> {
-    return this.#gated(() => this.#pool.run<CopyFileResult>('copyFile', task));
+  /** One frame compressed on the maintenance pool (maintenance.worker.ts re-exports compressFrame). */
+  compress(task: CompressTask): Promise<CompressResult> {
+    return this.#pool.compress(task);
   }
 
-  /** Re-encodes a plain file into the framed form (outPath null: measure only); `meter` counts the plain bytes read. */
-  compress(task: Omit<CompressFileTask, 'meter'>, meter: ByteMeter): Promise<CompressFileResult> {
-    return this.#gated(() => this.#pool.run<CompressFileResult>('compressFile', { ...task, meter: meter.buffer }));
+  /** One frame checked and decoded on the maintenance pool. */
+  decode(task: DecodeTask): Promise<DecodeResult> {
+    return this.#pool.decode(task);
   }
 }
 

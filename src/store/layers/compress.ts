@@ -27,18 +27,19 @@ const MAX_FRAMES_IN_FLIGHT = 2;
 export class CompressingBlobStore implements BlobStore {
   readonly #inner: BlobStore;
   readonly #codec: FrameCodec;
-  readonly #level: number;
+  readonly #level: number | null;
   readonly #presigner: Presigner | null;
 
-  constructor(inner: BlobStore, codec: FrameCodec, level: number) {
+  /** `level` null: new objects are stored as they arrive, framed ones already stored are still read. */
+  constructor(inner: BlobStore, codec: FrameCodec, level: number | null) {
     this.#inner = inner;
     this.#codec = codec;
     this.#level = level;
     const p = inner.presigner;
     // Objects this layer compresses only the server can decode: they are never presigned uploads.
     this.#presigner =
-      p === null
-        ? null
+      p === null || level === null
+        ? p
         : {
             compressFrom: MIN_FRAMED_SIZE,
             maxPresignedPut: p.maxPresignedPut,
@@ -63,7 +64,7 @@ export class CompressingBlobStore implements BlobStore {
 
   async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // Tiny objects are not worth a frame index: stored as they arrive.
-    if (options.expectedSize !== null && options.expectedSize < MIN_FRAMED_SIZE) return this.#inner.createWriter(oid, options);
+    if (this.#level === null || (options.expectedSize !== null && options.expectedSize < MIN_FRAMED_SIZE)) return this.#inner.createWriter(oid, options);
     const inner = await this.#inner.createWriter(oid, { ...options, framed: true });
     return new FramedWriter(inner, this.#codec, this.#level, options.expectedSize);
   }
