@@ -13,6 +13,7 @@ import { registerLockRoutes } from './http/routes/locks.js';
 import { registerObjectRoutes } from './http/routes/objects.js';
 import { registerMaintenanceRoutes } from './http/routes/maintenance.js';
 import { MaintenanceService } from './service/maintenance/maintenance-service.js';
+import { WorkerTasks } from './service/maintenance/worker-tasks.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
@@ -129,23 +130,23 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
   const transfers = new TransferService(blobs, objects, metrics);
-  const maintenance =
-    s3 === null
-      ? await MaintenanceService.open({
-          db,
-          // Interim until the maintenance branch lands: the old jobs see the disk backend and its legacy folders as one.
-          store: new Proxy(disk!, { get: (t, k) => { const o = (k in t ? t : t.legacy) as unknown as Record<string | symbol, unknown>; const v = o[k]; return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(o) : v; } }) as never,
-          objects,
-          stats: statsRepo,
-          pool,
-          threads: config.workers,
-          uploads: transfers,
-          graceSeconds: config.gcGrace,
-          compressionLevel: config.compressionLevel,
-          importDir: config.importDir,
-          log,
-        })
-      : null;
+  // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
+  const maintenanceTasks = new WorkerTasks(config.workers);
+  const maintenance = await MaintenanceService.open({
+    db,
+    store: blobs,
+    backend: s3 ?? disk!,
+    codec: maintenanceTasks,
+    hasher,
+    objects,
+    stats: statsRepo,
+    pool,
+    uploads: transfers,
+    graceSeconds: config.gcGrace,
+    compressionLevel: config.compressionLevel,
+    importDir: config.importDir,
+    log,
+  });
 
   const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
   const http = new HttpServer(metrics, log, requestLog);
@@ -161,9 +162,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }
   registerHealthRoutes(http, { store: blobs, metrics });
   registerObjectRoutes(http, { access, batch, transfers, limits: settings, presign });
-  if (maintenance !== null) registerMaintenanceRoutes(http, { access, maintenance });
+  registerMaintenanceRoutes(http, { access, maintenance });
   registerLockRoutes(http, { locks: new LockService(new LocksRepo(db), access, { maxAge: config.lockMaxAge }, log) });
-  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, ...(maintenance ? { work: maintenance } : {}) });
+  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
   const sessions = new SessionService(new SessionsRepo(db), access, { adminRepo, ttlSeconds: config.sessionTtl });
   registerRepoPageRoutes(http, { access, stats });
@@ -175,9 +176,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       const t = statsRepo.serverTotals();
       return { objects: t.objects, logicalBytes: t.logicalBytes, storedBytes: t.storedBytes, locks: statsRepo.lockTotal() };
     },
-    pools: () => maintenance?.poolLoads() ?? { transfer: pool.stats },
-    jobs: () => maintenance?.jobs().running ?? [],
-    jobKinds: maintenance === null ? [] : (['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[]),
+    pools: () => maintenance.poolLoads(),
+    jobs: () => maintenance.jobs().running,
+    jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[],
     journal: () => journal?.flushStats ?? null,
     audits: () => statsRepo.auditTotals(),
     quarantined: () => statsRepo.quarantinedTotal(),
@@ -211,13 +212,14 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     async close() {
       clearInterval(sweeper);
       clearInterval(retirer);
-      await maintenance?.close(); // jobs stop at their next object; a rerun finishes them
+      await maintenance.close(); // jobs stop at their next object; a rerun finishes them
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
       await s3?.close();
       while (retiring) await new Promise((r) => setTimeout(r, 10));
       await journal?.close();
       await pool.close();
+      await maintenanceTasks.close();
       await hasher.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
       db.close();

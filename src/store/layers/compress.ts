@@ -49,9 +49,9 @@ export class CompressingBlobStore implements BlobStore {
           };
   }
 
-  /** Whole frames: the verify layer above gathers into blocks of this size. */
+  /** Whole frames when compressing (the verify layer above gathers into blocks of this size); otherwise the backend's. */
   get blockSize(): number {
-    return FRAME_SIZE;
+    return this.#level === null ? this.#inner.blockSize : FRAME_SIZE;
   }
 
   get presigner(): Presigner | null {
