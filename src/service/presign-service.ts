@@ -5,7 +5,6 @@ import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { Presigner } from '../store/types.js';
 import type { PutResult } from '../store/types.js';
-import { MAX_PRESIGN_SECONDS } from '../store/s3/sigv4.js';
 
 /** Slowest transfer a link's lifetime is sized for: 1 MiB/s, so a 5 GiB upload gets ~85 extra minutes. */
 const MIN_RATE_BYTES_PER_SECOND = 1 << 20;
@@ -44,7 +43,7 @@ export class PresignService {
 
   /** Lifetime of a link for `size` bytes: the base TTL plus the time the transfer needs at MIN_RATE. */
   expiresIn(size: number): number {
-    return Math.min(MAX_PRESIGN_SECONDS, this.#ttl + Math.ceil(size / MIN_RATE_BYTES_PER_SECOND));
+    return Math.min(this.#store.maxExpiresIn, this.#ttl + Math.ceil(size / MIN_RATE_BYTES_PER_SECOND));
   }
 
   /**
@@ -70,7 +69,7 @@ export class PresignService {
     const expires = this.expiresIn(size);
     const link = this.#store.presignUpload(repo.key, oid, expires);
     // The verify comes after the whole upload: give it the upload's lifetime again.
-    const verifyExpires = Math.min(MAX_PRESIGN_SECONDS, 2 * expires);
+    const verifyExpires = Math.min(this.#store.maxExpiresIn, 2 * expires);
     const until = Math.floor(Date.now() / 1000) + verifyExpires;
     const sig = this.#sign(repo, oid, size, until);
     const verifyHref = `${verifyBase}/verify?oid=${oid}&size=${size}&expires=${until}&signature=${sig}`;

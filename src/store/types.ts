@@ -148,6 +148,8 @@ export interface Presigner {
   readonly compressFrom: number | null;
   /** Largest object one presigned PUT may carry; larger ones go through the server. */
   readonly maxPresignedPut: number;
+  /** Longest lifetime a link may have, in seconds (SigV4: 7 days). */
+  readonly maxExpiresIn: number;
   presignDownload(oid: Oid, expiresIn: number): SignedLink;
   /** A presigned PUT to this repository's landing key (never the shared keyspace). */
   presignUpload(repoKey: string, oid: Oid, expiresIn: number): SignedLink;

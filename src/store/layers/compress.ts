@@ -43,6 +43,7 @@ export class CompressingBlobStore implements BlobStore {
         : {
             compressFrom: MIN_FRAMED_SIZE,
             maxPresignedPut: p.maxPresignedPut,
+            maxExpiresIn: p.maxExpiresIn,
             presignDownload: (oid, expiresIn) => p.presignDownload(oid, expiresIn),
             presignUpload: (repoKey, oid, expiresIn) => p.presignUpload(repoKey, oid, expiresIn),
             promoteIncoming: (repoKey, oid, size) => p.promoteIncoming(repoKey, oid, size),

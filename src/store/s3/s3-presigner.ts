@@ -5,6 +5,7 @@ import type { Presigner, PutResult, SignedLink } from '../types.js';
 import { isNotFound, type S3Bucket } from './s3-bucket.js';
 import { discard, S3ResponseError, type S3Client } from './s3-client.js';
 import type { S3Keys } from './s3-keys.js';
+import { MAX_PRESIGN_SECONDS } from './sigv4.js';
 
 /** Largest object one presigned PUT may carry (S3's single-PUT limit); larger ones are proxied. */
 export const MAX_PRESIGNED_PUT = 5 * 1024 ** 3;
@@ -18,6 +19,7 @@ export const MAX_PRESIGNED_PUT = 5 * 1024 ** 3;
 export class S3Presigner implements Presigner {
   readonly compressFrom = null;
   readonly maxPresignedPut = MAX_PRESIGNED_PUT;
+  readonly maxExpiresIn = MAX_PRESIGN_SECONDS;
   readonly #client: S3Client;
   readonly #bucket: S3Bucket;
   readonly #keys: S3Keys;
