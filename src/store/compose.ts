@@ -86,3 +86,12 @@ export function compressingStore(backend: BlobStore, codec: FrameCodec, hasher: 
 export function measuringStore(blockSize: number, codec: FrameCodec, hasher: Hasher, level: number): BlobStore {
   return compressingStore(new DiscardBlobStore(blockSize), codec, hasher, level);
 }
+
+/**
+ * compress(backend) with compression of new objects off: how maintenance reads what the backend
+ * holds (framed objects decoded, frame by frame, on `codec`: the low-priority maintenance pool, so an
+ * audit never takes the transfer pool's cores from downloads).
+ */
+export function readingStore(backend: BlobStore, codec: FrameCodec): BlobStore {
+  return new CompressingBlobStore(backend, codec, null);
+}

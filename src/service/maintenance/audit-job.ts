@@ -134,7 +134,9 @@ async function readBack(deps: MaintenanceDeps, oid: Oid, meter: ByteMeter): Prom
   const unreadable = (detail: string, size = 0): ReadBack => ({ outcome: 'unreadable', sha256: null, size, detail });
   let reader;
   try {
-    reader = await deps.store.open(oid);
+    // From the backend, framed objects decoded on the maintenance pool; a small object still only in
+    // the journal is read through the whole stack.
+    reader = (await deps.reader.open(oid)) ?? (await deps.store.open(oid));
   } catch (e) {
     return unreadable((e as Error).message);
   }

@@ -33,6 +33,8 @@ export interface MaintenanceDeps {
   readonly store: BlobStore;
   /** The raw backend under it: the compress job writes re-encoded objects through compressingStore(backend). */
   readonly backend: BlobStore;
+  /** The backend read through the frame reader on the maintenance pool (compose.ts readingStore). */
+  readonly reader: BlobStore;
   readonly hasher: Hasher;
   readonly objects: ObjectsRepo;
   readonly maint: MaintenanceRepo;

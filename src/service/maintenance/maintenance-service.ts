@@ -20,6 +20,7 @@ import type { MaintenanceDeps, UploadGate } from './maintenance-deps.js';
 import { runRetain } from './retain-job.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
+import { readingStore } from '../../store/compose.js';
 
 export interface MaintenanceOptions {
   readonly db: Db;
@@ -75,6 +76,7 @@ export class MaintenanceService implements WorkSource {
     const deps: MaintenanceDeps = {
       store: o.store,
       backend: o.backend,
+      reader: readingStore(o.backend, o.codec),
       hasher: o.hasher,
       objects: o.objects,
       maint: new MaintenanceRepo(o.db),
