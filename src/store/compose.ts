@@ -8,6 +8,9 @@ import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
 import { VerifyingBlobStore } from './layers/verify.js';
 import type { BlobStore } from './types.js';
 
+/** The base of a layer: forwards everything (for a layer a job keeps to itself, such as compress's). */
+export { ForwardingBlobStore } from './layers/forwarding.js';
+
 /** The backends SVC_STORE names. */
 export type Backend = DiskBlobStore | S3BlobStore;
 

@@ -2,8 +2,8 @@ import { isLfsError } from '../../errors/errors.js';
 import { MIN_FRAMED_SIZE } from '../../format/frame-format.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
-import { compressingStore, measuringStore } from '../../store/compose.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../../store/types.js';
+import { compressingStore, ForwardingBlobStore, measuringStore } from '../../store/compose.js';
+import type { BlobReader, BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../store/types.js';
 import { reportBytes } from '../../workers/byte-meter.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
@@ -137,14 +137,9 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
  * nothing), so a writer that was handed as many bytes as the plain object has is aborted at finish
  * and reports what it would have stored. Everything else goes straight to the backend.
  */
-class SmallerOnly implements BlobStore {
-  readonly #inner: BlobStore;
+class SmallerOnly extends ForwardingBlobStore {
   /** Plain size of each object being re-encoded (expect()), whenever the layers above create its writer. */
   readonly #limits = new Map<string, number>();
-
-  constructor(inner: BlobStore) {
-    this.#inner = inner;
-  }
 
   /** The plain size of `oid`, which is being re-encoded; call the returned function when it is done. */
   expect(oid: Oid, plainSize: number): () => void {
@@ -152,50 +147,18 @@ class SmallerOnly implements BlobStore {
     return () => this.#limits.delete(oid);
   }
 
-  get blockSize(): number {
-    return this.#inner.blockSize;
-  }
-
-  get presigner(): BlobStore['presigner'] {
+  override get presigner(): BlobStore['presigner'] {
     return null;
   }
 
-  get legacy(): BlobStore['legacy'] {
+  override get legacy(): BlobStore['legacy'] {
     return null;
   }
 
-  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const limit = this.#limits.get(oid);
-    const inner = await this.#inner.createWriter(oid, options);
+    const inner = await this.inner.createWriter(oid, options);
     return limit === undefined ? inner : new SmallerOnlyWriter(inner, limit);
-  }
-
-  open(oid: Oid): Promise<BlobReader | null> {
-    return this.#inner.open(oid);
-  }
-
-  stat(oid: Oid): Promise<BlobStat | null> {
-    return this.#inner.stat(oid);
-  }
-
-  delete(oid: Oid): Promise<boolean> {
-    return this.#inner.delete(oid);
-  }
-
-  list(): AsyncIterable<StoredObject> {
-    return this.#inner.list();
-  }
-
-  quarantine(oid: Oid): Promise<boolean> {
-    return this.#inner.quarantine(oid);
-  }
-
-  sweepStaging(maxAgeMs: number): Promise<number> {
-    return this.#inner.sweepStaging(maxAgeMs);
-  }
-
-  checkWritable(): Promise<void> {
-    return this.#inner.checkWritable();
   }
 }
 

@@ -8,7 +8,8 @@ import { Backlog } from '../backlog.js';
 import { ChunkGatherer, blockPool, compressedBuffers } from '../buffer-pool.js';
 import { fillFrom } from '../fill-from.js';
 import { FramedChunkSource } from '../framed-reader.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, Presigner, PutResult, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
+import { ForwardingBlobStore } from './forwarding.js';
 
 /** Frames of one upload compressing or being stored at once before the caller is asked to wait. */
 const MAX_FRAMES_IN_FLIGHT = 2;
@@ -24,15 +25,14 @@ const MAX_FRAMES_IN_FLIGHT = 2;
  * It must sit inside the verify layer: it sees the logical bytes, which verify has counted and is
  * hashing, and it never decides whether an object is good — only how it is stored.
  */
-export class CompressingBlobStore implements BlobStore {
-  readonly #inner: BlobStore;
+export class CompressingBlobStore extends ForwardingBlobStore {
   readonly #codec: FrameCodec;
   readonly #level: number | null;
   readonly #presigner: Presigner | null;
 
   /** `level` null: new objects are stored as they arrive, framed ones already stored are still read. */
   constructor(inner: BlobStore, codec: FrameCodec, level: number | null) {
-    this.#inner = inner;
+    super(inner);
     this.#codec = codec;
     this.#level = level;
     const p = inner.presigner;
@@ -51,27 +51,23 @@ export class CompressingBlobStore implements BlobStore {
   }
 
   /** Whole frames when compressing (the verify layer above gathers into blocks of this size); otherwise the backend's. */
-  get blockSize(): number {
-    return this.#level === null ? this.#inner.blockSize : FRAME_SIZE;
+  override get blockSize(): number {
+    return this.#level === null ? this.inner.blockSize : FRAME_SIZE;
   }
 
-  get presigner(): Presigner | null {
+  override get presigner(): Presigner | null {
     return this.#presigner;
   }
 
-  get legacy(): BlobStore['legacy'] {
-    return this.#inner.legacy;
-  }
-
-  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // Tiny objects are not worth a frame index: stored as they arrive.
-    if (this.#level === null || (options.expectedSize !== null && options.expectedSize < MIN_FRAMED_SIZE)) return this.#inner.createWriter(oid, options);
-    const inner = await this.#inner.createWriter(oid, { ...options, framed: true });
+    if (this.#level === null || (options.expectedSize !== null && options.expectedSize < MIN_FRAMED_SIZE)) return this.inner.createWriter(oid, options);
+    const inner = await this.inner.createWriter(oid, { ...options, framed: true });
     return new FramedWriter(inner, this.#codec, this.#level, options.expectedSize);
   }
 
-  async open(oid: Oid): Promise<BlobReader | null> {
-    const stored = await this.#inner.open(oid);
+  override async open(oid: Oid): Promise<BlobReader | null> {
+    const stored = await this.inner.open(oid);
     if (stored === null || stored.framed === false) return stored === null ? null : { ...plain(stored) };
     try {
       const index = await readFrameIndex(stored.storedSize, (into, position) => stored.readAt(into, position));
@@ -91,31 +87,11 @@ export class CompressingBlobStore implements BlobStore {
     }
   }
 
-  async stat(oid: Oid): Promise<BlobStat | null> {
+  override async stat(oid: Oid): Promise<BlobStat | null> {
     const r = await this.open(oid);
     if (r === null) return null;
     await r.close();
     return { size: r.size, storedSize: r.storedSize, framed: r.framed };
-  }
-
-  delete(oid: Oid): Promise<boolean> {
-    return this.#inner.delete(oid);
-  }
-
-  list(): AsyncIterable<StoredObject> {
-    return this.#inner.list();
-  }
-
-  quarantine(oid: Oid): Promise<boolean> {
-    return this.#inner.quarantine(oid);
-  }
-
-  sweepStaging(maxAgeMs: number): Promise<number> {
-    return this.#inner.sweepStaging(maxAgeMs);
-  }
-
-  checkWritable(): Promise<void> {
-    return this.#inner.checkWritable();
   }
 }
 

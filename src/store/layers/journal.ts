@@ -9,6 +9,7 @@ import { readFully } from '../framed-reader.js';
 import { Journal, type JournalLocation } from '../journal.js';
 import { RawChunkSource } from '../raw-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
+import { ForwardingBlobStore } from './forwarding.js';
 
 /** Objects up to this size, with a known size, go to the journal instead of a file of their own. */
 export const SMALL_OBJECT_MAX = 1 << 20;
@@ -46,8 +47,7 @@ export interface ReferenceLog {
  * are written out through compression like any other). Its durability is the local disk's, so the
  * composition root uses it with the disk backend only.
  */
-export class JournalingBlobStore implements BlobStore {
-  readonly #inner: BlobStore;
+export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #journal: Journal;
   readonly #refs: ReferenceLog;
   /** Small objects whose bytes are still only in the journal. */
@@ -62,7 +62,7 @@ export class JournalingBlobStore implements BlobStore {
   readonly #appending = new Map<Oid, Promise<unknown>>();
 
   private constructor(inner: BlobStore, journal: Journal, refs: ReferenceLog) {
-    this.#inner = inner;
+    super(inner);
     this.#journal = journal;
     this.#refs = refs;
   }
@@ -71,24 +71,12 @@ export class JournalingBlobStore implements BlobStore {
     return new JournalingBlobStore(inner, await Journal.open(dir), refs);
   }
 
-  get blockSize(): number {
-    return this.#inner.blockSize;
-  }
-
-  get presigner(): BlobStore['presigner'] {
-    return this.#inner.presigner;
-  }
-
-  get legacy(): BlobStore['legacy'] {
-    return this.#inner.legacy;
-  }
-
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
   readonly #alone = (): boolean => this.#uploads === 1;
 
-  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // A maintenance rewrite of stored bytes: no new reference to record.
-    if (options.replace === true) return this.#inner.createWriter(oid, options);
+    if (options.replace === true) return this.inner.createWriter(oid, options);
     this.#uploads++;
     let counted = true;
     const done = (): void => {
@@ -107,7 +95,7 @@ export class JournalingBlobStore implements BlobStore {
 
   /** A larger object goes to the store below; its reference is journaled before the client hears "stored". */
   async #fileWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
-    const inner = await this.#inner.createWriter(oid, options);
+    const inner = await this.inner.createWriter(oid, options);
     return {
       write: (c, r) => inner.write(c, r),
       onDrain: (l) => inner.onDrain(l),
@@ -165,7 +153,7 @@ export class JournalingBlobStore implements BlobStore {
     let n = 0;
     for (const segment of [...this.#journal.sealed]) {
       for await (const r of this.#journal.records(segment)) {
-        const below = (await this.#inner.stat(r.oid)) !== null;
+        const below = (await this.inner.stat(r.oid)) !== null;
         if (r.location !== null && !below) this.#remember(r.oid, r.location);
         if (!this.#journaled.has(r.oid) && !below) continue;
         n++;
@@ -248,7 +236,7 @@ export class JournalingBlobStore implements BlobStore {
           return;
         }
         try {
-          if (this.#refs.isWanted(oid) && (await this.#inner.stat(oid)) === null) await this.#materialize(oid, at);
+          if (this.#refs.isWanted(oid) && (await this.inner.stat(oid)) === null) await this.#materialize(oid, at);
         } catch (e) {
           stopped = true; // the other lanes stop too; the segment waits for the next try
           throw e;
@@ -274,7 +262,7 @@ export class JournalingBlobStore implements BlobStore {
       }
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
-      const w = await this.#inner.createWriter(oid, { repo: '', expectedSize: at.length });
+      const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
       let r: PutResult;
       try {
         w.write(data); // copied (no release given), so the buffer goes back right after
@@ -283,14 +271,14 @@ export class JournalingBlobStore implements BlobStore {
         await w.abort();
         throw e;
       }
-      this.#refs.stored(oid, r.created ? r.storedSize : ((await this.#inner.stat(oid))?.storedSize ?? r.storedSize));
+      this.#refs.stored(oid, r.created ? r.storedSize : ((await this.inner.stat(oid))?.storedSize ?? r.storedSize));
     } finally {
       smallBuffers.give(data);
     }
   }
 
-  async open(oid: Oid): Promise<BlobReader | null> {
-    const below = await this.#inner.open(oid);
+  override async open(oid: Oid): Promise<BlobReader | null> {
+    const below = await this.inner.open(oid);
     if (below !== null) return below;
     const at = this.#journaled.get(oid);
     if (at === undefined) return null;
@@ -299,7 +287,7 @@ export class JournalingBlobStore implements BlobStore {
     try {
       fh = await open(this.#journal.pathOf(at.segment), 'r');
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.#inner.open(oid); // just retired
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
     }
     return {
@@ -312,37 +300,29 @@ export class JournalingBlobStore implements BlobStore {
     };
   }
 
-  async stat(oid: Oid): Promise<BlobStat | null> {
-    const below = await this.#inner.stat(oid);
+  override async stat(oid: Oid): Promise<BlobStat | null> {
+    const below = await this.inner.stat(oid);
     if (below !== null) return below;
     const at = this.#journaled.get(oid);
     return at === undefined ? null : { size: at.length, storedSize: at.length, framed: false };
   }
 
   /** Drops the journaled bytes from view (the segment retires as usual) and deletes what is below. */
-  async delete(oid: Oid): Promise<boolean> {
+  override async delete(oid: Oid): Promise<boolean> {
     const journaled = this.#journaled.delete(oid);
-    return (await this.#inner.delete(oid)) || journaled;
+    return (await this.inner.delete(oid)) || journaled;
   }
 
-  async *list(): AsyncIterable<StoredObject> {
+  override async *list(): AsyncIterable<StoredObject> {
     // Journaled objects are few (a bounded number of segments): listed first, then skipped below.
     const journaled = new Map(this.#journaled);
     for (const [oid, at] of journaled) yield { oid, storedSize: at.length };
-    for await (const o of this.#inner.list()) if (!journaled.has(o.oid)) yield o;
+    for await (const o of this.inner.list()) if (!journaled.has(o.oid)) yield o;
   }
 
-  async quarantine(oid: Oid): Promise<boolean> {
+  override async quarantine(oid: Oid): Promise<boolean> {
     const journaled = this.#journaled.delete(oid);
-    return (await this.#inner.quarantine(oid)) || journaled;
-  }
-
-  sweepStaging(maxAgeMs: number): Promise<number> {
-    return this.#inner.sweepStaging(maxAgeMs);
-  }
-
-  checkWritable(): Promise<void> {
-    return this.#inner.checkWritable();
+    return (await this.inner.quarantine(oid)) || journaled;
   }
 
   get flushStats(): JournalFlushes {

@@ -4,7 +4,8 @@ import type { Oid } from '../../protocol/oid.js';
 import { Backlog } from '../backlog.js';
 import { ChunkGatherer, blockPool } from '../buffer-pool.js';
 import { IncomingCheck } from '../incoming-check.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
+import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../types.js';
+import { ForwardingBlobStore } from './forwarding.js';
 
 /**
  * Blocks of one upload handed on but not yet done with (hashed and taken by the store below) before
@@ -27,66 +28,25 @@ const HASH_THREAD_MIN_SIZE = 8 << 20;
  * stack (compression, O_DIRECT writes) without another copy. At most MAX_BLOCKS_IN_FLIGHT blocks
  * are outstanding per upload, so memory per transfer is fixed whatever the size.
  */
-export class VerifyingBlobStore implements BlobStore {
-  readonly #inner: BlobStore;
+export class VerifyingBlobStore extends ForwardingBlobStore {
   readonly #hasher: Hasher | null;
 
   /** `hasher`: where large uploads are hashed (the hash thread); null hashes everything in line. */
   constructor(inner: BlobStore, hasher: Hasher | null) {
-    this.#inner = inner;
+    super(inner);
     this.#hasher = hasher;
   }
 
-  get blockSize(): number {
-    return this.#inner.blockSize;
-  }
-
-  get presigner(): BlobStore['presigner'] {
-    return this.#inner.presigner;
-  }
-
-  get legacy(): BlobStore['legacy'] {
-    return this.#inner.legacy;
-  }
-
-  async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const size = options.expectedSize;
     const large = size === null || size >= HASH_THREAD_MIN_SIZE;
     const check = new IncomingCheck(oid, size, large && this.#hasher !== null ? this.#hasher.open() : null);
     try {
-      return new VerifyingWriter(check, await this.#inner.createWriter(oid, options), this.#inner.blockSize);
+      return new VerifyingWriter(check, await this.inner.createWriter(oid, options), this.inner.blockSize);
     } catch (e) {
       check.discard();
       throw e;
     }
-  }
-
-  open(oid: Oid): Promise<BlobReader | null> {
-    return this.#inner.open(oid);
-  }
-
-  stat(oid: Oid): Promise<BlobStat | null> {
-    return this.#inner.stat(oid);
-  }
-
-  delete(oid: Oid): Promise<boolean> {
-    return this.#inner.delete(oid);
-  }
-
-  list(): AsyncIterable<StoredObject> {
-    return this.#inner.list();
-  }
-
-  quarantine(oid: Oid): Promise<boolean> {
-    return this.#inner.quarantine(oid);
-  }
-
-  sweepStaging(maxAgeMs: number): Promise<number> {
-    return this.#inner.sweepStaging(maxAgeMs);
-  }
-
-  checkWritable(): Promise<void> {
-    return this.#inner.checkWritable();
   }
 }
 
