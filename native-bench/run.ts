@@ -1,10 +1,14 @@
 /**
  * `npm run bench`: the raw limits of this machine, our server's figures, and each figure as a ratio
- * to its limit with PASS/MISS against the targets of issues 2 and 5, in one run, as one table.
+ * to its limit with PASS/MISS against the targets, in one run, as one table. The speed targets are
+ * judged through the clients users have (curl, git-lfs: real-clients.bench.ts); the bench's own
+ * clients (undici, a lean keep-alive client) stay as probes of the server's ceiling.
  *
  *   npm run bench                    full run (1 GiB / 5 GiB objects; a few minutes on 2 cores)
  *   npm run bench -- --quick         smaller sizes, for a smoke test
  *   npm run bench -- --only=upload,dd   just these measures (names: see NAMES below)
+ *   npm run bench -- --only=curl-upload,curl-seq64k,curl-par64k,curl-download,git-push,git-clone
+ *                                    the real-client rows only (about 4 minutes)
  *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
  *   npm run bench -- --profile       servers run under node --cpu-prof; profiles in native-bench/results/profiles/
  *                                    (summarize: node dist/native-bench/profile-summary.js FILE)
