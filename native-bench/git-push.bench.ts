@@ -5,8 +5,9 @@
  * without credentials and gets the 401 that asks for them, as a user's first push does. The times
  * include git's and git-lfs's own work; the server's CPU is taken apart from theirs.
  */
-import { createWriteStream, mkdirSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { createWriteStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { GitSandbox } from '../test/helpers/git.js';
 import { runClient } from './lib/client-run.js';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
@@ -14,14 +15,32 @@ import { clientRounds } from './curl.bench.js';
 import type { ClientRound, RealClientSession } from './real-clients.bench.js';
 import { journalRetired, median, REPO, TOKEN } from './server.bench.js';
 
-/** Writes `size` seeded bytes to `path` without holding them in memory. */
-async function writeSeeded(path: string, seed: string, size: number): Promise<void> {
-  const out = createWriteStream(path);
-  for (const c of new SeededBytes(seed).chunks(size)) if (!out.write(c)) await new Promise<void>((r) => out.once('drain', () => r()));
+/**
+ * Stores an object the way `git add` through git-lfs's clean filter leaves it: the bytes under
+ * .git/lfs/objects and a pointer file in the work tree (its clean is then a pass-through). What is
+ * timed, the push, reads the same files; only the set-up's copy and hashing by git-lfs are saved.
+ */
+async function stageObject(work: string, file: string, chunks: Iterable<Buffer>): Promise<void> {
+  const tmp = join(work, '.git', 'lfs', `incoming-${file.replace(/\//g, '-')}`);
+  mkdirSync(dirname(tmp), { recursive: true });
+  const out = createWriteStream(tmp);
+  const hash = createHash('sha256');
+  let size = 0;
+  for (const c of chunks) {
+    hash.update(c);
+    size += c.length;
+    if (!out.write(c)) await new Promise<void>((r) => out.once('drain', () => r()));
+  }
   await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
+  const oid = hash.digest('hex');
+  const dir = join(work, '.git', 'lfs', 'objects', oid.slice(0, 2), oid.slice(2, 4));
+  mkdirSync(dir, { recursive: true });
+  renameSync(tmp, join(dir, oid));
+  mkdirSync(dirname(join(work, file)), { recursive: true });
+  writeFileSync(join(work, file), `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`);
 }
 
-/** A fresh project (bare remote + work tree) whose commit holds the files `fill` writes. */
+/** A fresh project (bare remote + work tree) whose commit holds the objects `fill` stages. */
 async function committedProject(sb: GitSandbox, dir: string, url: string, fill: (work: string) => Promise<void>): Promise<{ remote: string; work: string }> {
   const p = await sb.newProject(dir, `${url}/${REPO}`);
   await fill(p.work);
@@ -49,18 +68,13 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   const pushSmall: ClientRound[] = [];
   const clone: ClientRound[] = [];
   const smallFiles = async (work: string, r: number): Promise<void> => {
-    mkdirSync(join(work, 'assets'));
     const pool = new SeededBytes(`git-small-${r}`).bytes(n * 65536);
-    await Promise.all(Array.from({ length: n }, (_, i) => new Promise<void>((resolve, reject) => {
-      const s = createWriteStream(join(work, 'assets', `${i}.bin`));
-      s.once('error', reject);
-      s.end(pool.subarray(i * 65536, (i + 1) * 65536), () => resolve());
-    })));
+    for (let i = 0; i < n; i++) await stageObject(work, `assets/${i}.bin`, [pool.subarray(i * 65536, (i + 1) * 65536)]);
   };
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
       if (only('git-push')) {
-        const big = await committedProject(sb, join(root, `big-${r}`), url, (work) => writeSeeded(join(work, 'asset.bin'), `git-big-${r}`, bigSize));
+        const big = await committedProject(sb, join(root, `big-${r}`), url, (work) => stageObject(work, 'asset.bin', new SeededBytes(`git-big-${r}`).chunks(bigSize)));
         pushBig.push(await session.round(() => push(sb, big.work), (ms) => ms));
         rmSync(join(root, `big-${r}`), { recursive: true, force: true });
       }
