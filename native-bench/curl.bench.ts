@@ -5,7 +5,7 @@
  * every byte of an object goes through curl.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, fdatasyncSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
@@ -25,25 +25,39 @@ export const clientRounds = (ctx: BenchContext): number => (ctx.quick ? 1 : 3);
 /** `curl -T file` of one object to its upload action, with the action's headers; throws unless 200. */
 function curlPut(file: string, action: LfsAction): Promise<ClientRun> {
   const headers = Object.entries(action.header ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-  return checked(runClient(['curl', '-sS', '-u', USER, ...headers, '-T', file, '-o', '/dev/null', '-w', '%{http_code}\n', action.href]), 1);
+  return checked(runClient(['curl', '-sS', '-u', USER, ...headers, '-T', file, '-o', '/dev/null', '-w', WRITE_OUT, action.href]), 1);
 }
 
 /** `curl -o /dev/null` of one object; throws unless 200. */
 function curlGet(href: string): Promise<ClientRun> {
-  return checked(runClient(['curl', '-sS', '-u', USER, '-o', '/dev/null', '-w', '%{http_code}\n', href]), 1);
+  return checked(runClient(['curl', '-sS', '-u', USER, '-o', '/dev/null', '-w', WRITE_OUT, href]), 1);
 }
 
-/** Every transfer's `-w '%{http_code}'` must say 200. */
-async function checked(run: Promise<ClientRun>, expected: number): Promise<ClientRun> {
+/** What curl writes after each transfer: the status and how many connections it opened for it. */
+const WRITE_OUT = '%{http_code} %{num_connects}\\n';
+
+/** Counts the `WRITE_OUT` lines that say 200, and the connections curl opened for them. */
+function tally(stdout: string): { ok: number; connects: number } {
+  let ok = 0;
+  let connects = 0;
+  for (const m of stdout.matchAll(/^(\d{3}) (\d+)$/gm)) {
+    if (m[1] === '200') ok++;
+    connects += Number(m[2]);
+  }
+  return { ok, connects };
+}
+
+/** Every transfer must answer 200; returns the run and the connections curl opened. */
+async function checked(run: Promise<ClientRun>, expected: number): Promise<ClientRun & { connects: number }> {
   const r = await run;
-  const ok = r.stdout.split('\n').filter((l) => l.trim() === '200').length;
+  const { ok, connects } = tally(r.stdout);
   if (ok !== expected) throw new Error(`curl: ${ok} of ${expected} transfers answered 200 (${r.stdout.replace(/\s+/g, ' ').slice(0, 200)}) ${r.stderr.slice(-500)}`);
-  return r;
+  return { ...r, connects };
 }
 
 /** A curl config that PUTs each file to its href in turn over one keep-alive connection. */
 function putConfig(pairs: { file: string; href: string }[]): string {
-  const lines = ['silent', 'show-error', `user = ${q(USER)}`, 'write-out = "%{http_code}\\n"'];
+  const lines = ['silent', 'show-error', `user = ${q(USER)}`, `write-out = "${WRITE_OUT}"`];
   for (const p of pairs) lines.push(`url = ${q(p.href)}`, `upload-file = ${q(p.file)}`, 'output = "/dev/null"');
   return `${lines.join('\n')}\n`;
 }
@@ -71,38 +85,43 @@ async function smallRound(session: RealClientSession, tag: string, n: number): P
 }
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
-async function seqRound(session: RealClientSession, r: number, n: number): Promise<ClientRound> {
+async function seqRound(session: RealClientSession, r: number, n: number): Promise<ClientRound & { connects: number }> {
   const { dir, pairs, batchMs } = await smallRound(session, `seq-${r}`, n);
   const config = join(dir, 'put.curlrc');
   writeFileSync(config, putConfig(pairs));
   // Batches (undici) are timed apart and added: the judged figure is batch + PUT per object.
-  const round = await session.round(() => checked(runClient(['curl', '--config', config]), n), (ms) => (ms + batchMs) / n);
+  let connects = 0;
+  const round = await session.round(async () => {
+    const run = await checked(runClient(['curl', '--config', config]), n);
+    connects = run.connects;
+    return run;
+  }, (ms) => (ms + batchMs) / n);
   rmSync(dir, { recursive: true, force: true });
-  return round;
+  return { ...round, connects };
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
-async function parRound(session: RealClientSession, r: number, n: number): Promise<ClientRound> {
+async function parRound(session: RealClientSession, r: number, n: number): Promise<ClientRound & { connects: number }> {
   const { dir, pairs, batchMs } = await smallRound(session, `par-${r}`, n);
   const configs = Array.from({ length: 8 }, (_, w) => {
     const path = join(dir, `put-${w}.curlrc`);
     writeFileSync(path, putConfig(pairs.filter((_, i) => i % 8 === w)));
     return path;
   });
+  let connects = 0;
   const round = await session.round(
     async () => {
       const run = await runClient(configs, { script: PARALLEL_CURLS });
-      const ok = readdirSync(dir)
-        .filter((f) => f.endsWith('.out'))
-        .map((f) => spawnSync('grep', ['-c', '^200$', join(dir, f)], { encoding: 'utf8' }).stdout.trim())
-        .reduce((a, b) => a + Number(b), 0);
+      const t = configs.map((c) => tally(readFileSync(`${c}.out`, 'utf8')));
+      const ok = t.reduce((a, b) => a + b.ok, 0);
+      connects = t.reduce((a, b) => a + b.connects, 0);
       if (ok !== n) throw new Error(`8 curl processes: ${ok} of ${n} PUTs answered 200`);
       return run;
     },
     (ms) => n / ((ms + batchMs) / 1000),
   );
   rmSync(dir, { recursive: true, force: true });
-  return round;
+  return { ...round, connects };
 }
 
 /** Whether curl sends `Expect: 100-continue` on a 64 KiB PUT, and whether the server answers 100. */
@@ -127,8 +146,8 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   const curl = `curl ${session.figures.curlVersion ?? ''}`.trim();
   const probe = await expectProbe(session);
   ctx.note(probe);
-  const seq: ClientRound[] = [];
-  const par: ClientRound[] = [];
+  const seq: (ClientRound & { connects: number })[] = [];
+  const par: (ClientRound & { connects: number })[] = [];
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
       // Taking turns, and in the other order on odd rounds, so neither always follows the other.
@@ -141,8 +160,8 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   });
   session.figures.movedBytes += (seq.length + par.length) * n * 65536;
   const per = { name: '1000 objects', units: n / 1000 };
-  if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, probe);
-  if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth);
+  if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `TCP connections opened per round: ${seq.map((r) => r.connects).join(', ')}; ${probe}`);
+  if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth, `TCP connections opened per round: ${par.map((r) => r.connects).join(', ')}`);
 }
 
 /** The large object every download row reads: the last curl upload's, or one uploaded for them. */
