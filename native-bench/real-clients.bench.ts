@@ -97,15 +97,14 @@ export class RealClientSession {
     let value: T;
     try {
       value = await run();
-    } finally {
-      const growth = (await peak.stop()) - this.#warmRss;
-      this.figures.rssGrowth = Math.max(this.figures.rssGrowth ?? -Infinity, growth);
-      this.#lastGrowth = growth;
+    } catch (e) {
+      await peak.stop();
+      throw e;
     }
-    return { value, growth: this.#lastGrowth };
+    const growth = (await peak.stop()) - this.#warmRss;
+    this.figures.rssGrowth = Math.max(this.figures.rssGrowth ?? -Infinity, growth);
+    return { value, growth };
   }
-
-  #lastGrowth = 0;
 
   /** Times one client run and what the server spent meanwhile. */
   async round(run: () => Promise<{ ms: number; clientCpuS: number }>, value: (ms: number) => number): Promise<ClientRound> {
