@@ -5,6 +5,7 @@
  * without credentials and gets the 401 that asks for them, as a user's first push does. The times
  * include git's and git-lfs's own work; the server's CPU is taken apart from theirs.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -46,6 +47,8 @@ async function committedProject(sb: GitSandbox, dir: string, url: string, fill: 
   await fill(p.work);
   await sb.git(p.work, 'add', '.');
   await sb.git(p.work, 'commit', '-qm', 'assets');
+  // On disk before the timed push, so that its writeback does not compete with the server's writes.
+  spawnSync('sync');
   return p;
 }
 
