@@ -276,7 +276,7 @@ async function main(): Promise<void> {
   if (real !== null) results.comparisons.push(...compareRealClients(real, args.quick));
   results.comparisons.push(...compare(l, server, rss, z, zr, args.quick));
   if (l.sha256 !== undefined && l.blake3 !== undefined) results.notes.push(`BLAKE3 runs at ${fmt(l.blake3 / l.sha256)}× the speed of node:crypto sha256 on this CPU.`);
-  results.notes.push('Rates are MB/s with MB = 10^6 bytes. Client (undici), server and forge emulator share this machine\'s cores; "load average" above shows what else ran.');
+  results.notes.push('Rates are MB/s with MB = 10^6 bytes. Clients (curl, git-lfs, undici), server and forge emulator share this machine\'s cores; "load average" above shows what else ran.');
   results.machine.loadAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   results.durationSeconds = (performance.now() - started) / 1000;
   const md = renderMarkdown(results);
