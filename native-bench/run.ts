@@ -8,7 +8,7 @@
  *   npm run bench -- --quick         smaller sizes, for a smoke test
  *   npm run bench -- --only=upload,dd   just these measures (names: see NAMES below)
  *   npm run bench -- --only=curl-upload,curl-seq64k,curl-par64k,curl-download,git-push,git-clone
- *                                    the real-client rows only (about 4 minutes)
+ *                                    the real-client rows only (2½–4 minutes on 2 cores)
  *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
  *   npm run bench -- --profile       servers run under node --cpu-prof; profiles in native-bench/results/profiles/
  *                                    (summarize: node dist/native-bench/profile-summary.js FILE)
