@@ -32,6 +32,8 @@ export interface RealClientFigures {
   idleRssAfter?: number;
   /** Peak RSS over the warm idle baseline, across every real-client section run. */
   rssGrowth?: number;
+  /** The peak RSS itself (bytes), for the growth over the just-started idle RSS. */
+  rssPeak?: number;
   movedBytes: number;
   curlUpload?: { ratio: number; pairs: string; ms: number; rate: number };
   curlSeqMs?: number;
@@ -101,8 +103,10 @@ export class RealClientSession {
       await peak.stop();
       throw e;
     }
-    const growth = (await peak.stop()) - this.#warmRss;
+    const top = await peak.stop();
+    const growth = top - this.#warmRss;
     this.figures.rssGrowth = Math.max(this.figures.rssGrowth ?? -Infinity, growth);
+    this.figures.rssPeak = Math.max(this.figures.rssPeak ?? 0, top);
     return { value, growth };
   }
 
@@ -184,8 +188,12 @@ export function compareRealClients(f: RealClientFigures, quick: boolean): Compar
   if (f.curlWarmMBps !== undefined) out.push({ label: `download ${big} warm (page cache), curl -o /dev/null`, client: curl, ours: `${fmt(f.curlWarmMBps)} MB/s (median)`, limit: '—', ratio: '—', ratioValue: null, target: '≥ 2,000 MB/s', pass: f.curlWarmMBps >= 2000 });
   if (f.curlCold !== undefined) out.push({ label: `download ${big} cold vs a cold dd iflag=direct read of the same file`, client: curl, ours: `median of pairs: ${f.curlCold.pairs}`, limit: 'dd iflag=direct bs=1M beside each', ratio: `${pct(f.curlCold.ratio)} of dd`, ratioValue: f.curlCold.ratio, target: '≥ 90% of dd', pass: f.curlCold.ratio >= 0.9 });
   if (f.idleRssStart !== undefined) out.push({ label: 'server RSS idle, just started', client: '—', ours: `${fmt(f.idleRssStart / MiB)} MiB`, limit: `after 20 small uploads ${fmt((f.idleRssWarm ?? NaN) / MiB)} MiB; after the transfers ${f.idleRssAfter === undefined ? '—' : fmt(f.idleRssAfter / MiB)} MiB`, ratio: `${pct(f.idleRssStart / (60 * MiB))} of budget`, ratioValue: f.idleRssStart / (60 * MiB), target: '≤ 60 MiB', pass: f.idleRssStart <= 60 * MiB });
-  if (f.rssGrowth !== undefined) {
-    out.push({ label: `server RSS growth over warm idle while ${fmt(f.movedBytes / GiB)} GiB moved through the clients above`, client: `${curl}, ${lfs}`, ours: `${f.rssGrowth < 0 ? '−' : '+'}${fmt(Math.abs(f.rssGrowth) / MiB)} MiB`, limit: '16 MiB budget', ratio: `${pct(f.rssGrowth / (16 * MiB))} of budget`, ratioValue: f.rssGrowth / (16 * MiB), target: '≤ 16 MiB', pass: f.rssGrowth <= 16 * MiB });
+  if (f.rssGrowth !== undefined && f.rssPeak !== undefined && f.idleRssStart !== undefined) {
+    // Judged from the just-started idle RSS, the stricter baseline: memory a first transfer
+    // allocates (pools started lazily, say) is growth too.
+    const g = f.rssPeak - f.idleRssStart;
+    const signed = (x: number): string => `${x < 0 ? '−' : '+'}${fmt(Math.abs(x) / MiB)} MiB`;
+    out.push({ label: `server RSS peak growth while ${fmt(f.movedBytes / GiB)} GiB moved through the clients above`, client: `${curl}, ${lfs}`, ours: `${signed(g)} over just-started idle (${signed(f.rssGrowth)} over warm idle)`, limit: '16 MiB budget', ratio: `${pct(g / (16 * MiB))} of budget`, ratioValue: g / (16 * MiB), target: '≤ 16 MiB', pass: g <= 16 * MiB });
   }
   return out;
 }
