@@ -84,8 +84,14 @@ async function smallRound(session: RealClientSession, tag: string, n: number): P
   return { dir, pairs, batchMs: performance.now() - t0 };
 }
 
+/** A small-object round: the TCP connections curl opened, and the batches' time (in the figure). */
+type SmallRound = ClientRound & { connects: number; batchMs: number };
+
+const smallDetail = (rounds: SmallRound[]): string =>
+  `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}`;
+
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
-async function seqRound(session: RealClientSession, r: number, n: number): Promise<ClientRound & { connects: number }> {
+async function seqRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
   const { dir, pairs, batchMs } = await smallRound(session, `seq-${r}`, n);
   const config = join(dir, 'put.curlrc');
   writeFileSync(config, putConfig(pairs));
@@ -97,11 +103,11 @@ async function seqRound(session: RealClientSession, r: number, n: number): Promi
     return run;
   }, (ms) => (ms + batchMs) / n);
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects };
+  return { ...round, connects, batchMs };
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
-async function parRound(session: RealClientSession, r: number, n: number): Promise<ClientRound & { connects: number }> {
+async function parRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
   const { dir, pairs, batchMs } = await smallRound(session, `par-${r}`, n);
   const configs = Array.from({ length: 8 }, (_, w) => {
     const path = join(dir, `put-${w}.curlrc`);
@@ -121,7 +127,7 @@ async function parRound(session: RealClientSession, r: number, n: number): Promi
     (ms) => n / ((ms + batchMs) / 1000),
   );
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects };
+  return { ...round, connects, batchMs };
 }
 
 /** Whether curl sends `Expect: 100-continue` on a 64 KiB PUT, and whether the server answers 100. */
@@ -146,8 +152,8 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   const curl = `curl ${session.figures.curlVersion ?? ''}`.trim();
   const probe = await expectProbe(session);
   ctx.note(probe);
-  const seq: (ClientRound & { connects: number })[] = [];
-  const par: (ClientRound & { connects: number })[] = [];
+  const seq: SmallRound[] = [];
+  const par: SmallRound[] = [];
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
       // Taking turns, and in the other order on odd rounds, so neither always follows the other.
@@ -160,8 +166,8 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   });
   session.figures.movedBytes += (seq.length + par.length) * n * 65536;
   const per = { name: '1000 objects', units: n / 1000 };
-  if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `TCP connections opened per round: ${seq.map((r) => r.connects).join(', ')}; ${probe}`);
-  if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth, `TCP connections opened per round: ${par.map((r) => r.connects).join(', ')}`);
+  if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `${smallDetail(seq)}; ${probe}`);
+  if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth, smallDetail(par));
 }
 
 /** The large object every download row reads: the last curl upload's, or one uploaded for them. */
