@@ -1,49 +1,113 @@
 /**
- * The user's view of an upload: `git push` of one large asset through the real git-lfs client, on a
- * fresh clone (its first PUT goes out without credentials and gets the 401 that asks for them), to
- * a server with compression off and one with zstd:3. The time includes git's and git-lfs's own work.
+ * The user's view through the real git-lfs client (`lfs.concurrenttransfers` at its default):
+ * `git push` of one large asset and of many 64 KiB files to a fresh bare remote, and `git clone` of
+ * the many-files repository. Each push comes from a fresh repository, so its first request goes out
+ * without credentials and gets the 401 that asks for them, as a user's first push does. The times
+ * include git's and git-lfs's own work; the server's CPU is taken apart from theirs.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { GitHubEmulator } from '../test/helpers/forge-emulator.js';
+import { createHash } from 'node:crypto';
+import { createWriteStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { GitSandbox } from '../test/helpers/git.js';
+import { runClient } from './lib/client-run.js';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
-import { fmt } from './lib/report.js';
-import { mbps, type BenchContext } from './limits.bench.js';
-import { REPO, TOKEN, startStowage } from './server.bench.js';
+import { clientRounds } from './curl.bench.js';
+import type { ClientRound, RealClientSession } from './real-clients.bench.js';
+import { journalRetired, median, REPO, TOKEN } from './server.bench.js';
 
-export async function benchGitPush(ctx: BenchContext, forge: GitHubEmulator): Promise<void> {
-  const version = spawnSync('git', ['lfs', 'version'], { encoding: 'utf8' });
-  if (version.status !== 0) {
-    ctx.note('git push not measured: git-lfs is not installed (apt-get install git-lfs)');
-    return;
+/**
+ * Stores an object the way `git add` through git-lfs's clean filter leaves it: the bytes under
+ * .git/lfs/objects and a pointer file in the work tree (its clean is then a pass-through). What is
+ * timed, the push, reads the same files; only the set-up's copy and hashing by git-lfs are saved.
+ */
+async function stageObject(work: string, file: string, chunks: Iterable<Buffer>): Promise<void> {
+  const tmp = join(work, '.git', 'lfs', `incoming-${file.replace(/\//g, '-')}`);
+  mkdirSync(dirname(tmp), { recursive: true });
+  const out = createWriteStream(tmp);
+  const hash = createHash('sha256');
+  let size = 0;
+  for (const c of chunks) {
+    hash.update(c);
+    size += c.length;
+    if (!out.write(c)) await new Promise<void>((r) => out.once('drain', () => r()));
   }
-  const client = /git-lfs\/(\S+)/.exec(version.stdout)?.[1] ?? '?';
-  const size = ctx.quick ? 128 * MiB : GiB;
-  for (const [tag, env] of [['plain', {}], ['zstd:3', { SVC_COMPRESSION: 'zstd:3' }]] as const) {
-    const s = await startStowage(ctx, forge, `git-${tag.replace(':', '')}`, env);
-    try {
-      const dir = join(ctx.scratch, `git-${tag.replace(':', '')}`);
-      mkdirSync(dir, { recursive: true });
-      const sb = await GitSandbox.create(join(dir, 'home'), s.server.url, TOKEN);
-      const { work } = await sb.newProject(join(dir, 'project'), `${s.server.url}/${REPO}`);
-      writeFileSync(join(work, 'asset.bin'), new SeededBytes(`git-push-${tag}`).bytes(size));
-      await sb.git(work, 'add', '.');
-      await sb.git(work, 'commit', '-qm', 'asset');
-      const t0 = performance.now();
-      await sb.git(work, 'push', '-q', 'origin', 'main');
-      const ms = performance.now() - t0;
-      ctx.record({
-        key: `server.git_push_${tag.replace(':', '')}`,
-        group: 'server',
-        label: `git push of a ${size / MiB} MiB asset through git-lfs ${client} (first push of a fresh clone), ${tag === 'plain' ? 'compression off' : tag}`,
-        value: mbps(size, ms),
-        unit: 'MB/s',
-        detail: `${fmt(ms)} ms, git's and git-lfs's own work included; random bytes (chunked PUT, as uWS resets 10-digit Content-Lengths)`,
-      });
-    } finally {
-      await s.stop();
+  await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
+  const oid = hash.digest('hex');
+  const dir = join(work, '.git', 'lfs', 'objects', oid.slice(0, 2), oid.slice(2, 4));
+  mkdirSync(dir, { recursive: true });
+  renameSync(tmp, join(dir, oid));
+  mkdirSync(dirname(join(work, file)), { recursive: true });
+  writeFileSync(join(work, file), `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`);
+}
+
+/** A fresh project (bare remote + work tree) whose commit holds the objects `fill` stages. */
+async function committedProject(sb: GitSandbox, dir: string, url: string, fill: (work: string) => Promise<void>): Promise<{ remote: string; work: string }> {
+  const p = await sb.newProject(dir, `${url}/${REPO}`);
+  await fill(p.work);
+  await sb.git(p.work, 'add', '.');
+  await sb.git(p.work, 'commit', '-qm', 'assets');
+  // On disk before the timed push, so that its writeback does not compete with the server's writes.
+  spawnSync('sync');
+  return p;
+}
+
+/** `git push` timed, with the CPU of git and git-lfs. */
+const push = (sb: GitSandbox, work: string): Promise<{ ms: number; clientCpuS: number }> => runClient(['git', 'push', '-q', 'origin', 'main'], { env: sb.env, cwd: work });
+
+/**
+ * git push of 1 GiB, git push of 1000 × 64 KiB files and git clone of the latter, taking turns
+ * round by round; each row the median of its rounds.
+ */
+export async function benchGitLfs(session: RealClientSession, only: (name: string) => boolean): Promise<void> {
+  const ctx = session.ctx;
+  const url = session.s.server.url;
+  const bigSize = ctx.quick ? 128 * MiB : GiB;
+  const n = ctx.quick ? 200 : 1000;
+  const root = join(ctx.scratch, 'git');
+  const sb = await GitSandbox.create(join(root, 'home'), url, TOKEN);
+  const lfs = `git-lfs ${session.figures.gitLfsVersion ?? ''}`.trim();
+  const pushBig: ClientRound[] = [];
+  const pushSmall: ClientRound[] = [];
+  const clone: ClientRound[] = [];
+  const smallFiles = async (work: string, r: number): Promise<void> => {
+    const pool = new SeededBytes(`git-small-${r}`).bytes(n * 65536);
+    for (let i = 0; i < n; i++) await stageObject(work, `assets/${i}.bin`, [pool.subarray(i * 65536, (i + 1) * 65536)]);
+  };
+  const { growth } = await session.section(async () => {
+    for (let r = 0; r < clientRounds(ctx); r++) {
+      if (only('git-push')) {
+        const big = await committedProject(sb, join(root, `big-${r}`), url, (work) => stageObject(work, 'asset.bin', new SeededBytes(`git-big-${r}`).chunks(bigSize)));
+        pushBig.push(await session.round(() => push(sb, big.work), (ms) => ms));
+        rmSync(join(root, `big-${r}`), { recursive: true, force: true });
+      }
+      let remote: string | null = null;
+      if (only('git-push') || only('git-clone')) {
+        const small = await committedProject(sb, join(root, `small-${r}`), url, (work) => smallFiles(work, r));
+        await journalRetired(session.s.server.dataDir);
+        if (only('git-push')) pushSmall.push(await session.round(() => push(sb, small.work), (ms) => ms));
+        else await push(sb, small.work);
+        remote = small.remote;
+      }
+      if (only('git-clone') && remote !== null) {
+        await journalRetired(session.s.server.dataDir);
+        const dest = join(root, `clone-${r}`);
+        clone.push(await session.round(() => runClient(['git', 'clone', '-q', remote!, dest], { env: sb.env, cwd: root }), (ms) => ms));
+        // The files must be the objects, not pointers: the smudge filter fetched them.
+        const got = statSync(join(dest, 'assets', `${n - 1}.bin`)).size;
+        if (got !== 65536) throw new Error(`git clone left a ${got}-byte file where a 64 KiB object belongs`);
+        rmSync(dest, { recursive: true, force: true });
+      }
+      rmSync(join(root, `small-${r}`), { recursive: true, force: true });
     }
+  });
+  session.figures.movedBytes += pushBig.length * bigSize + (pushSmall.length + clone.length) * n * 65536;
+  const small = { name: '1000 objects', units: n / 1000 };
+  if (pushBig.length > 0) session.figures.gitPush1gMs = session.recordRow('real.git_push_1g', `git push of a ${bigSize / MiB} MiB asset to a fresh bare remote (first push of a new repository: 401, then credentials)`, lfs, 'ms', pushBig, { name: 'GiB', units: bigSize / GiB }, growth);
+  if (pushSmall.length > 0) session.figures.gitPushSmallMs = session.recordRow('real.git_push_64k', `git push of ${n} × 64 KiB files to a fresh bare remote`, lfs, 'ms', pushSmall, small, growth);
+  if (clone.length > 0) {
+    const ms = session.recordRow('real.git_clone_64k', `git clone of the ${n} × 64 KiB repository (smudge downloads included)`, lfs, 'ms', clone, small, growth);
+    const serverCpuS = median(clone.map((c) => c.span.serverCpuS));
+    session.figures.gitClone = { ms, serverCpuMsPerObject: (serverCpuS * 1000) / n, clientCpuS: median(clone.map((c) => c.clientCpuS)), serverCpuS };
   }
 }

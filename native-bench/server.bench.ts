@@ -12,7 +12,7 @@ import { startServer, type RunningServer } from '../test/helpers/start-server.js
 import { GiB, MiB, SeededBytes, textLike } from './lib/data-gen.js';
 import { KeepAliveConnection } from './lib/keepalive-client.js';
 import { LfsClient, type BatchObject } from './lib/lfs-client.js';
-import { cpuSecondsOf, mainThreadCpuSecondsOf, resetPeakRss, rssOf, RssSampler } from './lib/proc-stats.js';
+import { cpuSecondsOf, mainThreadCpuSecondsOf, peakRssOver, rssOf } from './lib/proc-stats.js';
 import { fmt } from './lib/report.js';
 import { ddBeside, mbps, percentile, tries, type BenchContext } from './limits.bench.js';
 
@@ -146,7 +146,8 @@ export interface PairedUploads {
   readonly pairs: string;
 }
 
-const median = (xs: number[]): number => {
+/** The median of a non-empty list (the mean of the middle two for an even count). */
+export const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
@@ -409,7 +410,7 @@ function settle(ms = 1000): Promise<void> {
  * files of their own (retirement starts after a 1 s lull and yields to a burst that starts). Used
  * before a small-object measure, so that it is not measured against the previous one's retirement.
  */
-async function journalRetired(dataDir: string, maxMs = 60_000): Promise<number> {
+export async function journalRetired(dataDir: string, maxMs = 60_000): Promise<number> {
   const t0 = performance.now();
   const journal = join(dataDir, 'journal');
   while (readdirSync(journal).some((f) => f.startsWith('seg-')) && performance.now() - t0 < maxMs) await settle(20);
@@ -483,14 +484,11 @@ export interface RssFigures {
   range5gMs: number;
 }
 
-/** Measures one phase: peak VmRSS by 50 ms sampling and by VmHWM (reset before), minus the baseline. */
+/** Measures one phase: peak VmRSS (see peakRssOver) minus the baseline. */
 async function phasePeak(pid: number, baseline: number, run: () => Promise<void>): Promise<number> {
-  const hwmReset = resetPeakRss(pid);
-  const sampler = new RssSampler(pid, 50);
+  const peak = peakRssOver(pid);
   await run();
-  const sampled = await sampler.stop();
-  const peak = Math.max(sampled.max, hwmReset ? rssOf(pid).hwm : 0);
-  return peak - baseline;
+  return (await peak.stop()) - baseline;
 }
 
 /**

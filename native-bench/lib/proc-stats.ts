@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat reports CPU time in 1/100 s
@@ -73,4 +74,34 @@ export class RssSampler {
       this.#worker.postMessage('stop');
     });
   }
+}
+
+/** What the server spent over one measured span, with the machine's load around it. */
+export interface ServerSpan {
+  /** utime + stime of the server process (all its threads), seconds: no client CPU in it. */
+  readonly serverCpuS: number;
+  /** 1-minute load average at the span's start and end. */
+  readonly load: readonly [number, number];
+}
+
+/** Starts measuring a span of the server's work; the returned function ends it. */
+export function watchServer(pid: number): () => ServerSpan {
+  const cpu0 = cpuSecondsOf(pid);
+  const load0 = loadavg()[0]!;
+  return () => ({ serverCpuS: cpuSecondsOf(pid) - cpu0, load: [load0, loadavg()[0]!] });
+}
+
+/**
+ * Peak RSS of a process over a phase: VmHWM reset at the start (clear_refs) and 50 ms VmRSS samples
+ * on a thread of their own, whichever saw more. `stop()` returns the peak in bytes.
+ */
+export function peakRssOver(pid: number): { stop(): Promise<number> } {
+  const hwmReset = resetPeakRss(pid);
+  const sampler = new RssSampler(pid, 50);
+  return {
+    async stop() {
+      const sampled = await sampler.stop();
+      return Math.max(sampled.max, hwmReset ? rssOf(pid).hwm : 0);
+    },
+  };
 }

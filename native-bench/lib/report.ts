@@ -17,6 +17,8 @@ export interface Measurement {
 /** One of our figures set against a machine limit and, when the issues give one, a target. */
 export interface Comparison {
   readonly label: string;
+  /** The client that drove the transfers ("curl 7.88.1", "undici (ceiling probe)"); absent for a limit. */
+  readonly client?: string;
   readonly ours: string;
   readonly limit: string;
   /** How ours compares, e.g. "93% of dd" or "44% of budget"; the number is in ratioValue. */
@@ -79,8 +81,8 @@ export function renderMarkdown(r: BenchResults): string {
     lines.push('');
     lines.push(
       table(
-        ['Figure', 'Ours', 'Limit', 'Ratio', 'Target', 'Result'],
-        r.comparisons.map((c) => [c.label, c.ours, c.limit, c.ratio, c.target, c.pass === null ? '—' : c.pass ? 'PASS' : 'MISS']),
+        ['Figure', 'Client', 'Ours', 'Limit', 'Ratio', 'Target', 'Result'],
+        r.comparisons.map((c) => [c.label, c.client ?? '—', c.ours, c.limit, c.ratio, c.target, c.pass === null ? '—' : c.pass ? 'PASS' : 'MISS']),
       ),
     );
     lines.push('');

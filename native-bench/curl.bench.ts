@@ -1,0 +1,319 @@
+/**
+ * Uploads and downloads through Debian's curl, as a user would script them: its default buffer
+ * sizes, `Expect: 100-continue` as it sends it on a PUT, one keep-alive process for a sequence of
+ * objects, one process per parallel client. Batches go through undici (the bench's LFS client);
+ * every byte of an object goes through curl.
+ */
+import { spawnSync } from 'node:child_process';
+import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
+import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
+import type { LfsAction } from './lib/lfs-client.js';
+import { fmt } from './lib/report.js';
+import { ddBeside, mbps, type BenchContext } from './limits.bench.js';
+import type { ClientRound, RealClientSession } from './real-clients.bench.js';
+import { journalRetired, median, memObject, TOKEN, type MemObject } from './server.bench.js';
+
+const USER = `bench:${TOKEN}`;
+/** A config-file string: curl reads backslash escapes inside double quotes. */
+const q = (s: string): string => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+
+/** Rounds per row: an odd number, so the median is one of them. */
+export const clientRounds = (ctx: BenchContext): number => (ctx.quick ? 1 : 3);
+
+/** `curl -T file` of one object to its upload action, with the action's headers; throws unless 200. */
+function curlPut(file: string, action: LfsAction): Promise<ClientRun> {
+  const headers = Object.entries(action.header ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
+  return checked(runClient(['curl', '-sS', '-u', USER, ...headers, '-T', file, '-o', '/dev/null', '-w', WRITE_OUT, action.href]), 1);
+}
+
+/** `curl -o /dev/null` of one object; throws unless 200. */
+function curlGet(href: string): Promise<ClientRun> {
+  return checked(runClient(['curl', '-sS', '-u', USER, '-o', '/dev/null', '-w', WRITE_OUT, href]), 1);
+}
+
+/** What curl writes after each transfer: the status and how many connections it opened for it. */
+const WRITE_OUT = '%{http_code} %{num_connects}\\n';
+
+/** Counts the `WRITE_OUT` lines that say 200, and the connections curl opened for them. */
+function tally(stdout: string): { ok: number; connects: number } {
+  let ok = 0;
+  let connects = 0;
+  for (const m of stdout.matchAll(/^(\d{3}) (\d+)$/gm)) {
+    if (m[1] === '200') ok++;
+    connects += Number(m[2]);
+  }
+  return { ok, connects };
+}
+
+/** Every transfer must answer 200; returns the run and the connections curl opened. */
+async function checked(run: Promise<ClientRun>, expected: number): Promise<ClientRun & { connects: number }> {
+  const r = await run;
+  const { ok, connects } = tally(r.stdout);
+  if (ok !== expected) throw new Error(`curl: ${ok} of ${expected} transfers answered 200 (${r.stdout.replace(/\s+/g, ' ').slice(0, 200)}) ${r.stderr.slice(-500)}`);
+  return { ...r, connects };
+}
+
+/** A curl config that PUTs each file to its href in turn over one keep-alive connection. */
+function putConfig(pairs: { file: string; href: string }[]): string {
+  const lines = ['silent', 'show-error', `user = ${q(USER)}`, `write-out = "${WRITE_OUT}"`];
+  for (const p of pairs) lines.push(`url = ${q(p.href)}`, `upload-file = ${q(p.file)}`, 'output = "/dev/null"');
+  return `${lines.join('\n')}\n`;
+}
+
+/** The 64 KiB objects of one round, written as files, and the batches (per 100, as git-lfs) for them. */
+async function smallRound(session: RealClientSession, tag: string, n: number): Promise<{ dir: string; pairs: { file: string; href: string }[]; batchMs: number }> {
+  const dir = join(session.ctx.scratch, `curl-${tag}`);
+  mkdirSync(dir, { recursive: true });
+  const pool = new SeededBytes(`curl-${tag}`).bytes(n * 65536);
+  const objs: MemObject[] = [];
+  for (let i = 0; i < n; i++) {
+    const o = memObject(pool.subarray(i * 65536, (i + 1) * 65536));
+    writeFileSync(join(dir, `${i}.bin`), o.data);
+    objs.push(o);
+  }
+  // The previous round's objects go to files of their own in a lull; not measured against this one.
+  await journalRetired(session.s.server.dataDir);
+  const pairs: { file: string; href: string }[] = [];
+  const t0 = performance.now();
+  for (let g = 0; g < n; g += 100) {
+    const entries = await session.s.client.batch('upload', objs.slice(g, g + 100).map((o) => ({ oid: o.oid, size: o.size })));
+    entries.forEach((e, i) => pairs.push({ file: join(dir, `${g + i}.bin`), href: e.actions!.upload!.href }));
+  }
+  return { dir, pairs, batchMs: performance.now() - t0 };
+}
+
+/** A small-object round: the TCP connections curl opened, and the batches' time (in the figure). */
+type SmallRound = ClientRound & { connects: number; batchMs: number };
+
+const smallDetail = (rounds: SmallRound[]): string =>
+  `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}`;
+
+/** One round of n × 64 KiB through one curl process: ms per object, batches included. */
+async function seqRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
+  const { dir, pairs, batchMs } = await smallRound(session, `seq-${r}`, n);
+  const config = join(dir, 'put.curlrc');
+  writeFileSync(config, putConfig(pairs));
+  // Batches (undici) are timed apart and added: the judged figure is batch + PUT per object.
+  let connects = 0;
+  const round = await session.round(async () => {
+    const run = await checked(runClient(['curl', '--config', config]), n);
+    connects = run.connects;
+    return run;
+  }, (ms) => (ms + batchMs) / n);
+  rmSync(dir, { recursive: true, force: true });
+  return { ...round, connects, batchMs };
+}
+
+/** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
+async function parRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
+  const { dir, pairs, batchMs } = await smallRound(session, `par-${r}`, n);
+  const configs = Array.from({ length: 8 }, (_, w) => {
+    const path = join(dir, `put-${w}.curlrc`);
+    writeFileSync(path, putConfig(pairs.filter((_, i) => i % 8 === w)));
+    return path;
+  });
+  let connects = 0;
+  const round = await session.round(
+    async () => {
+      const run = await runClient(configs, { script: PARALLEL_CURLS });
+      const t = configs.map((c) => tally(readFileSync(`${c}.out`, 'utf8')));
+      const ok = t.reduce((a, b) => a + b.ok, 0);
+      connects = t.reduce((a, b) => a + b.connects, 0);
+      if (ok !== n) throw new Error(`8 curl processes: ${ok} of ${n} PUTs answered 200`);
+      return run;
+    },
+    (ms) => n / ((ms + batchMs) / 1000),
+  );
+  rmSync(dir, { recursive: true, force: true });
+  return { ...round, connects, batchMs };
+}
+
+/** Whether curl sends `Expect: 100-continue` on a 64 KiB PUT, and whether the server answers 100. */
+async function expectProbe(session: RealClientSession): Promise<string> {
+  const dir = join(session.ctx.scratch, 'curl-probe');
+  mkdirSync(dir, { recursive: true });
+  const o = memObject(new SeededBytes('curl-probe').bytes(65536));
+  const file = join(dir, 'probe.bin');
+  writeFileSync(file, o.data);
+  const [e] = await session.s.client.batch('upload', [{ oid: o.oid, size: o.size }]);
+  const r = await runClient(['curl', '-sS', '-v', '-u', USER, '-T', file, '-o', '/dev/null', e!.actions!.upload!.href]);
+  rmSync(dir, { recursive: true, force: true });
+  const sent = /^> Expect: 100-continue/im.test(r.stderr);
+  const got = /^< HTTP\/1\.1 100/im.test(r.stderr);
+  return `curl sends Expect: 100-continue on a 64 KiB PUT: ${sent ? 'yes' : 'no'}${sent ? `; the server answers 100 Continue: ${got ? 'yes' : 'no'}` : ''}`;
+}
+
+/** The small-object rows: sequential through one curl process, and 8 curl processes in parallel. */
+export async function benchCurlSmall(session: RealClientSession, only: (name: string) => boolean): Promise<void> {
+  const ctx = session.ctx;
+  const n = ctx.quick ? 200 : 1000;
+  const curl = `curl ${session.figures.curlVersion ?? ''}`.trim();
+  const probe = await expectProbe(session);
+  ctx.note(probe);
+  const seq: SmallRound[] = [];
+  const par: SmallRound[] = [];
+  const { growth } = await session.section(async () => {
+    for (let r = 0; r < clientRounds(ctx); r++) {
+      // Taking turns, and in the other order on odd rounds, so neither always follows the other.
+      const order = r % 2 === 0 ? ['seq', 'par'] : ['par', 'seq'];
+      for (const kind of order) {
+        if (kind === 'seq' && only('curl-seq64k')) seq.push(await seqRound(session, r, n));
+        if (kind === 'par' && only('curl-par64k')) par.push(await parRound(session, r, n));
+      }
+    }
+  });
+  session.figures.movedBytes += (seq.length + par.length) * n * 65536;
+  const per = { name: '1000 objects', units: n / 1000 };
+  if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `${smallDetail(seq)}; ${probe}`);
+  if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth, smallDetail(par));
+}
+
+/** The large object every download row reads: the last curl upload's, or one uploaded for them. */
+interface BigObject {
+  readonly oid: string;
+  readonly size: number;
+  readonly file: string;
+}
+
+/**
+ * A 1 GiB source file for curl -T, kept in memory too so each round can change its first bytes and
+ * take the new oid without writing the whole file again (the server keeps every object it gets).
+ */
+class BigSource {
+  readonly path: string;
+  readonly #data: Buffer;
+
+  constructor(ctx: BenchContext, size: number) {
+    this.path = join(ctx.scratch, 'curl-big.bin');
+    this.#data = new SeededBytes('curl-big').bytes(size);
+    writeFileSync(this.path, this.#data);
+    const fd = openSync(this.path, 'r+');
+    fdatasyncSync(fd);
+    closeSync(fd);
+  }
+
+  /** Makes the file a new object (its first 8 bytes = `round`) and returns its oid; synced to disk. */
+  round(round: number): { oid: string; size: number } {
+    this.#data.writeDoubleBE(round, 0);
+    const fd = openSync(this.path, 'r+');
+    try {
+      writeSync(fd, this.#data, 0, 8, 0);
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    return { oid: memObject(this.#data).oid, size: this.#data.length };
+  }
+}
+
+/** batch (undici) + curl -T of the source file; the server must not hold the object yet. */
+async function uploadBig(session: RealClientSession, oid: string, size: number, file: string): Promise<ClientRun> {
+  const t0 = performance.now();
+  const [entry] = await session.s.client.batch('upload', [{ oid, size }]);
+  if (entry?.actions?.upload === undefined) throw new Error(`server already holds ${oid}: the upload would not be measured`);
+  const batchMs = performance.now() - t0;
+  const run = await curlPut(file, entry.actions.upload);
+  return { ...run, ms: run.ms + batchMs };
+}
+
+/**
+ * 1 GiB durable uploads through curl, each beside `dd conv=fdatasync` of the same size (before it on
+ * even rounds, after it on odd ones; the dd is the faster of two back to back, see ddBeside).
+ */
+export async function benchCurlUpload(session: RealClientSession): Promise<BigObject> {
+  const ctx = session.ctx;
+  const size = ctx.quick ? 128 * MiB : GiB;
+  const src = new BigSource(ctx, size);
+  const rounds: ClientRound[] = [];
+  const dds: number[] = [];
+  let last = { oid: '', size };
+  const { growth } = await session.section(async () => {
+    for (let r = 0; r < clientRounds(ctx); r++) {
+      const obj = src.round(r);
+      const before = r % 2 === 0 ? await ddBeside(ctx, size / MiB) : null;
+      rounds.push(await session.round(() => uploadBig(session, obj.oid, obj.size, src.path), (ms) => mbps(size, ms)));
+      dds.push(before ?? (await ddBeside(ctx, size / MiB)));
+      last = obj;
+    }
+  });
+  session.figures.movedBytes += rounds.length * size;
+  const pairs = rounds.map((r, i) => `${fmt(r.value)}/${fmt(dds[i]!)}`).join(', ');
+  const ratio = median(rounds.map((r, i) => r.value / dds[i]!));
+  const rate = session.recordRow('real.curl_upload_1g', `durable upload of ${size / MiB} MiB: batch + curl -T (chunked, as the action asks)`, `curl ${session.figures.curlVersion ?? ''}`.trim(), 'MB/s', rounds, { name: 'GiB', units: size / GiB }, growth, `beside dd (upload/dd MB/s): ${pairs}; median ratio ${(ratio * 100).toFixed(0)}%`);
+  session.figures.curlUpload = { ratio, pairs, rate, ms: median(rounds.map((r) => r.ms)) };
+  return { ...last, file: src.path };
+}
+
+/** Empties the page cache (root), or else drops the one file's pages (posix_fadvise DONTNEED through dd). */
+function dropCache(file: string): string {
+  spawnSync('sync');
+  try {
+    writeFileSync('/proc/sys/vm/drop_caches', '3');
+    return 'echo 3 > /proc/sys/vm/drop_caches';
+  } catch {
+    spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+    return 'dd iflag=nocache count=0 (posix_fadvise DONTNEED of the file)';
+  }
+}
+
+/** Bytes of a file in the page cache (fincore), or NaN if fincore is missing. */
+function cached(file: string): number {
+  const r = spawnSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', file], { encoding: 'utf8' });
+  return r.status === 0 ? Number(r.stdout.trim()) : NaN;
+}
+
+/**
+ * The 1 GiB object downloaded through curl into /dev/null: warm (its file in the page cache), and
+ * cold, each cold download beside a cold `dd iflag=direct` read of the object's own file.
+ */
+export async function benchCurlDownload(session: RealClientSession, only: (name: string) => boolean, big: BigObject | null): Promise<void> {
+  const ctx = session.ctx;
+  const size = ctx.quick ? 128 * MiB : GiB;
+  if (big === null) {
+    const src = new BigSource(ctx, size);
+    const obj = src.round(1000);
+    await uploadBig(session, obj.oid, obj.size, src.path);
+    big = { ...obj, file: src.path };
+  }
+  rmSync(big.file, { force: true });
+  const [entry] = await session.s.client.batch('download', [{ oid: big.oid, size: big.size }]);
+  const href = entry!.actions!.download!.href;
+  const stored = join(session.s.server.dataDir, 'objects', big.oid.slice(0, 2), big.oid.slice(2, 4), big.oid);
+  const curl = `curl ${session.figures.curlVersion ?? ''}`.trim();
+  const per = { name: 'GiB', units: size / GiB };
+  const warm: ClientRound[] = [];
+  const cold: ClientRound[] = [];
+  const ddCold: number[] = [];
+  let dropped = '';
+  const { growth } = await session.section(async () => {
+    if (only('curl-download')) {
+      await curlGet(href); // fills the page cache
+      const resident = cached(stored);
+      for (let r = 0; r < clientRounds(ctx); r++) warm.push(await session.round(() => curlGet(href), (ms) => mbps(size, ms)));
+      ctx.note(`curl warm download: ${fmt(resident / MiB)} MiB of the ${fmt(size / MiB)} MiB object file in the page cache before it (fincore)`);
+      for (let r = 0; r < clientRounds(ctx); r++) {
+        const ddRead = async (): Promise<void> => {
+          dropped = dropCache(stored);
+          const run = await runClient(['dd', `if=${stored}`, 'of=/dev/null', 'bs=1M', 'iflag=direct', 'status=none']);
+          ddCold.push(mbps(size, run.ms));
+        };
+        if (r % 2 === 1) await ddRead();
+        dropped = dropCache(stored);
+        const resident0 = cached(stored);
+        if (resident0 > 0) ctx.note(`cold download round ${r}: ${fmt(resident0 / MiB)} MiB still cached after dropping`);
+        cold.push(await session.round(() => curlGet(href), (ms) => mbps(size, ms)));
+        if (r % 2 === 0) await ddRead();
+      }
+    }
+  });
+  session.figures.movedBytes += (warm.length + cold.length) * size;
+  if (warm.length > 0) session.figures.curlWarmMBps = session.recordRow('real.curl_download_warm', `download of ${size / MiB} MiB, warm (object file in the page cache), curl -o /dev/null`, curl, 'MB/s', warm, per, growth);
+  if (cold.length > 0) {
+    const pairs = cold.map((r, i) => `${fmt(r.value)}/${fmt(ddCold[i]!)}`).join(', ');
+    const ratio = median(cold.map((r, i) => r.value / ddCold[i]!));
+    session.recordRow('real.curl_download_cold', `download of ${size / MiB} MiB, cold, curl -o /dev/null`, curl, 'MB/s', cold, per, growth, `beside a cold dd if=OBJECT of=/dev/null bs=1M iflag=direct (curl/dd MB/s): ${pairs}; median ratio ${(ratio * 100).toFixed(0)}%; cache dropped with ${dropped}`);
+    session.figures.curlCold = { ratio, pairs };
+  }
+}
