@@ -88,6 +88,10 @@ export class CompressingBlobStore extends ForwardingBlobStore {
   }
 
   override async stat(oid: Oid): Promise<BlobStat | null> {
+    // Absent, or known plain by the backend: no need to open it (the journal asks this of every
+    // object it writes out, and most are not there yet).
+    const below = await this.inner.stat(oid);
+    if (below === null || below.framed === false) return below;
     const r = await this.open(oid);
     if (r === null) return null;
     await r.close();
