@@ -3,21 +3,40 @@ import type { CompressResult, CompressTask, DecodeResult, DecodeTask, FrameCodec
 import { movable } from './frame.worker.js';
 
 /**
+ * How long a worker thread may sit idle before it exits. Each thread costs ~10 MiB of resident memory
+ * (its own V8 isolate and heap, zstd's contexts), so a server at rest runs none; starting one costs
+ * ~30 ms, paid once per burst of work, never per task.
+ */
+export const THREAD_IDLE_MS = 10_000;
+
+/**
  * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
- * HTTP thread only moves bytes. A task whose worker dies (a crash in native code, an exit) fails
- * with an error; Piscina replaces the worker and the server carries on.
+ * HTTP thread only moves bytes. Threads start with the first task that finds none free (up to
+ * `threads`) and exit after THREAD_IDLE_MS without work. A task whose worker dies (a crash in native
+ * code, an exit) fails with an error; Piscina replaces the worker and the server carries on.
  */
 export class WorkerPool implements FrameCodec {
   readonly #pool: Piscina;
 
-  constructor(threads: number, filename: URL = new URL('./frame.worker.js', import.meta.url)) {
+  constructor(threads: number, filename: URL = new URL('./frame.worker.js', import.meta.url), idleMs = THREAD_IDLE_MS) {
     this.#pool = new Piscina({
       filename: filename.href,
-      minThreads: threads,
+      minThreads: 0,
       maxThreads: threads,
-      idleTimeout: 60_000,
+      idleTimeout: idleMs,
       // No queue cap here: each transfer keeps at most two frames in flight, which bounds the queue.
     });
+  }
+
+  /**
+   * Calls `listener` after a thread starts or is let go, with the threads left running (tests wait on
+   * this event rather than on a clock).
+   */
+  onThreads(listener: (event: 'start' | 'exit', threads: number) => void): void {
+    // Piscina tells before it forgets the thread: count once it has.
+    const tell = (event: 'start' | 'exit') => () => queueMicrotask(() => listener(event, this.#pool.threads.length));
+    this.#pool.on('workerCreate', tell('start'));
+    this.#pool.on('workerDestroy', tell('exit'));
   }
 
   /** Runs a named task of the worker file; buffers in `transfer` are moved, not copied. */
