@@ -52,12 +52,17 @@ export class WorkerPool implements FrameCodec {
     return this.run('decodeFrame', task, [task.stored, task.out]);
   }
 
-  /** Load figures for the dashboard and metrics. */
-  get stats(): { threads: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
+  /**
+   * Load figures for the dashboard and metrics. `threads` is the pool's size (the denominator of the
+   * busy figures), `started` how many of them run now (none at rest).
+   */
+  get stats(): { threads: number; started: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
+    const threads = this.#pool.options.maxThreads;
     return {
-      threads: this.#pool.threads.length,
+      threads,
+      started: this.#pool.threads.length,
       queued: this.#pool.queueSize,
-      running: this.#pool.threads.length > 0 ? Math.round(this.#pool.utilization * this.#pool.threads.length) : 0,
+      running: Math.round(this.#pool.utilization * threads),
       utilization: this.#pool.utilization,
       completed: this.#pool.completed,
       // Piscina's utilization is task run time over (lifetime × maxThreads): this undoes it into the
