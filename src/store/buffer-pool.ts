@@ -2,6 +2,60 @@ import zstd from 'zstd-napi/binding.js';
 import { FRAME_SIZE } from '../format/frame-format.js';
 
 /**
+ * How long a pool keeps its idle buffers after it was last used: a burst of transfers reuses them, a
+ * server at rest gives them back (an idle server keeping what its busiest moment needed showed as
+ * tens of MiB of RSS that never went away).
+ */
+export const POOL_IDLE_MS = 10_000;
+
+let afterRelease: (() => void) | null = null;
+let releaseNoted = false;
+
+/**
+ * Sets what runs once pools have let their idle buffers go: the process entry asks V8 to collect
+ * them, since at rest no allocation would make it (measured: released buffers stayed resident).
+ */
+export function onPoolsReleased(fn: (() => void) | null): void {
+  afterRelease = fn;
+}
+
+/** Calls `release` once its pool has gone unused for POOL_IDLE_MS (between one and two spells after its last use). */
+class IdleRelease {
+  readonly #release: () => void;
+  readonly #restMs: number;
+  #used = false;
+  #timer: NodeJS.Timeout | null = null;
+
+  constructor(release: () => void, restMs: number) {
+    this.#release = release;
+    this.#restMs = restMs;
+  }
+
+  /** The pool was used: its buffers stay for another spell. */
+  touch(): void {
+    this.#used = true;
+    if (this.#timer === null) this.#arm();
+  }
+
+  #arm(): void {
+    this.#used = false;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      if (this.#used) return this.#arm();
+      this.#release();
+      if (releaseNoted) return;
+      releaseNoted = true; // pools resting together are collected once
+      // A timer, not setImmediate: an unref'd immediate waits for the loop's next wake-up, seconds at rest.
+      setTimeout(() => {
+        releaseNoted = false;
+        afterRelease?.();
+      }, 0).unref();
+    }, this.#restMs);
+    this.#timer.unref(); // never keeps a process alive
+  }
+}
+
+/**
  * Fixed-size, reusable transfer buffers. Streaming through freshly allocated Buffers leaves garbage
  * that V8 collects only after ~64 MiB of external memory piles up, which shows as RSS growth of
  * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
@@ -11,20 +65,28 @@ export class BufferPool {
   readonly size: number;
   readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
+  readonly #idle: IdleRelease;
 
-  /** `keep`: most idle buffers retained; more are left to the GC after a burst. */
-  constructor(size: number, keep: number) {
+  /** `keep`: most idle buffers retained during a burst; all are left to the GC once the pool has rested `restMs`. */
+  constructor(size: number, keep: number, restMs = POOL_IDLE_MS) {
     this.size = size;
     this.#keep = keep;
+    this.#idle = new IdleRelease(() => (this.#free.length = 0), restMs);
   }
 
   take(): ArrayBuffer {
+    this.#idle.touch();
     return this.#free.pop() ?? new ArrayBuffer(this.size);
   }
 
   give(buffer: ArrayBuffer): void {
     // A buffer that was moved to a worker and not returned is detached (byteLength 0): drop it.
     if (buffer.byteLength === this.size && this.#free.length < this.#keep) this.#free.push(buffer);
+  }
+
+  /** Idle buffers held now. */
+  get idle(): number {
+    return this.#free.length;
   }
 }
 
@@ -41,7 +103,7 @@ const WASM_PAGE = 64 << 10;
  * EINVAL); a WebAssembly memory is mapped by V8 on its own pages. Each buffer is a memory of its
  * own: buffers carved from a shared slab would keep the whole slab alive for as long as any one of
  * them sits in the pool, so after a burst the pool could hold many part-used slabs. Idle buffers
- * past `keep` are dropped to the GC. `shared` buffers are SharedArrayBuffers: a worker reads them in
+ * past `keep` are dropped to the GC, and every idle one once the pool has rested for POOL_IDLE_MS. `shared` buffers are SharedArrayBuffers: a worker reads them in
  * place, with nothing moved. Should V8 refuse another memory (each reserves address space), the pool
  * hands out an ordinary buffer, which is simply written through the page cache.
  */
@@ -50,16 +112,20 @@ export class AlignedBufferPool {
   readonly #keep: number;
   readonly #shared: boolean;
   readonly #free: Buffer[] = [];
+  readonly #idle: IdleRelease;
 
-  constructor(size: number, options: { keep: number; shared?: boolean }) {
+  /** `restMs`: how long unused before every idle buffer is let go (POOL_IDLE_MS unless a test says). */
+  constructor(size: number, options: { keep: number; shared?: boolean; restMs?: number }) {
     if (size % WASM_PAGE !== 0) throw new Error(`aligned buffers are whole 64 KiB pages, not ${size} bytes`);
     this.size = size;
     this.#keep = options.keep;
     this.#shared = options.shared ?? false;
+    this.#idle = new IdleRelease(() => (this.#free.length = 0), options.restMs ?? POOL_IDLE_MS);
   }
 
   /** A whole buffer, as a Buffer (so copies into it are one native memcpy: see ChunkGatherer). */
   takeView(): Buffer {
+    this.#idle.touch();
     const free = this.#free.pop();
     if (free !== undefined) return free;
     const pages = this.size / WASM_PAGE;
@@ -75,6 +141,11 @@ export class AlignedBufferPool {
 
   giveView(view: Buffer): void {
     if (this.#free.length < this.#keep) this.#free.push(view);
+  }
+
+  /** Idle buffers held now. */
+  get idle(): number {
+    return this.#free.length;
   }
 }
 
@@ -150,14 +221,28 @@ export class ChunkGatherer {
  * Buffers for small objects and their journal records, pooled by power-of-two size class. A stream of
  * 64 KiB uploads otherwise allocates two or three fresh buffers per object, and that external memory
  * drives V8 into back-to-back full collections (measured: concurrent marking took about a third of
- * the server's CPU in a burst of 2,000 such uploads). Each class keeps at most about 4 MiB idle.
+ * the server's CPU in a burst of 2,000 such uploads). Each class keeps at most about 4 MiB idle, and
+ * none once the pool has rested for POOL_IDLE_MS.
  */
 export class SizedBufferPool {
   static readonly MIN_CLASS = 12;
   readonly #classes = new Map<number, ArrayBuffer[]>();
+  readonly #idle: IdleRelease;
+
+  constructor(restMs = POOL_IDLE_MS) {
+    this.#idle = new IdleRelease(() => this.#classes.clear(), restMs);
+  }
+
+  /** Idle buffers held now, all classes together. */
+  get idle(): number {
+    let n = 0;
+    for (const free of this.#classes.values()) n += free.length;
+    return n;
+  }
 
   /** A Buffer of exactly `length` bytes (contents undefined) over a pooled ArrayBuffer. */
   take(length: number): Buffer {
+    this.#idle.touch();
     const bits = Math.max(SizedBufferPool.MIN_CLASS, Math.ceil(Math.log2(Math.max(1, length))));
     const ab = this.#classes.get(bits)?.pop() ?? new ArrayBuffer(2 ** bits);
     return Buffer.from(ab, 0, length);

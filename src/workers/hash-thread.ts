@@ -1,6 +1,13 @@
 import { Worker } from 'node:worker_threads';
 import type { Hasher, StreamHasher } from '../format/frame-codec.js';
 import type { HashReply, HashRequest } from './hash.worker.js';
+import { THREAD_IDLE_MS } from './pool.js';
+
+/** A running hash thread and the streams open on it. */
+interface Running {
+  readonly worker: Worker;
+  readonly streams: Map<number, StreamHash>;
+}
 
 /**
  * sha256 of large uploads, on a thread of its own. In line, hashing costs the HTTP thread ~0.56 ms
@@ -8,30 +15,69 @@ import type { HashReply, HashRequest } from './hash.worker.js';
  * view of each full, shared buffer (tens of µs) and the hash thread hashes it in place, in order.
  * Small objects are still hashed in line: a round trip costs more than hashing 64 KiB.
  *
- * If the thread dies, every stream open on it fails (its uploads are refused, nothing is stored)
- * and the next stream starts a new thread.
+ * The thread starts with the first stream and exits once no stream has been open for `idleMs` (a
+ * thread costs ~8 MiB resident: a server at rest runs none). If the thread dies, every stream open
+ * on it fails (its uploads are refused, nothing is stored) and the next stream starts a new thread.
  */
 export class HashThread implements Hasher {
   /** The running thread and the streams open on it (a thread that died fails only its own). */
-  #current: { readonly worker: Worker; readonly streams: Map<number, StreamHash> } | null = null;
+  #current: Running | null = null;
   #nextId = 1;
+  readonly #idleMs: number;
+  #idleTimer: NodeJS.Timeout | null = null;
+  readonly #exitListeners: (() => void)[] = [];
+
+  constructor(idleMs = THREAD_IDLE_MS) {
+    this.#idleMs = idleMs;
+  }
+
+  /** True while a thread runs. */
+  get running(): boolean {
+    return this.#current !== null;
+  }
+
+  /** Calls `listener` each time a thread has exited (tests wait on this event, not on a clock). */
+  onExit(listener: () => void): void {
+    this.#exitListeners.push(listener);
+  }
 
   /** A new running sha256; feed it with `update` in order, then take `digest` once. */
   open(): StreamHash {
-    const { worker, streams } = this.#current ?? this.#start();
+    const current = this.#current ?? this.#start();
+    const { worker, streams } = current;
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
     const id = this.#nextId++;
-    const s = new StreamHash(id, (m) => worker.postMessage(m), () => streams.delete(id));
+    const forget = (): void => {
+      streams.delete(id);
+      if (streams.size === 0 && this.#current === current) this.#idleSoon(current);
+    };
+    const s = new StreamHash(id, (m) => worker.postMessage(m), forget);
     streams.set(id, s);
     return s;
   }
 
   async close(): Promise<void> {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
     const w = this.#current?.worker;
     this.#current = null;
     await w?.terminate();
   }
 
-  #start(): { worker: Worker; streams: Map<number, StreamHash> } {
+  /** Lets the thread go once it has had no stream for idleMs. */
+  #idleSoon(current: Running): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = null;
+      if (this.#current !== current || current.streams.size > 0) return;
+      this.#current = null;
+      void current.worker.terminate();
+    }, this.#idleMs);
+    this.#idleTimer.unref();
+  }
+
+  #start(): Running {
     const worker = new Worker(new URL('./hash.worker.js', import.meta.url));
     const streams = new Map<number, StreamHash>();
     worker.unref(); // an idle hash thread never keeps the process alive
@@ -42,7 +88,10 @@ export class HashThread implements Hasher {
       for (const s of [...streams.values()]) s.fail(err);
     };
     worker.on('error', fail);
-    worker.on('exit', (code) => fail(code));
+    worker.on('exit', (code) => {
+      fail(code);
+      for (const listener of this.#exitListeners) listener();
+    });
     this.#current = { worker, streams };
     return this.#current;
   }

@@ -3,26 +3,98 @@ import type { CompressResult, CompressTask, DecodeResult, DecodeTask, FrameCodec
 import { movable } from './frame.worker.js';
 
 /**
+ * How long a pool's threads stay after its last task. Each thread costs ~10 MiB of resident memory
+ * (its own V8 isolate and heap, zstd's contexts), so a server at rest runs none; starting one costs
+ * ~30 ms, paid once per burst of work, never per task.
+ */
+export const THREAD_IDLE_MS = 10_000;
+
+/** Figures of the Piscina instances a pool has retired, so its counters never go back. */
+interface Retired {
+  completed: number;
+  busySeconds: number;
+}
+
+/**
  * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
- * HTTP thread only moves bytes. A task whose worker dies (a crash in native code, an exit) fails
- * with an error; Piscina replaces the worker and the server carries on.
+ * HTTP thread only moves bytes. Threads start with the first task that finds none free (up to
+ * `threads`) and all exit once no task has run for `idleMs`. (The pool as a whole is let go, not
+ * thread by thread: Piscina's own idle timeout left a thread running for good when tasks and thread
+ * starts crossed, measured under load.) A task whose worker dies (a crash in native code, an exit)
+ * fails with an error; Piscina replaces the worker and the server carries on.
  */
 export class WorkerPool implements FrameCodec {
-  readonly #pool: Piscina;
+  readonly #threads: number;
+  readonly #filename: URL;
+  readonly #idleMs: number;
+  #pool: Piscina | null = null;
+  #inFlight = 0;
+  #idleTimer: NodeJS.Timeout | null = null;
+  readonly #retired: Retired = { completed: 0, busySeconds: 0 };
+  readonly #listeners: ((event: 'start' | 'exit', threads: number) => void)[] = [];
 
-  constructor(threads: number, filename: URL = new URL('./frame.worker.js', import.meta.url)) {
-    this.#pool = new Piscina({
-      filename: filename.href,
-      minThreads: threads,
-      maxThreads: threads,
-      idleTimeout: 60_000,
+  constructor(threads: number, filename: URL = new URL('./frame.worker.js', import.meta.url), idleMs = THREAD_IDLE_MS) {
+    this.#threads = threads;
+    this.#filename = filename;
+    this.#idleMs = idleMs;
+  }
+
+  /**
+   * Calls `listener` after a thread starts, and once all have exited after an idle spell, with the
+   * threads left running (tests wait on this event rather than on a clock).
+   */
+  onThreads(listener: (event: 'start' | 'exit', threads: number) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  #tell(event: 'start' | 'exit', threads: number): void {
+    for (const listener of this.#listeners) listener(event, threads);
+  }
+
+  #open(): Piscina {
+    if (this.#pool !== null) return this.#pool;
+    const pool = new Piscina({
+      filename: this.#filename.href,
+      minThreads: 0,
+      maxThreads: this.#threads,
+      idleTimeout: Infinity, // let go as a whole (#rest)
       // No queue cap here: each transfer keeps at most two frames in flight, which bounds the queue.
     });
+    pool.on('workerCreate', () => this.#tell('start', pool.threads.length));
+    this.#pool = pool;
+    return pool;
+  }
+
+  /** After the last task of a burst: the threads go once idleMs pass with no new task. */
+  #rest(): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = null;
+      const pool = this.#pool;
+      if (this.#inFlight > 0 || pool === null) return;
+      this.#pool = null;
+      this.#retire(pool);
+      void pool.destroy().then(() => this.#tell('exit', 0), () => this.#tell('exit', 0));
+    }, this.#idleMs);
+    this.#idleTimer.unref(); // never keeps a process alive
+  }
+
+  #retire(pool: Piscina): void {
+    this.#retired.completed += pool.completed;
+    this.#retired.busySeconds += busySecondsOf(pool);
   }
 
   /** Runs a named task of the worker file; buffers in `transfer` are moved, not copied. */
-  run<T>(name: string, task: object, transfer: ArrayBuffer[] = []): Promise<T> {
-    return this.#pool.run(task, { name, transferList: transfer }) as Promise<T>;
+  async run<T>(name: string, task: object, transfer: ArrayBuffer[] = []): Promise<T> {
+    const pool = this.#open();
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
+    this.#inFlight++;
+    try {
+      return (await pool.run(task, { name, transferList: transfer })) as T;
+    } finally {
+      if (--this.#inFlight === 0) this.#rest();
+    }
   }
 
   compress(task: CompressTask): Promise<CompressResult> {
@@ -33,21 +105,40 @@ export class WorkerPool implements FrameCodec {
     return this.run('decodeFrame', task, [task.stored, task.out]);
   }
 
-  /** Load figures for the dashboard and metrics. */
-  get stats(): { threads: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
+  /**
+   * Load figures for the dashboard and metrics. `threads` is the pool's size (the denominator of the
+   * busy figures), `started` how many of them run now (none at rest).
+   */
+  get stats(): { threads: number; started: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
+    const pool = this.#pool;
+    const threads = this.#threads;
     return {
-      threads: this.#pool.threads.length,
-      queued: this.#pool.queueSize,
-      running: this.#pool.threads.length > 0 ? Math.round(this.#pool.utilization * this.#pool.threads.length) : 0,
-      utilization: this.#pool.utilization,
-      completed: this.#pool.completed,
-      // Piscina's utilization is task run time over (lifetime × maxThreads): this undoes it into the
-      // total task run time, a counter whose rate shows the recent load (metrics).
-      busySeconds: (this.#pool.utilization * this.#pool.duration * this.#pool.options.maxThreads) / 1000,
+      threads,
+      started: pool?.threads.length ?? 0,
+      queued: pool?.queueSize ?? 0,
+      running: pool === null ? 0 : Math.round(pool.utilization * threads),
+      utilization: pool?.utilization ?? 0,
+      completed: this.#retired.completed + (pool?.completed ?? 0),
+      busySeconds: this.#retired.busySeconds + (pool === null ? 0 : busySecondsOf(pool)),
     };
   }
 
-  close(): Promise<void> {
-    return this.#pool.destroy();
+  async close(): Promise<void> {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
+    const pool = this.#pool;
+    this.#pool = null;
+    if (pool !== null) {
+      this.#retire(pool);
+      await pool.destroy();
+    }
   }
+}
+
+/**
+ * Piscina's utilization is task run time over (lifetime × maxThreads): this undoes it into the total
+ * task run time, a counter whose rate shows the recent load (metrics).
+ */
+function busySecondsOf(pool: Piscina): number {
+  return (pool.utilization * pool.duration * pool.options.maxThreads) / 1000;
 }

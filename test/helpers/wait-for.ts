@@ -29,3 +29,16 @@ export function capped<T>(event: Promise<T>, what: string, capMs = HANG_CAP_MS):
   });
   return Promise.race([event, hang]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * `capped(event)`, with the process kept alive meanwhile: for events that fire from an unref'd timer
+ * (an idle spell ending), which alone would let the test process exit before they happen.
+ */
+export async function cappedHeld<T>(event: Promise<T>, what: string, capMs = HANG_CAP_MS): Promise<T> {
+  const hold = setTimeout(() => undefined, capMs); // ref'd: only keeps the loop alive
+  try {
+    return await capped(event, what, capMs);
+  } finally {
+    clearTimeout(hold);
+  }
+}

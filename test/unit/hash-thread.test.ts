@@ -2,6 +2,7 @@ import { createHash, randomFillSync } from 'node:crypto';
 import t from 'tap';
 import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
+import { cappedHeld } from '../helpers/wait-for.js';
 
 const pool = new AlignedBufferPool(1 << 20, { keep: 8, shared: true });
 
@@ -70,4 +71,21 @@ t.test('a dropped stream still releases every buffer it was given, once the thre
   const hex = await next.digest();
   t.equal(released, 4, 'all four released before anything sent after the drop is answered');
   t.equal(hex, createHash('sha256').update(data).digest('hex'), 'and the thread carries on');
+});
+
+t.test('the thread starts with the first stream and exits once none has been open for the idle spell', async (t) => {
+  const ht = new HashThread(20);
+  t.teardown(() => ht.close());
+  t.notOk(ht.running, 'no thread before the first stream');
+  const exited = new Promise<void>((resolve) => ht.onExit(resolve));
+  const s = ht.open();
+  t.ok(ht.running, 'a stream starts it');
+  const data = Buffer.alloc(1 << 20, 3);
+  await feed(s, data);
+  t.equal(await s.digest(), createHash('sha256').update(data).digest('hex'));
+  await cappedHeld(exited, 'the hash thread to exit'); // the event: the idle spell ended and the thread exited
+  t.notOk(ht.running, 'no thread once idle');
+  const again = ht.open();
+  await feed(again, data);
+  t.equal(await again.digest(), createHash('sha256').update(data).digest('hex'), 'the next stream starts a new one');
 });

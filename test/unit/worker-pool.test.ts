@@ -3,6 +3,7 @@ import t from 'tap';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { Codec, FRAME_SIZE } from '../../src/format/frame-format.js';
 import { blockPool, isAlignedMemory } from '../../src/store/buffer-pool.js';
+import { cappedHeld } from '../helpers/wait-for.js';
 
 const uploadFrames = blockPool(FRAME_SIZE);
 
@@ -52,4 +53,24 @@ t.test('frame worker: compress then decode round-trips and catches damage', asyn
   t.ok(Buffer.from(skipped.input.subarray(0, text.length)).equals(text), 'the worker saw it in place');
   t.ok(isAlignedMemory(textAgain), 'at an aligned address, so a raw frame can go to disk with O_DIRECT');
   uploadFrames.giveView(textAgain);
+});
+
+t.test('threads start with the first task and exit once idle: a pool at rest runs none', async (t) => {
+  const pool = new WorkerPool(2, new URL('../fixtures/crash.worker.js', import.meta.url), 20);
+  t.teardown(() => pool.close());
+  const events: string[] = [];
+  let exited!: () => void;
+  const allGone = new Promise<void>((resolve) => (exited = resolve));
+  pool.onThreads((event, threads) => {
+    events.push(event);
+    if (event === 'exit' && threads === 0) exited();
+  });
+  t.equal(pool.stats.started, 0, 'no thread before the first task');
+  t.equal(pool.stats.threads, 2, 'the pool\'s size is what the busy figures divide by');
+  t.same(await Promise.all([1, 2, 3].map((value) => pool.run<number>('echo', { value }))), [2, 4, 6]);
+  t.ok(pool.stats.started >= 1 && pool.stats.started <= 2, 'threads started on demand, no more than asked');
+  await cappedHeld(allGone, 'the pool\'s threads to exit'); // the event, whenever the idle spell ends
+  t.equal(pool.stats.started, 0, 'every thread let go after the idle spell');
+  t.ok(events.includes('start'), 'each start is told');
+  t.equal(await pool.run<number>('echo', { value: 5 }), 10, 'the next task starts a thread again');
 });
