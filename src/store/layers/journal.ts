@@ -366,7 +366,7 @@ class SmallObjectWriter implements ObjectWriter {
     }
     this.#buf ??= smallBuffers.take(this.#size);
     if (this.#held !== null) this.#unhold();
-    this.#buf.set(chunk, this.#fill);
+    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see Journal.append)
     this.#fill += chunk.byteLength;
     release?.();
     return true;
@@ -376,7 +376,7 @@ class SmallObjectWriter implements ObjectWriter {
   #unhold(): void {
     const held = this.#held!;
     this.#held = null;
-    this.#buf!.set(held.data, 0);
+    this.#buf!.fill(held.data, 0, held.data.byteLength);
     held.release();
   }
 
