@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { plainSource, readPlainAt } from './inline-reader.js';
+import { plainReads } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
 import { StagedFileWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
@@ -113,8 +113,7 @@ export class DiskBlobStore implements BlobStore {
         size,
         storedSize: size,
         framed: null,
-        read: (start, end) => plainSource(fd, start, end),
-        readAt: (into, position) => readPlainAt(fd, into, position),
+        ...plainReads(fd, size),
         close: async () => closeSync(fd),
       };
     } catch (e) {

@@ -2,13 +2,13 @@ import { readSync } from 'node:fs';
 import { smallBuffers } from './buffer-pool.js';
 import { readFully } from './framed-reader.js';
 import { RawChunkSource } from './raw-reader.js';
-import type { ChunkSource } from './types.js';
+import type { BlobReader, ChunkSource } from './types.js';
 
 /**
- * Reads up to this size run on the calling thread. A read of a small object's bytes from the page
- * cache takes a few µs in line; through libuv's threadpool each one costs a thread wake-up and an
- * event-loop wake-up (cross-CPU interrupts in this VM), several times the read itself. A clone
- * makes one GET per object, so that was most of a small download's CPU.
+ * Objects up to this size are read on the calling thread. A small read from the page cache takes a
+ * few µs in line; through libuv's threadpool each one costs a thread wake-up and an event-loop
+ * wake-up (cross-CPU interrupts in this VM), several times the read itself. A clone makes one GET
+ * per object, and the open, fstat, trailer probe, read and close of each were most of its CPU.
  */
 export const INLINE_READ_MAX = 256 << 10;
 
@@ -21,20 +21,26 @@ export function readFullySync(fd: number, buf: Uint8Array, position: number): vo
   }
 }
 
-/** readFully for a plain file: in line when small (see INLINE_READ_MAX), else through the threadpool. */
-export function readPlainAt(fd: number, into: Uint8Array, position: number): Promise<void> {
-  if (into.byteLength > INLINE_READ_MAX) return readFully(fd, into, position);
-  try {
-    readFullySync(fd, into, position);
-    return Promise.resolve();
-  } catch (e) {
-    return Promise.reject(e);
+/**
+ * The reads of a plain object of `size` bytes stored at `base` in the file `fd`: in line when the
+ * whole object is small (a cold read then holds the event loop for one small read at most), through
+ * the threadpool otherwise, so range reads of large objects and their frames never block it.
+ */
+export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader, 'read' | 'readAt'> {
+  if (size > INLINE_READ_MAX) {
+    return { read: (start, end) => new RawChunkSource(fd, base + start, base + end), readAt: (into, position) => readFully(fd, into, base + position) };
   }
-}
-
-/** Bytes [start, end] of a plain file as a ChunkSource: one in-line read when small, else RawChunkSource. */
-export function plainSource(fd: number, start: number, endInclusive: number): ChunkSource {
-  return endInclusive - start + 1 <= INLINE_READ_MAX ? new InlineChunkSource(fd, start, endInclusive) : new RawChunkSource(fd, start, endInclusive);
+  return {
+    read: (start, end) => new InlineChunkSource(fd, base + start, base + end),
+    readAt: (into, position) => {
+      try {
+        readFullySync(fd, into, base + position);
+        return Promise.resolve();
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    },
+  };
 }
 
 /** A small range read whole, in line, into one pooled buffer held until the next call or close. */

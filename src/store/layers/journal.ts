@@ -8,7 +8,7 @@ import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
 import { readFully } from '../framed-reader.js';
 import { Journal, type JournalLocation } from '../journal.js';
-import { plainSource, readPlainAt } from '../inline-reader.js';
+import { plainReads } from '../inline-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
@@ -296,8 +296,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       size: at.length,
       storedSize: at.length,
       framed: false,
-      read: (start, end) => plainSource(fd, at.offset + start, at.offset + end),
-      readAt: (into, position) => readPlainAt(fd, into, at.offset + position),
+      ...plainReads(fd, at.length, at.offset),
       close: async () => closeSync(fd),
     };
   }
