@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { isLfsError, lfsError } from '../errors/errors.js';
 import type { ForgeAdapter, ForgeAnswer, Identity, Permissions } from '../forge/types.js';
 import type { Metrics } from '../metrics/registry.js';
@@ -253,6 +253,7 @@ export class AccessService {
   }
 }
 
+/** The cache key of a token: its sha256 (one-shot: no Hash object per request). */
 function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+  return hash('sha256', token, 'base64url');
 }

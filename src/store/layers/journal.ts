@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { open, type FileHandle } from 'node:fs/promises';
+import { closeSync, openSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { lfsError } from '../../errors/errors.js';
 import { storageFault } from '../../errors/storage-fault.js';
 import type { JournalFlushes } from '../../metrics/registry.js';
@@ -7,7 +8,7 @@ import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
 import { readFully } from '../framed-reader.js';
 import { Journal, type JournalLocation } from '../journal.js';
-import { RawChunkSource } from '../raw-reader.js';
+import { plainReads } from '../inline-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
@@ -282,10 +283,11 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     if (below !== null) return below;
     const at = this.#journaled.get(oid);
     if (at === undefined) return null;
-    // Its own descriptor: the segment may be retired (unlinked) while this download runs.
-    let fh: FileHandle;
+    // Its own descriptor: the segment may be retired (unlinked) while this download runs. Opened
+    // and read in line, as the disk's objects are (see inline-reader.ts).
+    let fd: number;
     try {
-      fh = await open(this.#journal.pathOf(at.segment), 'r');
+      fd = openSync(this.#journal.pathOf(at.segment), 'r');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
@@ -294,9 +296,8 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       size: at.length,
       storedSize: at.length,
       framed: false,
-      read: (start, end) => new RawChunkSource(fh.fd, at.offset + start, at.offset + end),
-      readAt: (into, position) => readFully(fh.fd, into, at.offset + position),
-      close: () => fh.close(),
+      ...plainReads(fd, at.length, at.offset),
+      close: async () => closeSync(fd),
     };
   }
 
@@ -364,7 +365,7 @@ class SmallObjectWriter implements ObjectWriter {
     }
     this.#buf ??= smallBuffers.take(this.#size);
     if (this.#held !== null) this.#unhold();
-    this.#buf.set(chunk, this.#fill);
+    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see Journal.append)
     this.#fill += chunk.byteLength;
     release?.();
     return true;
@@ -374,7 +375,7 @@ class SmallObjectWriter implements ObjectWriter {
   #unhold(): void {
     const held = this.#held!;
     this.#held = null;
-    this.#buf!.set(held.data, 0);
+    this.#buf!.fill(held.data, 0, held.data.byteLength);
     held.release();
   }
 

@@ -1,0 +1,84 @@
+import { readSync } from 'node:fs';
+import { smallBuffers } from './buffer-pool.js';
+import { readFully } from './framed-reader.js';
+import { RawChunkSource } from './raw-reader.js';
+import type { BlobReader, ChunkSource } from './types.js';
+
+/**
+ * Objects up to this size are read on the calling thread. A small read from the page cache takes a
+ * few µs in line; through libuv's threadpool each one costs a thread wake-up and an event-loop
+ * wake-up (cross-CPU interrupts in this VM), several times the read itself. A clone makes one GET
+ * per object, and the open, fstat, trailer probe, read and close of each were most of its CPU.
+ */
+export const INLINE_READ_MAX = 256 << 10;
+
+/** Fills `buf` from `position` of a file on this thread; a short read (a truncated file) is an error. */
+export function readFullySync(fd: number, buf: Uint8Array, position: number): void {
+  for (let at = 0; at < buf.byteLength; ) {
+    const n = readSync(fd, buf, at, buf.byteLength - at, position + at);
+    if (n <= 0) throw new Error(`short read at ${position}: ${at} of ${buf.byteLength} bytes (file truncated?)`);
+    at += n;
+  }
+}
+
+/**
+ * The reads of a plain object of `size` bytes stored at `base` in the file `fd`: in line when the
+ * whole object is small (a cold read then holds the event loop for one small read at most), through
+ * the threadpool otherwise, so range reads of large objects and their frames never block it.
+ */
+export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader, 'read' | 'readAt'> {
+  if (size > INLINE_READ_MAX) {
+    return { read: (start, end) => new RawChunkSource(fd, base + start, base + end), readAt: (into, position) => readFully(fd, into, base + position) };
+  }
+  return {
+    read: (start, end) => new InlineChunkSource(fd, base + start, base + end),
+    readAt: (into, position) => {
+      try {
+        readFullySync(fd, into, base + position);
+        return Promise.resolve();
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    },
+  };
+}
+
+/** A small range read whole, in line, into one pooled buffer held until the next call or close. */
+class InlineChunkSource implements ChunkSource {
+  readonly #fd: number;
+  readonly #start: number;
+  readonly #length: number;
+  #buf: Buffer | null = null;
+  #done = false;
+
+  constructor(fd: number, start: number, endInclusive: number) {
+    this.#fd = fd;
+    this.#start = start;
+    this.#length = endInclusive - start + 1;
+  }
+
+  async next(): Promise<Uint8Array | null> {
+    this.#release();
+    if (this.#done || this.#length <= 0) return null;
+    this.#done = true;
+    const buf = smallBuffers.take(this.#length);
+    try {
+      readFullySync(this.#fd, buf, this.#start);
+    } catch (e) {
+      smallBuffers.give(buf);
+      throw e;
+    }
+    this.#buf = buf;
+    return buf;
+  }
+
+  async close(): Promise<void> {
+    this.#done = true;
+    this.#release();
+  }
+
+  #release(): void {
+    if (this.#buf !== null) smallBuffers.give(this.#buf);
+    this.#buf = null;
+  }
+}

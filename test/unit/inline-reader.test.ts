@@ -1,0 +1,54 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { INLINE_READ_MAX, plainReads } from '../../src/store/inline-reader.js';
+import type { ChunkSource } from '../../src/store/types.js';
+import { tmpDir } from '../helpers/start-server.js';
+
+// The reads of plain objects (disk files, journal records): in line for small objects, through the
+// threadpool for large ones. Either way the bytes of [start, end] at the object's offset in its
+// file, and a file cut short is an error, never a short object.
+
+async function drain(source: ChunkSource): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  try {
+    // Each chunk is valid until the next call: copied out at once.
+    for (let c = await source.next(); c !== null; c = await source.next()) parts.push(Buffer.from(c));
+  } finally {
+    await source.close();
+  }
+  return Buffer.concat(parts);
+}
+
+for (const size of [1, 65536, INLINE_READ_MAX, INLINE_READ_MAX + 1, 3 << 20]) {
+  t.test(`${size} B object at an offset in its file`, async (t) => {
+    const base = 4099; // as a journal record's data sits after its header
+    const data = randomBytes(size);
+    const path = join(tmpDir(), 'file');
+    writeFileSync(path, Buffer.concat([randomBytes(base), data, randomBytes(17)]));
+    const fd = openSync(path, 'r');
+    t.teardown(() => closeSync(fd));
+    const reads = plainReads(fd, size, base);
+    t.ok((await drain(reads.read(0, size - 1))).equals(data), 'the whole object');
+    const start = Math.floor(size / 3);
+    const end = Math.max(start, size - 2);
+    t.ok((await drain(reads.read(start, end))).equals(data.subarray(start, end + 1)), 'a range of it');
+    const into = Buffer.alloc(Math.min(size, 100));
+    await reads.readAt(into, size - into.byteLength);
+    t.ok(into.equals(data.subarray(size - into.byteLength)), 'readAt its last bytes');
+  });
+}
+
+t.test('a file cut short fails the read, in line or not', async (t) => {
+  for (const size of [65536, INLINE_READ_MAX + 1]) {
+    const path = join(tmpDir(), 'cut');
+    writeFileSync(path, randomBytes(size));
+    truncateSync(path, size - 10);
+    const fd = openSync(path, 'r');
+    t.teardown(() => closeSync(fd));
+    const reads = plainReads(fd, size);
+    await t.rejects(drain(reads.read(0, size - 1)), /short read/, `${size} B: read`);
+    await t.rejects(reads.readAt(Buffer.alloc(20), size - 20), /short read/, `${size} B: readAt`);
+  }
+});
