@@ -14,6 +14,13 @@ const PRE_BUFFER = 1 << 20;
  */
 const REARM_EVERY_MS = 1000;
 
+/**
+ * Bytes that reach the writer are told to the metrics counter in sums of at least this much (and
+ * whenever the body pauses or ends), not chunk by chunk: curl sends 64 KiB pieces and git-lfs 32 KiB,
+ * and a prom-client inc() per piece hashes its labels every time.
+ */
+const COUNT_EVERY = 1 << 20;
+
 /** Rearms uWS's idle timer of one request while its body keeps arriving. */
 class IdleRearm {
   readonly #ctx: RequestContext;
@@ -60,6 +67,8 @@ export class BodyPump {
   #settle: { resolve: () => void; reject: (e: unknown) => void } | null = null;
   #failure: unknown = null;
   readonly #counted: (bytes: number) => void;
+  /** Bytes given to the writer and not told to `counted` yet (see COUNT_EVERY). */
+  #uncounted = 0;
   readonly #idle: IdleRearm;
 
   /**
@@ -96,7 +105,7 @@ export class BodyPump {
       } else {
         try {
           const more = this.#writer.write(chunk);
-          this.#counted(chunk.byteLength);
+          this.#count(chunk.byteLength);
           if (!more && !isLast) this.#pause();
         } catch (e) {
           this.#fail(e);
@@ -106,6 +115,7 @@ export class BodyPump {
     }
     if (!isLast && !this.#paused) this.#idle.progress();
     if (isLast) {
+      this.#flushCount();
       this.#ended = true;
       this.#ctx.bodyPending = false;
       // Never leave a finished body's socket paused: the next request on a keep-alive connection
@@ -117,9 +127,22 @@ export class BodyPump {
 
   #pause(): void {
     if (!this.#paused) {
+      this.#flushCount(); // a stalled upload's bytes show in the metrics while it waits
       this.#paused = true;
       this.#ctx.res.pause();
     }
+  }
+
+  #count(bytes: number): void {
+    this.#uncounted += bytes;
+    if (this.#uncounted >= COUNT_EVERY) this.#flushCount();
+  }
+
+  #flushCount(): void {
+    if (this.#uncounted === 0) return;
+    const n = this.#uncounted;
+    this.#uncounted = 0;
+    this.#counted(n);
   }
 
   #resume(): void {
@@ -132,6 +155,7 @@ export class BodyPump {
   #fail(e: unknown): void {
     if (this.#failure !== null) return;
     this.#failure = e;
+    this.#flushCount();
     this.#settle?.reject(e);
   }
 
@@ -149,7 +173,7 @@ export class BodyPump {
       try {
         for (const chunk of this.#held) {
           more = writer.write(chunk) && more;
-          this.#counted(chunk.byteLength);
+          this.#count(chunk.byteLength);
         }
       } catch (e) {
         this.#fail(e);
@@ -157,6 +181,7 @@ export class BodyPump {
       }
       this.#held = [];
       this.#heldBytes = 0;
+      if (this.#ended) this.#flushCount();
       if (this.#ended) resolve();
       else if (more) this.#resume();
     });
