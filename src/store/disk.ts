@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readdirSync, statSync } from 'node:fs';
-import { link, mkdir, open, opendir, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readdirSync, statSync } from 'node:fs';
+import { link, mkdir, open, opendir, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
@@ -99,27 +99,45 @@ export class DiskBlobStore implements BlobStore {
   async open(oid: Oid): Promise<BlobReader | null> {
     // In line (see inline-reader.ts): the open, fstat and close of a file whose inode and folders
     // are cached take a few µs each, less than one threadpool round trip; a clone opens one per object.
+    // O_NONBLOCK: opening something that is not a regular file (a FIFO) must never wait on the event
+    // loop; such a name is opened again on the threadpool, as any file was before.
     let fd: number;
     try {
-      fd = openSync(this.pathOf(oid), 'r');
+      fd = openSync(this.pathOf(oid), constants.O_RDONLY | constants.O_NONBLOCK);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw e;
     }
+    let size: number;
     try {
-      const { size } = fstatSync(fd);
-      // No metadata on disk: the compress layer probes for a frame trailer.
-      return {
-        size,
-        storedSize: size,
-        framed: null,
-        ...plainReads(fd, size),
-        close: async () => closeSync(fd),
-      };
+      const st = fstatSync(fd);
+      if (!st.isFile()) {
+        closeSync(fd);
+        return this.#openOnThreadpool(oid);
+      }
+      size = st.size;
     } catch (e) {
       closeSync(fd);
       throw e;
     }
+    // No metadata on disk: the compress layer probes for a frame trailer.
+    return { size, storedSize: size, framed: null, ...plainReads(fd, size), close: async () => closeSync(fd) };
+  }
+
+  /** open() of a name that is not a regular file: a blocking open waits on a libuv thread. */
+  async #openOnThreadpool(oid: Oid): Promise<BlobReader | null> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.pathOf(oid), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+    const { size } = await fh.stat().catch(async (e: unknown) => {
+      await fh.close();
+      throw e;
+    });
+    return { size, storedSize: size, framed: null, ...plainReads(fh.fd, size), close: () => fh.close() };
   }
 
   async stat(oid: Oid): Promise<BlobStat | null> {
