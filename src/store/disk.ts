@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readdirSync, statSync } from 'node:fs';
-import { link, mkdir, open, opendir, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, opendir, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { plainReads } from './inline-reader.js';
+import { openOnThreadpool, plainReads } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
 import { StagedFileWriter } from './raw-writer.js';
 import { StagingFile } from './staging-file.js';
@@ -113,7 +113,7 @@ export class DiskBlobStore implements BlobStore {
       const st = fstatSync(fd);
       if (!st.isFile()) {
         closeSync(fd);
-        return this.#openOnThreadpool(oid);
+        return openOnThreadpool(this.pathOf(oid), null); // a blocking open waits on a libuv thread
       }
       size = st.size;
     } catch (e) {
@@ -122,22 +122,6 @@ export class DiskBlobStore implements BlobStore {
     }
     // No metadata on disk: the compress layer probes for a frame trailer.
     return { size, storedSize: size, framed: null, ...plainReads(fd, size), close: async () => closeSync(fd) };
-  }
-
-  /** open() of a name that is not a regular file: a blocking open waits on a libuv thread. */
-  async #openOnThreadpool(oid: Oid): Promise<BlobReader | null> {
-    let fh: FileHandle;
-    try {
-      fh = await open(this.pathOf(oid), 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw e;
-    }
-    const { size } = await fh.stat().catch(async (e: unknown) => {
-      await fh.close();
-      throw e;
-    });
-    return { size, storedSize: size, framed: null, ...plainReads(fh.fd, size), close: () => fh.close() };
   }
 
   async stat(oid: Oid): Promise<BlobStat | null> {

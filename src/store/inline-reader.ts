@@ -1,4 +1,5 @@
 import { readSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import { smallBuffers } from './buffer-pool.js';
 import { readFully } from './framed-reader.js';
 import { RawChunkSource } from './raw-reader.js';
@@ -81,4 +82,23 @@ class InlineChunkSource implements ChunkSource {
     if (this.#buf !== null) smallBuffers.give(this.#buf);
     this.#buf = null;
   }
+}
+
+/**
+ * Opens a file on the threadpool (a name that may block on open, such as a FIFO, or a file from
+ * another server's layout) as a plain object; null when absent. `framed` as the caller knows it.
+ */
+export async function openOnThreadpool(path: string, framed: boolean | null): Promise<BlobReader | null> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+  const { size } = await fh.stat().catch(async (e: unknown) => {
+    await fh.close();
+    throw e;
+  });
+  return { size, storedSize: size, framed, ...plainReads(fh.fd, size), close: () => fh.close() };
 }

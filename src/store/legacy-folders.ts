@@ -1,12 +1,11 @@
 import { statSync } from 'node:fs';
-import { link, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { shardPath, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { DirSyncer } from './dir-sync.js';
 import { walkLayout, type StrayReason } from './foreign-layout.js';
-import { RawChunkSource } from './raw-reader.js';
-import { readFully } from './framed-reader.js';
+import { openOnThreadpool } from './inline-reader.js';
 import type { BlobReader, LegacyLayout, LegacyScan } from './types.js';
 
 /** How long the presence of a repository's legacy folder is remembered. */
@@ -43,27 +42,9 @@ export class LegacyFolders implements LegacyLayout {
     return join(this.#dirOf(repo), shardPath(oid));
   }
 
-  async openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null> {
-    let fh: FileHandle;
-    try {
-      fh = await open(this.#pathOf(repo, oid), 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw e;
-    }
+  openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null> {
     // Legacy files come from other servers and are never in our framed form: served as they are.
-    const { size } = await fh.stat().catch(async (e: unknown) => {
-      await fh.close();
-      throw e;
-    });
-    return {
-      size,
-      storedSize: size,
-      framed: false,
-      read: (start, end) => new RawChunkSource(fh.fd, start, end),
-      readAt: (into, position) => readFully(fh.fd, into, position),
-      close: () => fh.close(),
-    };
+    return openOnThreadpool(this.#pathOf(repo, oid), false);
   }
 
   legacySizeSync(repo: RepoName, oid: Oid): number | null {
