@@ -251,11 +251,6 @@ export class DiskBlobStore implements BlobStore {
     return removed;
   }
 
-  /** Staging files of uploads in flight (litter checks in tests count the others). */
-  get stagingInFlight(): number {
-    return this.#inFlight.size;
-  }
-
   /**
    * Does what an upload does, in small: a file created in `staging/`, written, fsync'd, renamed into
    * `objects/` (where an upload's rename makes its shard folder), then removed. Probing `staging/`

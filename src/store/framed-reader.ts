@@ -18,11 +18,6 @@ const READ_AHEAD = 2;
 /** Reads a frame's stored bytes: exactly `into.byteLength` bytes from `position` of the object. */
 export type StoredReader = (position: number, into: Uint8Array) => Promise<void>;
 
-/** A StoredReader over an open file. */
-export function fileReader(fd: number): StoredReader {
-  return (position, into) => readFully(fd, into, position);
-}
-
 /** Fills `buf` from `position` of a file; a short read (a truncated file) is an error. */
 export function readFully(fd: number, buf: Uint8Array, position: number): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -4,7 +4,7 @@ import { FRAME_SIZE, MIN_FRAMED_SIZE } from '../../src/format/frame-format.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { isInjectedFault, type FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../src/store/types.js';
-import { textLike } from '../helpers/data.js';
+import { drainChunks, textLike } from '../helpers/data.js';
 import { SMALL_OBJECT_MAX } from '../../src/store/layers/journal.js';
 
 /**
@@ -168,16 +168,9 @@ async function put(store: BlobStore, data: Uint8Array, options: { oid?: Oid; rep
   return feed.writer.finish();
 }
 
-/** Bytes [start, end] of an open reader, copied out chunk by chunk (a chunk is valid until the next call). */
-async function readRange(reader: { read(start: number, end: number): { next(): Promise<Uint8Array | null>; close(): Promise<void> } }, start: number, end: number): Promise<Buffer> {
-  const source = reader.read(start, end);
-  const parts: Buffer[] = [];
-  try {
-    for (let c = await source.next(); c !== null; c = await source.next()) parts.push(Buffer.from(c));
-  } finally {
-    await source.close();
-  }
-  return Buffer.concat(parts);
+/** Bytes [start, end] of an open reader. */
+function readRange(reader: { read(start: number, end: number): { next(): Promise<Uint8Array | null>; close(): Promise<void> } }, start: number, end: number): Promise<Buffer> {
+  return drainChunks(reader.read(start, end));
 }
 
 /** The whole object, or null when the store does not hold it. */

@@ -36,3 +36,14 @@ export async function writeRandomFile(path: string, size: number): Promise<strin
   await once(out, 'finish');
   return h.digest('hex');
 }
+
+/** Everything a chunk source yields, copied out as it comes (a chunk is valid until the next call); the source is closed. */
+export async function drainChunks(source: { next(): Promise<Uint8Array | null>; close(): Promise<void> }): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  try {
+    for (let c = await source.next(); c !== null; c = await source.next()) parts.push(Buffer.from(c));
+  } finally {
+    await source.close();
+  }
+  return Buffer.concat(parts);
+}

@@ -9,6 +9,7 @@ import { S3Client } from '../../src/store/s3/s3-client.js';
 import { MAX_PRESIGNED_PUT, S3BlobStore, type S3StoreOptions } from '../../src/store/s3/s3-store.js';
 import type { BlobReader, BlobStore, PutResult, WriterOptions } from '../../src/store/types.js';
 import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server } from '../helpers/s3-server.js';
+import { drainChunks } from '../helpers/data.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // The S3 backend driven directly (no server, no layers) against a real S3-protocol server on
@@ -61,12 +62,8 @@ async function put(store: BlobStore, oid: Oid, data: Buffer, options: Partial<Wr
   return { ...(await w.finish()), released, chunks, paused };
 }
 
-async function readAll(reader: BlobReader, start = 0, end = reader.storedSize - 1): Promise<Buffer> {
-  const src = reader.read(start, end);
-  const parts: Buffer[] = [];
-  for (let c = await src.next(); c !== null; c = await src.next()) parts.push(Buffer.from(c));
-  await src.close();
-  return Buffer.concat(parts);
+function readAll(reader: BlobReader, start = 0, end = reader.storedSize - 1): Promise<Buffer> {
+  return drainChunks(reader.read(start, end));
 }
 
 /** The bytes of any key, straight from the bucket; null when absent. */

@@ -3,23 +3,13 @@ import { closeSync, openSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { INLINE_READ_MAX, plainReads } from '../../src/store/inline-reader.js';
-import type { ChunkSource } from '../../src/store/types.js';
+import { drainChunks } from '../helpers/data.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // The reads of plain objects (disk files, journal records): in line for small objects, through the
 // threadpool for large ones. Either way the bytes of [start, end] at the object's offset in its
 // file, and a file cut short is an error, never a short object.
 
-async function drain(source: ChunkSource): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  try {
-    // Each chunk is valid until the next call: copied out at once.
-    for (let c = await source.next(); c !== null; c = await source.next()) parts.push(Buffer.from(c));
-  } finally {
-    await source.close();
-  }
-  return Buffer.concat(parts);
-}
 
 for (const size of [1, 65536, INLINE_READ_MAX, INLINE_READ_MAX + 1, 3 << 20]) {
   t.test(`${size} B object at an offset in its file`, async (t) => {
@@ -30,10 +20,10 @@ for (const size of [1, 65536, INLINE_READ_MAX, INLINE_READ_MAX + 1, 3 << 20]) {
     const fd = openSync(path, 'r');
     t.teardown(() => closeSync(fd));
     const reads = plainReads(fd, size, base);
-    t.ok((await drain(reads.read(0, size - 1))).equals(data), 'the whole object');
+    t.ok((await drainChunks(reads.read(0, size - 1))).equals(data), 'the whole object');
     const start = Math.floor(size / 3);
     const end = Math.max(start, size - 2);
-    t.ok((await drain(reads.read(start, end))).equals(data.subarray(start, end + 1)), 'a range of it');
+    t.ok((await drainChunks(reads.read(start, end))).equals(data.subarray(start, end + 1)), 'a range of it');
     const into = Buffer.alloc(Math.min(size, 100));
     await reads.readAt(into, size - into.byteLength);
     t.ok(into.equals(data.subarray(size - into.byteLength)), 'readAt its last bytes');
@@ -48,7 +38,7 @@ t.test('a file cut short fails the read, in line or not', async (t) => {
     const fd = openSync(path, 'r');
     t.teardown(() => closeSync(fd));
     const reads = plainReads(fd, size);
-    await t.rejects(drain(reads.read(0, size - 1)), /short read/, `${size} B: read`);
+    await t.rejects(drainChunks(reads.read(0, size - 1)), /short read/, `${size} B: read`);
     await t.rejects(reads.readAt(Buffer.alloc(20), size - 20), /short read/, `${size} B: readAt`);
   }
 });
