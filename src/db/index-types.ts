@@ -1,0 +1,374 @@
+import type { Oid } from '../protocol/oid.js';
+
+/**
+ * The index: everything Stowage knows besides the bytes (objects and per-repository references,
+ * locks, dashboard sessions, settings, maintenance jobs, figures). Two implementations pass one
+ * conformance suite (test/conformance/index.suite.ts): the embedded SQLite file (the default, one
+ * node) and PostgreSQL (`SVC_DATABASE_URL=postgres://…`, any number of nodes on one bucket).
+ *
+ * Every method is asynchronous because PostgreSQL is a network round trip; SQLite answers at once.
+ * Every rule that must hold across nodes (one lock per path, one running job per repository, no
+ * delete of an oid being uploaded) is decided by the database, never by one node's memory.
+ */
+export interface Index {
+  /** 'sqlite' (embedded, one node) or 'postgres' (shared by every node of a cluster). */
+  readonly kind: 'sqlite' | 'postgres';
+  readonly objects: ObjectIndex;
+  readonly locks: LockIndex;
+  readonly sessions: SessionIndex;
+  readonly settings: SettingsIndex;
+  readonly jobs: JobIndex;
+  readonly maintenance: MaintenanceIndex;
+  readonly stats: StatsIndex;
+  readonly nodes: NodeIndex;
+  /** Answers when the database is reachable and migrated; throws (a storage fault) otherwise. */
+  ping(): Promise<void>;
+  /** Makes what is committed durable on its own (SQLite: a WAL checkpoint; PostgreSQL: nothing to do). */
+  checkpoint(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** One object as stored: logical size and the bytes it takes in the store. */
+export interface ObjectRow {
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+}
+
+/** Objects and per-repository references (proof of possession: a repository sees only what it uploaded). */
+export interface ObjectIndex {
+  /** The object as this repository sees it: only when the repository holds a reference and it is not quarantined. */
+  findInRepo(repo: string, oid: Oid): Promise<ObjectRow | null>;
+  /** The object in the shared store, whoever uploaded it. Never let its answer reach a client. */
+  findShared(oid: Oid): Promise<ObjectRow | null>;
+  /** Whether the index knows any object at all (an empty index beside a full store means a lost index). */
+  hasAny(): Promise<boolean>;
+  /** True when an audit found the stored bytes bad and no good copy has arrived since. */
+  isQuarantined(oid: Oid): Promise<boolean>;
+  /**
+   * Records the object (if new) and this repository's reference; lifts a quarantine (the caller
+   * verified the bytes). Resolves once committed. References of uploads finishing together may
+   * share one transaction (group commit); one row's failure never fails the others.
+   */
+  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void>;
+  /** Journal replay: puts back a reference the index may have lost; never lifts a quarantine. */
+  restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void>;
+  /** The object's bytes now take `storedSize` in the store (written out of the journal, re-encoded). */
+  setStoredSize(oid: Oid, storedSize: number): Promise<void>;
+}
+
+/** One held lock as stored. */
+export interface LockRow {
+  /** Monotonic position (never reused): the paging key. */
+  readonly seq: number;
+  readonly id: string;
+  readonly repo: string;
+  readonly path: string;
+  readonly ref: string | null;
+  readonly ownerId: string;
+  readonly ownerName: string;
+  /** ms since epoch. */
+  readonly lockedAt: number;
+}
+
+/** What a caller asks to lock: a lock before the index gives it its position. */
+export type NewLock = Omit<LockRow, 'seq'>;
+
+/** Outcome of `create`: the new lock, the lock that is in the way, or a stale lock replaced. */
+export type CreateOutcome =
+  | { readonly kind: 'created'; readonly lock: LockRow }
+  | { readonly kind: 'conflict'; readonly existing: LockRow }
+  | { readonly kind: 'taken_over'; readonly lock: LockRow; readonly previous: LockRow };
+
+/** Locks per repository. Every lookup by id also names the repository. */
+export interface LockIndex {
+  /**
+   * Takes the lock unless (repo, path) is held; of any number of racing creates (on any node)
+   * exactly one wins, by the unique (repo, path) index. A held lock whose `lockedAt` is before
+   * `staleBefore` (ms; null = locks never go stale) is replaced in the same transaction.
+   */
+  create(lock: NewLock, staleBefore: number | null): Promise<CreateOutcome>;
+  findById(repo: string, id: string): Promise<LockRow | null>;
+  findByPath(repo: string, path: string): Promise<LockRow | null>;
+  /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
+  page(repo: string, after: number, limit: number): Promise<LockRow[]>;
+  /** Releases lock `id` of `repo`; false when it was not there. */
+  delete(repo: string, id: string): Promise<boolean>;
+  count(repo: string): Promise<number>;
+}
+
+/** A dashboard session as stored: keyed by the sha256 of the cookie value, never the value itself. */
+export interface SessionRow {
+  readonly idHash: string;
+  readonly userId: string;
+  readonly userName: string;
+  /** How the forge made this person an admin: 'site_admin' or 'admin_repo'. */
+  readonly via: string;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+}
+
+/** Dashboard sign-in sessions (shared by every node: a cookie from one works on all). */
+export interface SessionIndex {
+  insert(row: SessionRow): Promise<void>;
+  /** The live session with this hash, or null when unknown or expired at `now`. */
+  find(idHash: string, now: number): Promise<SessionRow | null>;
+  delete(idHash: string): Promise<boolean>;
+  /** Removes expired sessions; returns how many. */
+  purgeExpired(now: number): Promise<number>;
+}
+
+/** One saved setting: a JSON value with who saved it and when. */
+export interface SettingRow {
+  readonly value: unknown;
+  readonly updatedAt: number;
+  readonly updatedBy: string;
+}
+
+/** Saved settings, a JSON value per key. */
+export interface SettingsIndex {
+  get(key: string): Promise<SettingRow | null>;
+  put(key: string, value: unknown, updatedBy: string, now: number): Promise<void>;
+  delete(key: string): Promise<void>;
+}
+
+/** One maintenance job as stored. */
+export interface JobRow {
+  readonly id: string;
+  readonly kind: string;
+  readonly repo: string;
+  readonly state: 'running' | 'done' | 'failed' | 'cancelled' | 'interrupted';
+  readonly dryRun: boolean;
+  readonly objectsDone: number;
+  readonly objectsTotal: number | null;
+  readonly bytesDone: number;
+  readonly bytesTotal: number | null;
+  /** The final report (JSON object) once done. */
+  readonly report: unknown;
+  readonly error: string | null;
+  readonly startedAt: number;
+  readonly finishedAt: number | null;
+  /** The node running (or that ran) it. */
+  readonly node: string;
+}
+
+/** A job's progress figures as the runner persists them. */
+export interface JobProgress {
+  readonly objectsDone: number;
+  readonly objectsTotal: number | null;
+  readonly bytesDone: number;
+  readonly bytesTotal: number | null;
+}
+
+/**
+ * The jobs table and the per-repository job lease: jobs of one repository run one after another
+ * across the whole cluster, so the node holding a repository's lease is the only one working on
+ * its references. A lease names its node; a node whose heartbeat stopped (NodeIndex) loses its
+ * leases, and its running jobs become `interrupted`.
+ */
+export interface JobIndex {
+  /** Records a job `running` on `node`; prunes old finished rows. */
+  insert(id: string, kind: string, repo: string, dryRun: boolean, startedAt: number, node: string): Promise<void>;
+  progress(id: string, p: JobProgress): Promise<void>;
+  finish(id: string, state: 'done' | 'failed' | 'cancelled' | 'interrupted', report: unknown, error: string | null, p: JobProgress): Promise<void>;
+  get(id: string): Promise<JobRow | null>;
+  recent(limit: number): Promise<JobRow[]>;
+  /** The most recent jobs of one repository, newest first. */
+  recentOf(repo: string, limit: number): Promise<JobRow[]>;
+  /** A job of this kind, repository and dry-run flag still `running` on a live node (another request joins it), or null. */
+  findRunning(kind: string, repo: string, dryRun: boolean, liveSince: number): Promise<JobRow | null>;
+  /**
+   * Marks `running` jobs as `interrupted`: with `liveSince` null every running job (one node, at
+   * start: no other process can hold the data directory); otherwise those whose node's last
+   * heartbeat is before `liveSince` (a node that died). Returns how many.
+   */
+  markInterrupted(liveSince: number | null): Promise<number>;
+  /**
+   * Takes the repository's job lease for `node` (free, already this node's, or held by a node
+   * whose heartbeat is before `liveSince`). True when this node now holds it.
+   */
+  acquireLease(repo: string, node: string, liveSince: number): Promise<boolean>;
+  /** Gives the lease back (only when `node` holds it). */
+  releaseLease(repo: string, node: string): Promise<void>;
+}
+
+/** One reference of a repository with what retain, compress and audit need to know of it. */
+export interface RepoObjectRow {
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+  /** When this repository first referenced it. */
+  readonly referencedAt: number;
+  /** When the shared store first held it. */
+  readonly createdAt: number;
+  readonly quarantined: boolean;
+}
+
+/** What dropping a reference decided (see MaintenanceIndex.dropReference). */
+export type DropOutcome =
+  /** Another repository still references the oid: only this repository's reference went. */
+  | 'kept'
+  /** The last reference and the object row went, and a deletion intent is recorded: delete the bytes, then call deleted(). */
+  | 'delete'
+  /** The last reference went, but a write of the oid is in flight on some live node: the bytes stay (that upload records them again). */
+  | 'in_flight';
+
+/**
+ * The index side of the maintenance jobs, and the handshake that keeps retain from deleting bytes
+ * an upload is writing on any node: an upload records itself in flight (beginUpload) before it
+ * writes, and retain records a deletion intent before it deletes; each checks for the other after
+ * its own record, under one per-oid lock, so at least one of them sees the other.
+ */
+export interface MaintenanceIndex {
+  repoObjects(repo: string): Promise<RepoObjectRow[]>;
+  referencedElsewhere(oid: Oid, repo: string): Promise<boolean>;
+  hasObject(oid: Oid): Promise<boolean>;
+  /**
+   * Drops the repository's reference, in one transaction: when no repository references the oid
+   * any more the object row goes too and, unless a write of the oid is in flight on a node whose
+   * heartbeat is at or after `liveSince`, a deletion intent is recorded ('delete').
+   */
+  dropReference(repo: string, oid: Oid, liveSince: number): Promise<DropOutcome>;
+  /** Deletion intents left by a crash between the index change and the bytes' removal. */
+  pendingDeletes(): Promise<Oid[]>;
+  /** The bytes of an intent are gone (or the intent is dropped): removes it. */
+  deleted(oid: Oid): Promise<void>;
+  quarantine(oid: Oid, repo: string, reason: string): Promise<void>;
+  setStoredSize(oid: Oid, storedSize: number): Promise<void>;
+  /**
+   * Records a write of `oid` in flight on `node`; returns its ticket and whether a deletion of the
+   * oid is pending (then the caller waits until deletePending() is false before writing).
+   */
+  beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean }>;
+  /** Whether a deletion intent for `oid` is still recorded. */
+  deletePending(oid: Oid): Promise<boolean>;
+  /** The write of a ticket is finished (reference recorded) or abandoned. */
+  endUpload(ticket: number): Promise<void>;
+}
+
+/** Server-wide figures and the per-repository ones the pages and quotas read. */
+export interface RepoSummary {
+  readonly objects: number;
+  /** Bytes as uploaded (sum of object sizes). */
+  readonly logicalBytes: number;
+  /** Bytes its objects occupy in the store after compression, each counted in full even when shared. */
+  readonly storedBytes: number;
+}
+
+export interface LargestObject {
+  readonly oid: string;
+  readonly size: number;
+  readonly storedSize: number;
+  /** When this repository first held it (ms since epoch). */
+  readonly createdAt: number;
+}
+
+export interface HistogramBucket {
+  /** Inclusive lower bound in bytes. */
+  readonly min: number;
+  /** Exclusive upper bound in bytes; null for the last, open bucket. */
+  readonly max: number | null;
+  readonly count: number;
+  readonly bytes: number;
+}
+
+/** A lock as the repository page lists it. */
+export interface LockListRow {
+  readonly id: string;
+  readonly path: string;
+  readonly ownerName: string;
+  readonly lockedAt: number;
+}
+
+/** Result of the last audit of a repository; written by the audit job, read by the page. */
+export interface AuditRow {
+  readonly finishedAt: number;
+  readonly objects: number;
+  readonly bytes: number;
+  readonly corrupt: number;
+  readonly unreadable: number;
+  readonly complete: boolean;
+}
+
+/** One line of the dashboard's repository list. */
+export interface RepoListRow {
+  readonly repo: string;
+  readonly objects: number;
+  readonly logicalBytes: number;
+  /** The last audit: null when never audited; ok when complete with nothing corrupt or unreadable. */
+  readonly audit: { readonly finishedAt: number; readonly ok: boolean } | null;
+}
+
+/** Server-wide totals (dashboard only: these do show what dedupe saves across repositories). */
+export interface ServerTotals {
+  readonly repositories: number;
+  /** Distinct oids in the shared store. */
+  readonly objects: number;
+  /** Every repository's reference counted. */
+  readonly references: number;
+  readonly logicalBytes: number;
+  /** Each oid once, before compression. */
+  readonly uniqueBytes: number;
+  /** Each oid once, in the store. */
+  readonly storedBytes: number;
+}
+
+/** One point of the time series behind the dashboard plots; transfer figures are deltas since the previous point. */
+export interface StatsSample {
+  readonly at: number;
+  readonly repositories: number;
+  readonly objects: number;
+  readonly logicalBytes: number;
+  readonly storedBytes: number;
+  readonly uploads: number;
+  readonly uploadBytes: number;
+  readonly downloads: number;
+  readonly downloadBytes: number;
+  readonly rejections: Readonly<Record<string, number>>;
+}
+
+/**
+ * Histogram bounds: powers of four from 1 KiB to 4 GiB, so a repository of icons and one of
+ * video masters both spread over several bars.
+ */
+export const HISTOGRAM_BOUNDS: readonly number[] = Array.from({ length: 12 }, (_, i) => 1024 * 4 ** i);
+
+/** Read-mostly figures over objects, references, locks and audits, plus the stats time series. */
+export interface StatsIndex {
+  repoSummary(repo: string): Promise<RepoSummary>;
+  largestObjects(repo: string, limit: number): Promise<LargestObject[]>;
+  /** Every bucket of HISTOGRAM_BOUNDS, empty ones included. */
+  sizeHistogram(repo: string): Promise<HistogramBucket[]>;
+  /** Current locks of a repository (oldest first, at most `limit`) and their total. */
+  locks(repo: string, limit: number): Promise<{ total: number; items: LockListRow[] }>;
+  lockTotal(): Promise<number>;
+  lastAudit(repo: string): Promise<AuditRow | null>;
+  recordAudit(repo: string, a: AuditRow): Promise<void>;
+  auditTotals(): Promise<{ clean: number; problemsFound: number; incomplete: number; lastSuccessAt: number | null }>;
+  quarantinedTotal(): Promise<number>;
+  /** Repositories holding objects, by name, at most `limit`. */
+  repositoryList(limit: number): Promise<RepoListRow[]>;
+  serverTotals(): Promise<ServerTotals>;
+  /**
+   * Adds one node's sample: totals replace, transfer deltas and rejections add up, so samples of
+   * several nodes at the same instant sum to the cluster's figures.
+   */
+  insertSample(s: StatsSample): Promise<void>;
+  samplesSince(at: number): Promise<StatsSample[]>;
+  lastSample(): Promise<StatsSample | null>;
+  pruneSamples(before: number): Promise<void>;
+}
+
+/**
+ * Node liveness: each node writes a heartbeat every NODE_HEARTBEAT_MS; one silent for
+ * NODE_STALE_MS is dead (its uploads in flight no longer hold deletes, its job leases are free,
+ * its running jobs are interrupted).
+ */
+export interface NodeIndex {
+  heartbeat(node: string, now: number): Promise<void>;
+}
+
+/** How often a node writes its heartbeat. */
+export const NODE_HEARTBEAT_MS = 5_000;
+/** A node silent this long is taken for dead. */
+export const NODE_STALE_MS = 30_000;
