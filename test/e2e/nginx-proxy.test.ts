@@ -32,7 +32,7 @@ if (!hasNginx()) {
   const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_BASE_URL: publicUrl });
   t.teardown(() => server.stop());
   const { cert, key } = selfSignedCert(root);
-  const nginx = await startNginx(tmpDir('stowage-nginx-prefix-'), templateConf({ ...ports, upstream: server.port }, cert, key), ports.https);
+  const nginx = await startNginx(tmpDir('stowage-nginx-prefix-'), templateConf({ ...ports, upstreams: [server.port] }, cert, key), ports.https);
   t.teardown(() => nginx.stop());
 
   const sb = await GitSandbox.create(join(root, 'home'), publicUrl, 'tok-dev');

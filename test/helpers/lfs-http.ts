@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import AjvModule from 'ajv-draft-04';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** ../shared/spec/git-lfs-api/schemas, found from dist/test/helpers. */
@@ -46,13 +46,13 @@ export interface Reply {
   json(): any;
 }
 
-/** One HTTP request, body fully read. */
+/** One HTTP request, body fully read; `dispatcher` for another agent (one trusting a test CA). */
 export async function http(
   method: string,
   url: string,
-  opts: { headers?: Record<string, string>; body?: string | Buffer | AsyncIterable<Buffer> } = {},
+  opts: { headers?: Record<string, string>; body?: string | Buffer | AsyncIterable<Buffer>; dispatcher?: Dispatcher } = {},
 ): Promise<Reply> {
-  const res = await request(url, { method: method as 'GET', headers: opts.headers, body: opts.body as Buffer });
+  const res = await request(url, { method: method as 'GET', headers: opts.headers, body: opts.body as Buffer, dispatcher: opts.dispatcher });
   const body = Buffer.from(await res.body.arrayBuffer());
   return {
     status: res.statusCode,

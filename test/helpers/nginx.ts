@@ -32,22 +32,29 @@ function replaceExactly(text: string, from: string, to: string, count: number): 
 }
 
 export interface ProxyPorts {
-  /** Stowage's port (the upstream). */
-  readonly upstream: number;
+  /** The Stowage nodes' ports: one upstream `server` line each, in this order. */
+  readonly upstreams: readonly number[];
   /** The TLS server block's port. */
   readonly https: number;
   /** The redirecting plain-HTTP server block's port. */
   readonly http: number;
 }
 
+/** The upstream `server` line as shipped; its parameters (passive health) are kept for every node. */
+const UPSTREAM_LINE = /^( *)server 127\.0\.0\.1:8080( [^;\n]*)?;$/m;
+
 /**
  * deploy/nginx/stowage.conf with only what differs on a test machine rewritten: loopback listen
- * ports instead of 80/443 (IPv6 listens dropped), the upstream's port, server_name, and a
- * self-signed certificate. Everything that shapes a transfer is used as shipped.
+ * ports instead of 80/443 (IPv6 listens dropped), one upstream line per node (with the shipped
+ * line's parameters), server_name, and a self-signed certificate. Everything that shapes a transfer
+ * or a failover is used as shipped.
  */
 export function templateConf(ports: ProxyPorts, cert: string, key: string): string {
   let conf = readFileSync(NGINX_CONF, 'utf8');
-  conf = replaceExactly(conf, 'server 127.0.0.1:8080;', `server 127.0.0.1:${ports.upstream};`, 1);
+  const line = UPSTREAM_LINE.exec(conf);
+  if (line === null || ports.upstreams.length === 0) throw new Error(`${NGINX_CONF}: no upstream line "server 127.0.0.1:8080 …;" to rewrite`);
+  const [, indent, params = ''] = line;
+  conf = conf.replace(UPSTREAM_LINE, ports.upstreams.map((p) => `${indent}server 127.0.0.1:${p}${params};`).join('\n'));
   conf = replaceExactly(conf, '    listen [::]:80;\n', '', 1);
   conf = replaceExactly(conf, '    listen [::]:443 ssl;\n', '', 1);
   conf = replaceExactly(conf, 'listen 80;', `listen 127.0.0.1:${ports.http};`, 1);
@@ -61,7 +68,10 @@ export function templateConf(ports: ProxyPorts, cert: string, key: string): stri
 export interface RunningNginx {
   readonly child: ChildProcess;
   readonly prefix: string;
-  /** The access log: one line per request, `"$request" $status $http_transfer_encoding`. */
+  /**
+   * The access log: one line per request, `"$request" $status $http_transfer_encoding
+   * $upstream_addr` (the node or nodes that were tried, `, `-separated; see parseAccessLine).
+   */
   readonly accessLog: string;
   readonly errorLog: string;
   stop(): Promise<void>;
@@ -122,7 +132,7 @@ export async function startNginx(prefix: string, serverConf: string, httpsPort: 
     'worker_processes 1;',
     'events { worker_connections 256; }',
     'http {',
-    `  log_format stowage_test '"$request" $status $http_transfer_encoding';`,
+    `  log_format stowage_test '"$request" $status $http_transfer_encoding $upstream_addr';`,
     `  access_log ${accessLog} stowage_test;`,
     ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((k) => `  ${k}_temp_path ${join(prefix, 'tmp', k)};`),
     serverConf,
@@ -146,4 +156,21 @@ export async function startNginx(prefix: string, serverConf: string, httpsPort: 
       await exited;
     },
   };
+}
+
+/** One line of the test access log. */
+export interface AccessLine {
+  readonly method: string;
+  readonly path: string;
+  readonly status: number;
+  /** Ports of the nodes nginx tried, in order (more than one when it passed the request on). */
+  readonly upstreams: number[];
+}
+
+/** Parses a line of `RunningNginx.accessLog`; null for anything else (a blank last line). */
+export function parseAccessLine(line: string): AccessLine | null {
+  const m = /^"(\S+) (\S+) HTTP\/[\d.]+" (\d{3}) \S+ (.*)$/.exec(line);
+  if (m === null) return null;
+  const upstreams = [...m[4]!.matchAll(/:(\d+)/g)].map((p) => Number(p[1]));
+  return { method: m[1]!, path: m[2]!, status: Number(m[3]), upstreams };
 }

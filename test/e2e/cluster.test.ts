@@ -1,0 +1,238 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import t from 'tap';
+import { Agent } from 'undici';
+import { startCluster } from '../helpers/cluster.js';
+import { sha256File, writeRandomFile } from '../helpers/data.js';
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { GitSandbox, runGit } from '../helpers/git.js';
+import { basic, http, LFS } from '../helpers/lfs-http.js';
+import { hasNginx } from '../helpers/nginx.js';
+import { startS3Server } from '../helpers/s3-server.js';
+import { tmpDir } from '../helpers/start-server.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+// Three Stowage nodes on one PostgreSQL index and one bucket, behind nginx running the shipped
+// deploy/nginx/stowage.conf (one upstream line per node, TLS), driven by the real git-lfs client:
+// what one node knows, every node knows (objects, locks, sessions, in-flight uploads), and a node
+// killed mid-push loses nothing it acknowledged. STOWAGE_E2E_HUGE=0 skips the 1.2 GB object locally.
+const LARGE = process.env.STOWAGE_E2E_HUGE === '0' ? 0 : 1_200_000_000 + 4321;
+const NODES = 3;
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+if (!hasNginx()) {
+  t.fail('nginx is not installed: apt-get install -y nginx-light (.ci/run does)');
+  t.end();
+} else {
+  const root = tmpDir('stowage-e2e-cluster-');
+  const forge = new GitHubEmulator();
+  await forge.start();
+  t.teardown(() => forge.stop());
+  const repos = ['studio/assets', 'studio/crash', 'studio/retain'];
+  for (const r of repos) forge.repos.set(r, { private: true });
+  forge.tokens.set('tok-dev', { login: 'dev', repos: Object.fromEntries(repos.map((r) => [r, 'push'])) });
+  forge.tokens.set('tok-root', { login: 'root', siteAdmin: true, repos: {} });
+  const lockers = Array.from({ length: 50 }, (_, i) => `user${String(i).padStart(2, '0')}`);
+  for (const u of lockers) forge.tokens.set(`tok-${u}`, { login: u, repos: { 'studio/assets': 'push' } });
+
+  const s3 = await startS3Server(join(root, 's3'));
+  t.teardown(() => s3.stop());
+  const cluster = await startCluster(t, {
+    nodes: NODES,
+    s3,
+    // Retain takes whatever is not listed at once: only the in-flight rule protects an upload.
+    env: { SVC_FORGE_A_API_URL: forge.url, SVC_GC_GRACE: '0s' },
+  });
+  const tls = new Agent({ connect: { ca: readFileSync(cluster.cert) }, connections: 64 });
+  t.teardown(() => tls.close());
+  const sb = await GitSandbox.create(join(root, 'home'), cluster.url, 'tok-dev');
+  await sb.git(root, 'config', '--global', 'http.sslCAInfo', cluster.cert);
+  const auth = { authorization: basic('tok-dev') };
+  /** GET of an object through nginx: its status and, when 200, its sha256. */
+  const fetchObject = async (repo: string, oid: string, base = cluster.url): Promise<{ status: number; sha: string | null }> => {
+    const res = await http('GET', `${base}/${repo}/objects/${oid}`, { headers: auth, dispatcher: base === cluster.url ? tls : undefined });
+    return { status: res.status, sha: res.status === 200 ? sha(res.body) : null };
+  };
+  /** The nodes (indexes) that answered `method` on paths under `prefix` with `status`. */
+  const nodesThatServed = (method: string, prefix: string, status: number): Set<number> =>
+    new Set(cluster.accessLog().filter((l) => l.method === method && l.path.startsWith(prefix) && l.status === status).map((l) => cluster.nodeOfPort(l.upstreams.at(-1)!)));
+
+  t.test(`git lfs push and clone of 200 small files${LARGE ? ` and a ${LARGE} byte one` : ''} through nginx and three nodes`, async (t) => {
+    const dir = join(root, 'assets');
+    const { remote, work } = await sb.newProject(dir, `${cluster.url}/studio/assets`);
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 200; i++) {
+      const data = randomBytes(1 + ((i * 7919) % 65536));
+      writeFileSync(join(work, `small-${i}.bin`), data);
+      files[`small-${i}.bin`] = sha(data);
+    }
+    if (LARGE) files['large.bin'] = await writeRandomFile(join(work, 'large.bin'), LARGE);
+    await sb.git(work, 'add', '.');
+    await sb.git(work, 'commit', '-qm', 'assets');
+    // Keep disk use down: git-lfs's cache holds the object once committed.
+    if (LARGE) rmSync(join(work, 'large.bin'));
+    const push = await sb.git(work, 'push', '-q', 'origin', 'main');
+    t.notMatch(push.stderr, /error/i, 'push without errors');
+    t.same([...nodesThatServed('PUT', '/studio/assets/objects/', 200)].sort(), [0, 1, 2], 'every node took uploads (round robin)');
+    rmSync(join(work, '.git', 'lfs', 'objects'), { recursive: true, force: true });
+
+    const clone = join(dir, 'clone');
+    await sb.git(dir, 'clone', '-q', remote, clone);
+    let same = 0;
+    for (const [name, oid] of Object.entries(files)) if ((await sha256File(join(clone, name))) === oid) same++;
+    t.equal(same, Object.keys(files).length, 'every file restored byte for byte (sha256)');
+    t.same([...nodesThatServed('GET', '/studio/assets/objects/', 200)].sort(), [0, 1, 2], 'every node served downloads, of objects uploaded through the others too');
+    if (LARGE) t.ok(cluster.accessLog().some((l) => l.method === 'PUT' && l.path.endsWith(files['large.bin']!) && l.status === 200), 'the large object went through nginx');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  t.test('50 lock creates for one path, spread over the three nodes at once: exactly one wins', async (t) => {
+    const mark = cluster.accessLog().length;
+    const answers = await Promise.all(
+      lockers.map((u) =>
+        http('POST', `${cluster.url}/studio/assets/locks`, {
+          headers: { authorization: basic(`tok-${u}`, u), 'content-type': LFS, accept: LFS },
+          body: JSON.stringify({ path: 'art/hero.psd' }),
+          dispatcher: tls,
+        }),
+      ),
+    );
+    const won = answers.filter((a) => a.status === 201);
+    t.equal(won.length, 1, 'exactly one 201');
+    const winner = won[0]?.json().lock;
+    const lost = answers.filter((a) => a.status === 409);
+    t.equal(lost.length, lockers.length - 1, 'every other create answered 409');
+    t.ok(
+      lost.every((a) => a.json().lock?.id === winner?.id && a.json().lock?.owner?.name === winner?.owner?.name && a.json().message.includes(winner?.owner?.name)),
+      `each 409 names the holder (${winner?.owner?.name}) and its lock`,
+    );
+    const nodes = new Set(cluster.accessLog().slice(mark).filter((l) => l.path === '/studio/assets/locks').map((l) => cluster.nodeOfPort(l.upstreams.at(-1)!)));
+    t.same([...nodes].sort(), [0, 1, 2], 'the creates reached all three nodes');
+    const listed = await http('GET', `${cluster.nodeUrl(2)}/studio/assets/locks?path=art/hero.psd`, { headers: auth });
+    t.same(listed.json().locks.map((l: { id: string }) => l.id), [winner?.id], 'every node lists the one lock');
+  });
+
+  t.test('a node SIGKILLed in the middle of a push of 100 objects: the push completes through the others, nothing acknowledged is lost', async (t) => {
+    const dir = join(root, 'crash');
+    const { remote, work } = await sb.newProject(dir, `${cluster.url}/studio/crash`);
+    const oids = new Set<string>();
+    for (let i = 0; i < 100; i++) {
+      const data = randomBytes(200_000 + i * 1000);
+      writeFileSync(join(work, `obj-${i}.bin`), data);
+      oids.add(sha(data));
+    }
+    await sb.git(work, 'add', '.');
+    await sb.git(work, 'commit', '-qm', 'a hundred objects');
+    const pushed = runGit(sb.env, work, ['push', '-q', 'origin', 'main']);
+    // The event: node 0 has acknowledged five of the push's uploads.
+    const victim = cluster.node(0);
+    // Whatever this test asserts, the next ones get their three nodes back.
+    t.teardown(async () => {
+      if (!cluster.running(0)) await cluster.restart(0);
+    });
+    await victim.waitForLogs((ev) => ev.msg === 'request' && ev.route === 'upload' && ev.repo === 'studio/crash' && ev.status === 200, 5, 'five uploads on node 0');
+    await cluster.kill(0);
+    const ackedAtKill = cluster.accessLog().filter((l) => l.method === 'PUT' && l.path.startsWith('/studio/crash/') && l.status === 200).length;
+    t.ok(ackedAtKill < oids.size, `killed mid-push (${ackedAtKill} of ${oids.size} uploads acknowledged by then)`);
+    const first = await pushed;
+    t.comment(`first push exited ${first.code}`);
+    if (first.code !== 0) {
+      // git-lfs gave up on some objects: run the upload again, as a user would, then push the refs.
+      await sb.git(work, 'lfs', 'push', '--all', 'origin');
+      await sb.git(work, 'push', '-q', 'origin', 'main');
+    }
+    const acked = new Set(cluster.accessLog().filter((l) => l.method === 'PUT' && l.path.startsWith('/studio/crash/objects/') && l.status === 200).map((l) => l.path.split('/').at(-1)!));
+    t.same([...acked].filter((o) => !oids.has(o)), [], 'only the push\'s objects were uploaded');
+    let intact = 0;
+    for (const oid of acked) if ((await fetchObject('studio/crash', oid)).sha === oid) intact++;
+    t.equal(intact, acked.size, `every acknowledged object (${acked.size}) is present and intact`);
+    t.equal(acked.size, oids.size, 'every object of the push was acknowledged in the end');
+
+    rmSync(join(work, '.git', 'lfs', 'objects'), { recursive: true, force: true });
+    const clone = join(dir, 'clone');
+    await sb.git(dir, 'clone', '-q', remote, clone);
+    let same = 0;
+    for (let i = 0; i < 100; i++) if (oids.has(await sha256File(join(clone, `obj-${i}.bin`)))) same++;
+    t.equal(same, 100, 'a clone gets all 100 objects');
+
+    // The killed node comes back on its port and serves what the others took meanwhile.
+    await cluster.restart(0);
+    let served = 0;
+    for (const oid of oids) if ((await fetchObject('studio/crash', oid, cluster.nodeUrl(0))).sha === oid) served++;
+    t.equal(served, oids.size, 'the restarted node serves every object');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  t.test('retain on node A while uploads of the same repository are in flight on B and C deletes nothing referenced or in flight', async (t) => {
+    const repo = 'studio/retain';
+    const put = async (data: Buffer, base: string): Promise<string> => {
+      const res = await http('PUT', `${base}/${repo}/objects/${sha(data)}`, { headers: auth, body: data });
+      if (res.status !== 200) throw new Error(`PUT ${res.status} ${res.body}`);
+      return sha(data);
+    };
+    const inBucket = (oid: string): boolean => existsSync(join(s3.dir, s3.bucket, 'lfs', 'objects', oid.slice(0, 2), oid.slice(2, 4), `${oid}._S3rver_object`));
+    /** A PUT to node `i` whose first MiB is sent; finish() sends the rest and resolves with the status. */
+    const slowPut = (i: number, data: Buffer): { finish(): Promise<number> } => {
+      const req = httpRequest(`${cluster.nodeUrl(i)}/${repo}/objects/${sha(data)}`, { method: 'PUT', headers: { ...auth, 'content-length': String(data.length) } });
+      const done = new Promise<number>((resolve, reject) => {
+        req.on('response', (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+      });
+      req.write(data.subarray(0, 1 << 20));
+      return { finish: () => (req.end(data.subarray(1 << 20)), done) };
+    };
+    const retain = (oids: string[], dryRun: boolean) =>
+      http('POST', `${cluster.nodeUrl(0)}/${repo}/objects/retain`, { headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ oids, dry_run: dryRun }) });
+
+    const kept = [randomBytes(2 << 20), randomBytes((2 << 20) + 1)];
+    const again = [randomBytes((2 << 20) + 2), randomBytes((2 << 20) + 3)]; // uploaded, then uploaded again during the retain
+    const stray = randomBytes((2 << 20) + 4); // not listed, no upload: its bytes must go
+    const keptOids = [await put(kept[0]!, cluster.nodeUrl(0)), await put(kept[1]!, cluster.nodeUrl(1))];
+    const againOids = [await put(again[0]!, cluster.nodeUrl(1)), await put(again[1]!, cluster.nodeUrl(2))];
+    const strayOid = await put(stray, cluster.nodeUrl(2));
+
+    const inFlight = [slowPut(1, again[0]!), slowPut(2, again[1]!)];
+    // The event: node A's own dry run sees both uploads (begun on B and C) in flight.
+    const dry = await waitFor(async () => {
+      const r = (await retain(keptOids, true)).json();
+      return r.in_flight === 2 ? r : null;
+    }, 'node A to see the uploads in flight on B and C');
+    t.match(dry, { dry_run: true, in_flight: 2 });
+    const real = await retain(keptOids, false);
+    t.equal(real.status, 200, 'retain ran on node A');
+    t.match(real.json(), { dry_run: false, in_flight: 2, bytes: stray.length, complete: true }, 'only the stray object\'s bytes freed');
+    t.notOk(inBucket(strayOid), 'the unreferenced object left the bucket');
+    t.ok(againOids.every(inBucket), 'the bytes uploads in flight are writing stay');
+    t.ok(keptOids.every(inBucket), 'listed objects stay');
+    t.same(await Promise.all(inFlight.map((p) => p.finish())), [200, 200], 'both uploads complete');
+    for (let i = 0; i < NODES; i++) {
+      for (const [oid, label] of [...keptOids.map((o) => [o, 'listed']), ...againOids.map((o) => [o, 'in flight'])] as const) {
+        t.equal((await fetchObject(repo, oid, cluster.nodeUrl(i))).sha, oid, `node ${i} serves the ${label} object intact`);
+      }
+      t.equal((await fetchObject(repo, strayOid, cluster.nodeUrl(i))).status, 404, `node ${i}: the stray object is gone`);
+    }
+  });
+
+  t.test('sign-in on node A, the overview on node B with the same cookie', async (t) => {
+    const signIn = await http('POST', `${cluster.nodeUrl(0)}/-/api/session`, {
+      headers: { 'content-type': 'application/json', origin: cluster.url },
+      body: JSON.stringify({ token: 'tok-root' }),
+    });
+    t.equal(signIn.status, 201, 'signed in on node A');
+    const setCookie = signIn.headers['set-cookie'];
+    const cookie = (Array.isArray(setCookie) ? setCookie[0]! : (setCookie ?? '')).split(';')[0]!;
+    t.match(cookie, /^stowage_session=/);
+    const overview = await http('GET', `${cluster.nodeUrl(1)}/-/api/overview`, { headers: { cookie } });
+    t.equal(overview.status, 200, 'node B accepts the cookie');
+    const who = await http('GET', `${cluster.nodeUrl(2)}/-/api/session`, { headers: { cookie } });
+    t.match(who.json(), { signed_in: true, user: { name: 'root' } }, 'node C knows the session too');
+    const out = await http('DELETE', `${cluster.nodeUrl(2)}/-/api/session`, { headers: { cookie, origin: cluster.url } });
+    t.equal(out.status, 204, 'signed out on node C');
+    t.equal((await http('GET', `${cluster.nodeUrl(1)}/-/api/overview`, { headers: { cookie } })).status, 401, 'and node B no longer accepts the cookie');
+  });
+}
