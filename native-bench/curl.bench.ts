@@ -9,7 +9,7 @@ import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, wr
 import { join } from 'node:path';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
-import type { LfsAction } from './lib/lfs-client.js';
+import type { LfsAction, LfsClient } from './lib/lfs-client.js';
 import { fmt } from './lib/report.js';
 import { ddBeside, mbps, type BenchContext } from './limits.bench.js';
 import type { ClientRound, RealClientSession } from './real-clients.bench.js';
@@ -62,9 +62,12 @@ function putConfig(pairs: { file: string; href: string }[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** The 64 KiB objects of one round, written as files, and the batches (per 100, as git-lfs) for them. */
-async function smallRound(session: RealClientSession, tag: string, n: number): Promise<{ dir: string; pairs: { file: string; href: string }[]; batchMs: number }> {
-  const dir = join(session.ctx.scratch, `curl-${tag}`);
+/**
+ * The 64 KiB objects of one round, written as files, and the batches (per 100, as git-lfs) for them
+ * through `client`; `settled` waits out what the previous round left the server to do.
+ */
+export async function smallRound(ctx: BenchContext, client: LfsClient, settled: () => Promise<unknown>, tag: string, n: number): Promise<{ dir: string; pairs: { file: string; href: string }[]; batchMs: number }> {
+  const dir = join(ctx.scratch, `curl-${tag}`);
   mkdirSync(dir, { recursive: true });
   const pool = new SeededBytes(`curl-${tag}`).bytes(n * 65536);
   const objs: MemObject[] = [];
@@ -73,12 +76,11 @@ async function smallRound(session: RealClientSession, tag: string, n: number): P
     writeFileSync(join(dir, `${i}.bin`), o.data);
     objs.push(o);
   }
-  // The previous round's objects go to files of their own in a lull; not measured against this one.
-  await journalRetired(session.s.server.dataDir);
+  await settled();
   const pairs: { file: string; href: string }[] = [];
   const t0 = performance.now();
   for (let g = 0; g < n; g += 100) {
-    const entries = await session.s.client.batch('upload', objs.slice(g, g + 100).map((o) => ({ oid: o.oid, size: o.size })));
+    const entries = await client.batch('upload', objs.slice(g, g + 100).map((o) => ({ oid: o.oid, size: o.size })));
     entries.forEach((e, i) => pairs.push({ file: join(dir, `${g + i}.bin`), href: e.actions!.upload!.href }));
   }
   return { dir, pairs, batchMs: performance.now() - t0 };
@@ -92,7 +94,7 @@ const smallDetail = (rounds: SmallRound[]): string =>
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
 async function seqRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
-  const { dir, pairs, batchMs } = await smallRound(session, `seq-${r}`, n);
+  const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `seq-${r}`, n);
   const config = join(dir, 'put.curlrc');
   writeFileSync(config, putConfig(pairs));
   // Batches (undici) are timed apart and added: the judged figure is batch + PUT per object.
@@ -108,26 +110,33 @@ async function seqRound(session: RealClientSession, r: number, n: number): Promi
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
 async function parRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
-  const { dir, pairs, batchMs } = await smallRound(session, `par-${r}`, n);
-  const configs = Array.from({ length: 8 }, (_, w) => {
-    const path = join(dir, `put-${w}.curlrc`);
-    writeFileSync(path, putConfig(pairs.filter((_, i) => i % 8 === w)));
-    return path;
-  });
+  // The previous round's objects go to files of their own in a lull; not measured against this one.
+  const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `par-${r}`, n);
   let connects = 0;
   const round = await session.round(
     async () => {
-      const run = await runClient(configs, { script: PARALLEL_CURLS });
-      const t = configs.map((c) => tally(readFileSync(`${c}.out`, 'utf8')));
-      const ok = t.reduce((a, b) => a + b.ok, 0);
-      connects = t.reduce((a, b) => a + b.connects, 0);
-      if (ok !== n) throw new Error(`8 curl processes: ${ok} of ${n} PUTs answered 200`);
+      const run = await parallelPuts(dir, pairs);
+      connects = run.connects;
       return run;
     },
     (ms) => n / ((ms + batchMs) / 1000),
   );
   rmSync(dir, { recursive: true, force: true });
   return { ...round, connects, batchMs };
+}
+
+/** Every pair PUT by 8 curl processes at once (a keep-alive connection each); throws unless all answer 200. */
+export async function parallelPuts(dir: string, pairs: { file: string; href: string }[]): Promise<ClientRun & { connects: number }> {
+  const configs = Array.from({ length: 8 }, (_, w) => {
+    const path = join(dir, `put-${w}.curlrc`);
+    writeFileSync(path, putConfig(pairs.filter((_, i) => i % 8 === w)));
+    return path;
+  });
+  const run = await runClient(configs, { script: PARALLEL_CURLS });
+  const t = configs.map((c) => tally(readFileSync(`${c}.out`, 'utf8')));
+  const ok = t.reduce((a, b) => a + b.ok, 0);
+  if (ok !== pairs.length) throw new Error(`8 curl processes: ${ok} of ${pairs.length} PUTs answered 200`);
+  return { ...run, connects: t.reduce((a, b) => a + b.connects, 0) };
 }
 
 /** Whether curl sends `Expect: 100-continue` on a 64 KiB PUT, and whether the server answers 100. */
@@ -181,7 +190,7 @@ interface BigObject {
  * A 1 GiB source file for curl -T, kept in memory too so each round can change its first bytes and
  * take the new oid without writing the whole file again (the server keeps every object it gets).
  */
-class BigSource {
+export class BigSource {
   readonly path: string;
   readonly #data: Buffer;
 
@@ -209,9 +218,9 @@ class BigSource {
 }
 
 /** batch (undici) + curl -T of the source file; the server must not hold the object yet. */
-async function uploadBig(session: RealClientSession, oid: string, size: number, file: string): Promise<ClientRun> {
+export async function uploadBig(client: LfsClient, oid: string, size: number, file: string): Promise<ClientRun> {
   const t0 = performance.now();
-  const [entry] = await session.s.client.batch('upload', [{ oid, size }]);
+  const [entry] = await client.batch('upload', [{ oid, size }]);
   if (entry?.actions?.upload === undefined) throw new Error(`server already holds ${oid}: the upload would not be measured`);
   const batchMs = performance.now() - t0;
   const run = await curlPut(file, entry.actions.upload);
@@ -233,7 +242,7 @@ export async function benchCurlUpload(session: RealClientSession): Promise<BigOb
     for (let r = 0; r < clientRounds(ctx); r++) {
       const obj = src.round(r);
       const before = r % 2 === 0 ? await ddBeside(ctx, size / MiB) : null;
-      rounds.push(await session.round(() => uploadBig(session, obj.oid, obj.size, src.path), (ms) => mbps(size, ms)));
+      rounds.push(await session.round(() => uploadBig(session.s.client, obj.oid, obj.size, src.path), (ms) => mbps(size, ms)));
       dds.push(before ?? (await ddBeside(ctx, size / MiB)));
       last = obj;
     }
@@ -274,7 +283,7 @@ export async function benchCurlDownload(session: RealClientSession, only: (name:
   if (big === null) {
     const src = new BigSource(ctx, size);
     const obj = src.round(1000);
-    await uploadBig(session, obj.oid, obj.size, src.path);
+    await uploadBig(session.s.client, obj.oid, obj.size, src.path);
     big = { ...obj, file: src.path };
   }
   rmSync(big.file, { force: true });

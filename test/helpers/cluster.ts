@@ -16,11 +16,13 @@ export interface ClusterOptions {
   readonly databaseUrl?: string;
   /** More SVC_* settings, the same on every node (the forge, the grace…). */
   readonly env?: Record<string, string>;
+  /** false: nginx serves plain HTTP on its main port (the bench: the proxy without TLS's cost). */
+  readonly tls?: boolean;
 }
 
 /** N Stowage nodes behind nginx (deploy/nginx/stowage.conf with one upstream line per node). */
 export interface Cluster {
-  /** The public address: nginx's TLS port (every node's SVC_BASE_URL). */
+  /** The public address: nginx's main port, TLS unless `tls: false` (every node's SVC_BASE_URL). */
   readonly url: string;
   /** nginx's self-signed certificate, for clients to trust (`http.sslCAInfo`, `ca`). */
   readonly cert: string;
@@ -61,7 +63,7 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
   const http = await freePort();
   const ports: number[] = [];
   for (let i = 0; i < opts.nodes; i++) ports.push(await freePort());
-  const url = `https://127.0.0.1:${https}`;
+  const url = `${opts.tls === false ? 'http' : 'https'}://127.0.0.1:${https}`;
   const dataDirs = ports.map((_, i) => tmpDir(`stowage-cluster-node${i}-`));
   const env = (i: number): Record<string, string> => ({
     ...opts.s3.env(),
@@ -82,7 +84,7 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
   for (let i = 0; i < opts.nodes; i++) await start(i);
 
   const { cert, key } = selfSignedCert(root);
-  nginx = await startNginx(tmpDir('stowage-cluster-nginx-'), templateConf({ https, http, upstreams: ports }, cert, key), https);
+  nginx = await startNginx(tmpDir('stowage-cluster-nginx-'), templateConf({ https, http, upstreams: ports }, cert, key, { tls: opts.tls }), https);
   const running = nginx;
 
   const node = (i: number): RunningServer => {

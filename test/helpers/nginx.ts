@@ -49,7 +49,7 @@ const UPSTREAM_LINE = /^( *)server 127\.0\.0\.1:8080( [^;\n]*)?;$/m;
  * line's parameters), server_name, and a self-signed certificate. Everything that shapes a transfer
  * or a failover is used as shipped.
  */
-export function templateConf(ports: ProxyPorts, cert: string, key: string): string {
+export function templateConf(ports: ProxyPorts, cert: string, key: string, opts: { tls?: boolean } = {}): string {
   let conf = readFileSync(NGINX_CONF, 'utf8');
   const line = UPSTREAM_LINE.exec(conf);
   if (line === null || ports.upstreams.length === 0) throw new Error(`${NGINX_CONF}: no upstream line "server 127.0.0.1:8080 …;" to rewrite`);
@@ -58,7 +58,14 @@ export function templateConf(ports: ProxyPorts, cert: string, key: string): stri
   conf = replaceExactly(conf, '    listen [::]:80;\n', '', 1);
   conf = replaceExactly(conf, '    listen [::]:443 ssl;\n', '', 1);
   conf = replaceExactly(conf, 'listen 80;', `listen 127.0.0.1:${ports.http};`, 1);
-  conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https} ssl;`, 1);
+  if (opts.tls === false) {
+    // Plain HTTP on the main port, for measuring the proxy without the cost of TLS (the bench).
+    conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https};`, 1);
+    const before = conf;
+    conf = conf.replace(/^ *ssl_\S+ .*;\n/gm, '');
+    if (before.split('\n').length - conf.split('\n').length !== 5) throw new Error(`${NGINX_CONF}: expected 5 ssl_* lines`);
+  }
+  conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https} ssl;`, opts.tls === false ? 0 : 1);
   conf = replaceExactly(conf, 'server_name lfs.example.com;', 'server_name 127.0.0.1;', 2);
   conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/fullchain.pem', cert, 1);
   conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/privkey.pem', key, 1);
