@@ -37,7 +37,7 @@ import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
 import { S3BlobStore } from './store/s3/s3-store.js';
 import { PresignService } from './service/presign-service.js';
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
@@ -69,7 +69,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const objects = new ObjectsRepo(db);
   // SVC_STORE picks the backend; compose.ts builds the same stack on either. A bucket keeps no
   // node-local journal (an acknowledged object must be in the bucket).
-  const backend = await openBackend(config);
+  const backend = await openBackend(config, log);
   const s3 = backend instanceof S3BlobStore ? backend : null;
   const disk = backend instanceof DiskBlobStore ? backend : null;
   const { store: blobs, journal } = await composeStore({
@@ -155,7 +155,11 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     const enforced = await s3.probeChecksumEnforcement();
     log('presigned bucket links on', { checksumEnforced: enforced });
     // Verify links are signed with a key every node sharing the bucket derives alike (PresignService).
-    const verifyKey = createHmac('sha256', config.s3!.credentials.secretAccessKey).update('stowage verify links').digest();
+    // Interim (the lead replaces it with a secret kept in the index): static keys as before; credentials
+    // from the chain rotate, so without static keys the key is this process's own and a verify link
+    // works only on the node that made it.
+    const verifySecret = config.s3!.credentials.static?.secretAccessKey ?? randomBytes(32).toString('hex');
+    const verifyKey = createHmac('sha256', verifySecret).update('stowage verify links').digest();
     presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
     batch.usePresign(presign);
     transfers.usePromoter(presign);
