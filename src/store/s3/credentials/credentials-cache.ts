@@ -138,6 +138,7 @@ export class CredentialsCache implements CredentialsProvider {
   /** Logs the first failure of a run; retries while old credentials last, then lets them expire. */
   #failed(e: unknown): void {
     const held = this.#held !== null && Date.now() < this.#usableUntil;
+    if (!held) this.#expire();
     if (!this.#failing) {
       this.#failing = true;
       this.#log(held ? 'S3 credentials could not be renewed; the current ones stay in use until they expire' : 'S3 credentials could not be obtained; bucket requests answer 503 until they can', {
