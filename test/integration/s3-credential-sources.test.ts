@@ -175,6 +175,10 @@ t.test('the chain: the SDK order, the first source set up wins and stays', async
   const nothing = credentialChain(settings({}));
   await t.rejects(nothing.load(signal), /^no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/, 'nothing set up, instance metadata off');
   // A source set up but failing stops the chain with its own error (as the SDKs do).
+  // Nothing set up and instance metadata unreachable: "no credentials", and the chain is walked again next time.
+  const unreachable = credentialChain(settings({ AWS_EC2_METADATA_DISABLED: 'false', AWS_EC2_METADATA_SERVICE_ENDPOINT: 'http://127.0.0.1:1' }));
+  await t.rejects(unreachable.load(signal), /^no S3 credentials: set AWS_ACCESS_KEY_ID.* \(instance metadata: ECONNREFUSED \(http:\/\/127\.0\.0\.1:1\)\)$/);
+  t.equal(unreachable.name, 'chain', 'not kept');
   const failing = credentialChain(settings({ ...noEnv, AWS_ENDPOINT_URL_STS: 'http://127.0.0.1:1' }));
   await t.rejects(failing.load(signal), /^web identity: ECONNREFUSED/);
   t.equal(failing.name, 'web identity');
