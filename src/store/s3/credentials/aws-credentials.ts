@@ -23,6 +23,26 @@ export interface CredentialSource {
   load(signal: AbortSignal): Promise<AwsCredentials | null>;
 }
 
+/**
+ * A source set up by its part of the configuration (null: not set up here, so load() answers null
+ * and the chain moves on); subclasses fetch with the settings.
+ */
+export abstract class ConfiguredSource<C> implements CredentialSource {
+  abstract readonly name: string;
+  readonly #config: C | null;
+
+  constructor(config: C | null) {
+    this.#config = config;
+  }
+
+  load(signal: AbortSignal): Promise<AwsCredentials | null> {
+    return this.#config === null ? Promise.resolve(null) : this.fetch(this.#config, signal);
+  }
+
+  /** Fetches with this source's settings; throws CredentialsError when it cannot. */
+  protected abstract fetch(config: C, signal: AbortSignal): Promise<AwsCredentials>;
+}
+
 /** A source that is set up but failed (endpoint down, refusal, malformed answer). */
 export class CredentialsError extends Error {
   override name = 'CredentialsError';

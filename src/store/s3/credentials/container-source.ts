@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AwsContainerConfig } from '../../../config/schema.js';
-import { credentialsFrom, CredentialsError, type AwsCredentials, type CredentialSource } from './aws-credentials.js';
+import { ConfiguredSource, credentialsFrom, CredentialsError, type AwsCredentials } from './aws-credentials.js';
 import { fetchCredentialText, parseJsonAnswer } from './credential-http.js';
 
 /** The SDKs' default for the container endpoint, a link-local hop away. */
@@ -13,17 +13,10 @@ const CONTAINER_TIMEOUT_MS = 1_000;
  * each load, since the agent rotates it. Answer (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html):
  * `{"AccessKeyId","SecretAccessKey","Token","Expiration","RoleArn"}`.
  */
-export class ContainerSource implements CredentialSource {
+export class ContainerSource extends ConfiguredSource<AwsContainerConfig> {
   readonly name = 'container endpoint';
-  readonly #config: AwsContainerConfig | null;
 
-  constructor(config: AwsContainerConfig | null) {
-    this.#config = config;
-  }
-
-  async load(signal: AbortSignal): Promise<AwsCredentials | null> {
-    const c = this.#config;
-    if (c === null) return null;
+  protected async fetch(c: AwsContainerConfig, signal: AbortSignal): Promise<AwsCredentials> {
     const headers: Record<string, string> = { accept: 'application/json' };
     const token = await this.#token(c);
     if (token !== null) headers.authorization = token;

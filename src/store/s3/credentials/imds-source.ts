@@ -1,5 +1,5 @@
 import type { AwsImdsConfig } from '../../../config/schema.js';
-import { credentialsFrom, CredentialsError, type AwsCredentials, type CredentialSource } from './aws-credentials.js';
+import { ConfiguredSource, credentialsFrom, CredentialsError, type AwsCredentials } from './aws-credentials.js';
 import { fetchCredentialText, parseJsonAnswer } from './credential-http.js';
 
 /** The SDKs give the instance metadata service 1 s per call: it is on the instance itself. */
@@ -18,17 +18,11 @@ const ROLES_PATH = '/latest/meta-data/iam/security-credentials/';
  * and `GET …/{role}` answers `{"Code":"Success","AccessKeyId","SecretAccessKey","Token","Expiration"}`.
  * IMDSv1 (no token) is not used.
  */
-export class ImdsSource implements CredentialSource {
+export class ImdsSource extends ConfiguredSource<AwsImdsConfig> {
   readonly name = 'instance metadata';
-  readonly #config: AwsImdsConfig | null;
 
-  constructor(config: AwsImdsConfig | null) {
-    this.#config = config;
-  }
-
-  async load(signal: AbortSignal): Promise<AwsCredentials | null> {
-    if (this.#config === null) return null;
-    const base = this.#config.endpoint;
+  protected async fetch(config: AwsImdsConfig, signal: AbortSignal): Promise<AwsCredentials> {
+    const base = config.endpoint;
     const call = { timeoutMs: IMDS_TIMEOUT_MS, signal };
     const token = await fetchCredentialText(this.name, `${base}/latest/api/token`, { ...call, method: 'PUT', headers: { 'x-aws-ec2-metadata-token-ttl-seconds': TOKEN_TTL_SECONDS } });
     if (token.status !== 200 || token.text === '') throw new CredentialsError(`instance metadata: the token request answered ${token.status}`);

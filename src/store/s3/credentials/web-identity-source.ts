@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AwsWebIdentityConfig } from '../../../config/schema.js';
-import { credentialsFrom, CredentialsError, type AwsCredentials, type CredentialSource } from './aws-credentials.js';
+import { ConfiguredSource, credentialsFrom, CredentialsError, type AwsCredentials } from './aws-credentials.js';
 import { fetchCredentialText } from './credential-http.js';
 
 /** STS answers within a few hundred ms; the SDKs give it seconds. */
@@ -15,17 +15,10 @@ const STS_VERSION = '2011-06-15';
  * an unsigned call (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html).
  * The file is read again at every refresh: the kubelet rotates the projected token.
  */
-export class WebIdentitySource implements CredentialSource {
+export class WebIdentitySource extends ConfiguredSource<AwsWebIdentityConfig> {
   readonly name = 'web identity';
-  readonly #config: AwsWebIdentityConfig | null;
 
-  constructor(config: AwsWebIdentityConfig | null) {
-    this.#config = config;
-  }
-
-  async load(signal: AbortSignal): Promise<AwsCredentials | null> {
-    const c = this.#config;
-    if (c === null) return null;
+  protected async fetch(c: AwsWebIdentityConfig, signal: AbortSignal): Promise<AwsCredentials> {
     let token: string;
     try {
       token = (await readFile(c.tokenFile, 'utf8')).trim();
