@@ -13,7 +13,7 @@ import { S3Client, S3ResponseError } from '../../src/store/s3/s3-client.js';
 import { S3BlobStore } from '../../src/store/s3/s3-store.js';
 import { issued, startImds, type StandIn } from '../helpers/aws-stand-ins.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
-import { LFS, batch, blob, http } from '../helpers/lfs-http.js';
+import { LFS, basic, batch, blob, http } from '../helpers/lfs-http.js';
 import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server } from '../helpers/s3-server.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 import { cappedHeld } from '../helpers/wait-for.js';
@@ -219,4 +219,29 @@ t.test('a server with no keys takes its credentials from instance metadata', asy
   const res = await fetch(action.href);
   t.equal(Buffer.from(await res.arrayBuffer()).equals(b.data), true, 'downloaded from the bucket with the presigned link');
   t.notOk(server.logs.join('\n').includes('session-token-server'), 'the session token is never logged');
+});
+
+t.test('a server whose credentials expired and cannot be renewed answers 503 with Retry-After, not 500', async (t) => {
+  const forge = new GitHubEmulator();
+  await forge.start();
+  t.teardown(() => forge.stop());
+  forge.repos.set('acme/game', { private: true });
+  forge.tokens.set('tok-dev', { login: 'dev', repos: { 'acme/game': 'push' } });
+  const imds = await imdsStandIn();
+  imds.issue = () => ({ accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, token: 'short-lived', expiration: new Date(Date.now() + 3000) });
+  const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _secret, ...env } = s3.env();
+  const server = await startServer({ ...env, SVC_FORGE_A_API_URL: forge.url, AWS_EC2_METADATA_SERVICE_ENDPOINT: imds.url });
+  t.teardown(() => server.stop());
+  await server.waitForLog((e) => e.msg === 'S3 credentials loaded', 'credentials loaded');
+  await imds.close(); // the instance metadata service is gone
+  await server.waitForLog((e) => e.msg.startsWith('S3 credentials expired'), 'credentials expired');
+  const b = blob(2000);
+  const up = (await batch(server.url, 'acme/game', 'tok-dev', 'upload', [{ oid: b.oid, size: b.size }])).json().objects[0];
+  const put = await http('PUT', up.actions.upload.href, { headers: { authorization: basic('tok-dev'), 'content-type': 'application/octet-stream' }, body: b.data });
+  t.equal(put.status, 503, 'the upload is a storage fault');
+  t.equal(put.headers['retry-after'], '10');
+  t.equal(put.headers['content-type'], LFS);
+  t.match(put.json(), { message: /object store cannot be used right now: its credentials could not be obtained/, request_id: String });
+  t.equal((await http('GET', `${server.url}/ready`)).status, 503, '/ready says so');
+  t.notOk(server.logs.join('\n').includes('short-lived'), 'the session token is never logged');
 });
