@@ -15,7 +15,7 @@ import { issued, startImds, type StandIn } from '../helpers/aws-stand-ins.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, batch, blob, http } from '../helpers/lfs-http.js';
 import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server } from '../helpers/s3-server.js';
-import { startServer, tmpDir } from '../helpers/start-server.js';
+import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
 import { cappedHeld } from '../helpers/wait-for.js';
 
 // Renewal of short-lived credentials, and S3 requests signed with credentials from the instance
@@ -191,17 +191,24 @@ t.test('the bucket says the token expired early: new credentials are loaded, the
   t.equal((await cache.current()).accessKeyId, imds.given(2).accessKeyId);
 });
 
-t.test('a server with no keys takes its credentials from instance metadata', async (t) => {
-  const forge = new GitHubEmulator();
-  await forge.start();
-  t.teardown(() => forge.stop());
-  forge.repos.set('acme/game', { private: true });
-  forge.tokens.set('tok-dev', { login: 'dev', repos: { 'acme/game': 'push' } });
+const forge = new GitHubEmulator();
+await forge.start();
+t.teardown(() => forge.stop());
+forge.repos.set('acme/game', { private: true });
+forge.tokens.set('tok-dev', { login: 'dev', repos: { 'acme/game': 'push' } });
+
+/** A server on the S3 test server with no AWS keys set, only the instance metadata stand-in (s3rver's account, `token`, `lifeMs`). */
+async function serverOnImds(token: string, lifeMs: number, extra: Record<string, string> = {}): Promise<{ server: RunningServer; imds: StandIn }> {
   const imds = await imdsStandIn();
-  imds.issue = () => ({ accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, token: 'session-token-server', expiration: new Date(Date.now() + 1200_000) });
-  const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _secret, ...env } = s3.env({ SVC_S3_PRESIGN: 'true', SVC_S3_PRESIGN_TTL: '1h' });
+  imds.issue = () => ({ accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, token, expiration: new Date(Date.now() + lifeMs) });
+  const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _secret, ...env } = s3.env(extra);
   const server = await startServer({ ...env, SVC_FORGE_A_API_URL: forge.url, AWS_EC2_METADATA_SERVICE_ENDPOINT: imds.url });
   t.teardown(() => server.stop());
+  return { server, imds };
+}
+
+t.test('a server with no keys takes its credentials from instance metadata', async (t) => {
+  const { server } = await serverOnImds('session-token-server', 1200_000, { SVC_S3_PRESIGN: 'true', SVC_S3_PRESIGN_TTL: '1h' });
   const loaded = await server.waitForLog((e) => e.msg === 'S3 credentials loaded', 'credentials loaded');
   t.equal(loaded.source, 'instance metadata');
   const b = blob(3000);
@@ -222,16 +229,7 @@ t.test('a server with no keys takes its credentials from instance metadata', asy
 });
 
 t.test('a server whose credentials expired and cannot be renewed answers 503 with Retry-After, not 500', async (t) => {
-  const forge = new GitHubEmulator();
-  await forge.start();
-  t.teardown(() => forge.stop());
-  forge.repos.set('acme/game', { private: true });
-  forge.tokens.set('tok-dev', { login: 'dev', repos: { 'acme/game': 'push' } });
-  const imds = await imdsStandIn();
-  imds.issue = () => ({ accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, token: 'short-lived', expiration: new Date(Date.now() + 3000) });
-  const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _secret, ...env } = s3.env();
-  const server = await startServer({ ...env, SVC_FORGE_A_API_URL: forge.url, AWS_EC2_METADATA_SERVICE_ENDPOINT: imds.url });
-  t.teardown(() => server.stop());
+  const { server, imds } = await serverOnImds('short-lived', 3000);
   await server.waitForLog((e) => e.msg === 'S3 credentials loaded', 'credentials loaded');
   await imds.close(); // the instance metadata service is gone
   await server.waitForLog((e) => e.msg.startsWith('S3 credentials expired'), 'credentials expired');
