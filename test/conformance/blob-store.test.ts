@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { shardPath, type Oid } from '../../src/protocol/oid.js';
-import { openDatabase } from '../../src/db/database.js';
-import { ObjectsRepo } from '../../src/db/objects-repo.js';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { composeStore } from '../../src/store/compose.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
@@ -17,7 +16,7 @@ import { S3BlobStore } from '../../src/store/s3/s3-store.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
 import { WorkerPool } from '../../src/workers/pool.js';
-import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { s3rverCredentials, startS3Server, type S3Server } from '../helpers/s3-server.js';
 import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-store.suite.js';
 
 // Runs the conformance suite (blob-store.suite.ts) against every backend and layer stack, with the
@@ -46,7 +45,7 @@ const adapter = {
       bucket: server.bucket,
       region: 'us-east-1',
       pathStyle: true,
-      credentials: { accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null },
+      credentials: s3rverCredentials(),
       prefix,
     });
   },
@@ -58,20 +57,20 @@ const adapter = {
   },
   /** The full default stack, verify(journal(compress(disk))), as the server builds it; `close` ends what it opened. */
   async composed(backend: BlobStore, root: string): Promise<{ store: BlobStore; close(): Promise<void> }> {
-    const db = openDatabase(join(root, 'index.sqlite'));
-    const objects = new ObjectsRepo(db);
+    const db = openSqliteIndex(join(root, 'index.sqlite'));
+    const objects = db.objects;
     const references: ReferenceLog = {
       restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
-      isWanted: (oid) => objects.findShared(oid) !== null,
+      isWanted: async (oid) => (await objects.findShared(oid)) !== null,
       stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
-      checkpoint: () => void db.pragma('wal_checkpoint(TRUNCATE)'),
+      checkpoint: () => db.checkpoint(),
     };
     const composed = await composeStore({ backend, codec, hasher, compressionLevel: LEVEL, journal: { dir: join(root, 'journal'), references } });
     return {
       store: composed.store,
       close: async () => {
         await composed.journal?.close();
-        db.close();
+        await db.close();
       },
     };
   },
@@ -99,7 +98,7 @@ const bucket = new S3Client({
   bucket: s3.bucket,
   region: 'us-east-1',
   pathStyle: true,
-  credentials: { accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null },
+  credentials: s3rverCredentials(),
 });
 t.teardown(() => bucket.close());
 
