@@ -183,8 +183,21 @@ if (!hasNginx()) {
         });
         req.on('error', reject);
       });
-      req.write(data.subarray(0, 1 << 20));
-      return { finish: () => (req.end(data.subarray(1 << 20)), done) };
+      done.catch(() => undefined); // reported by finish()
+      let sent = 1 << 20;
+      req.write(data.subarray(0, sent));
+      // Held open, it must not look idle: uWS closes a connection after ~10 s without traffic, and a
+      // busy machine may take that long to get to finish(). A byte a second keeps it open.
+      const trickle = setInterval(() => sent < data.length - 1 && req.write(data.subarray(sent, ++sent)), 1000);
+      trickle.unref();
+      t.teardown(() => clearInterval(trickle));
+      return {
+        finish() {
+          clearInterval(trickle);
+          req.end(data.subarray(sent));
+          return done;
+        },
+      };
     };
     const retain = (oids: string[], dryRun: boolean) =>
       http('POST', `${cluster.nodeUrl(0)}/${repo}/objects/retain`, { headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ oids, dry_run: dryRun }) });
