@@ -2,10 +2,9 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
-import { openDatabase } from './db/database.js';
 import { DataDirLock } from './db/data-dir-lock.js';
-import { LocksRepo } from './db/locks-repo.js';
-import { ObjectsRepo } from './db/objects-repo.js';
+import { openSqliteIndex } from './db/sqlite/sqlite-index.js';
+import { ClusterNode } from './service/cluster-node.js';
 import { ForgeHttpClient } from './forge/client.js';
 import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
@@ -17,9 +16,6 @@ import { WorkerTasks } from './service/maintenance/worker-tasks.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
-import { SessionsRepo } from './db/sessions-repo.js';
-import { SettingsRepo } from './db/settings-repo.js';
-import { StatsRepo } from './db/stats-repo.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
 import { PolicedAccessService, SettingsService } from './service/settings-service.js';
@@ -63,12 +59,16 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const lock = DataDirLock.acquire(config.dataDir);
   const index = join(config.dataDir, 'index.sqlite');
   const firstRun = !existsSync(index);
-  const db = openDatabase(index, log);
+  const db = openSqliteIndex(index, log);
   const pool = new WorkerPool(config.workers);
   const hasher = new HashThread();
-  const objects = new ObjectsRepo(db);
-  // SVC_STORE picks the backend; compose.ts builds the same stack on either. A bucket keeps no
-  // node-local journal (an acknowledged object must be in the bucket).
+  const objects = db.objects;
+  // A shared index (PostgreSQL) means other nodes may run beside this one: this node heartbeats,
+  // records its uploads in flight, and takes job leases in the index (service/cluster-node.ts).
+  const node = db.kind === 'postgres' ? await ClusterNode.join(db.nodes, log) : null;
+  // SVC_STORE picks the backend; compose.ts builds the same stack on either. Only one node on its
+  // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
+  // acknowledged object must be in the store and its reference in the index before the 200.
   const backend = await openBackend(config);
   const s3 = backend instanceof S3BlobStore ? backend : null;
   const disk = backend instanceof DiskBlobStore ? backend : null;
@@ -78,15 +78,15 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     hasher,
     compressionLevel: config.compressionLevel,
     journal:
-      disk === null
+      disk === null || node !== null
         ? null
         : {
             dir: join(config.dataDir, 'journal'),
             references: {
               restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
-              isWanted: (oid) => objects.findShared(oid) !== null,
+              isWanted: async (oid) => (await objects.findShared(oid)) !== null,
               stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
-              checkpoint: () => void db.pragma('wal_checkpoint(TRUNCATE)'),
+              checkpoint: () => db.checkpoint(),
             },
           },
   });
@@ -100,7 +100,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     if (replay.replayed > 0) log('journal replayed', { records: replay.replayed });
     if (replay.deferred > 0) log('index full: journal references deferred until there is room', { records: replay.deferred });
   }
-  if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
+  // Orphan files are only this node's to judge when nothing else writes its objects/ folder.
+  if (disk !== null && node === null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
   let retiring = false;
   let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
   let deferred = journal?.deferredReferences ?? 0;
@@ -123,23 +124,22 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }, 1000);
   retirer.unref();
   // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
-  const statsRepo = new StatsRepo(db);
-  const settings = new SettingsService(new SettingsRepo(db), statsRepo, objects, metrics, config.access);
+  const statsRepo = db.stats;
+  const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
-  const transfers = new TransferService(blobs, objects, metrics);
+  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : { node, ledger: db.maintenance, log });
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({
-    db,
+    index: db,
+    node,
     store: blobs,
     backend: s3 ?? disk!,
     codec: maintenanceTasks,
     hasher,
-    objects,
-    stats: statsRepo,
     pool,
     uploads: transfers,
     graceSeconds: config.gcGrace,
@@ -160,24 +160,24 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     batch.usePresign(presign);
     transfers.usePromoter(presign);
   }
-  registerHealthRoutes(http, { store: blobs, metrics });
+  registerHealthRoutes(http, { store: blobs, index: db, metrics });
   registerObjectRoutes(http, { access, batch, transfers, limits: settings, presign });
   registerMaintenanceRoutes(http, { access, maintenance });
-  registerLockRoutes(http, { locks: new LockService(new LocksRepo(db), access, { maxAge: config.lockMaxAge }, log) });
+  registerLockRoutes(http, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
   const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
-  const sessions = new SessionService(new SessionsRepo(db), access, { adminRepo, ttlSeconds: config.sessionTtl });
+  const sessions = new SessionService(db.sessions, access, { adminRepo, ttlSeconds: config.sessionTtl });
   registerRepoPageRoutes(http, { access, stats });
   registerDashboardRoutes(http, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
   // Issue 7 item 4: what /metrics reads at scrape time (store figures at most once a minute).
   metrics.useSources({
-    storeFigures: () => {
-      const t = statsRepo.serverTotals();
-      return { objects: t.objects, logicalBytes: t.logicalBytes, storedBytes: t.storedBytes, locks: statsRepo.lockTotal() };
+    storeFigures: async () => {
+      const [t, locks] = await Promise.all([statsRepo.serverTotals(), statsRepo.lockTotal()]);
+      return { objects: t.objects, logicalBytes: t.logicalBytes, storedBytes: t.storedBytes, locks };
     },
     pools: () => maintenance.poolLoads(),
-    jobs: () => maintenance.jobs().running,
+    jobs: async () => (await maintenance.jobs()).running,
     jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[],
     journal: () => journal?.flushStats ?? null,
     audits: () => statsRepo.auditTotals(),
@@ -186,7 +186,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       const fs = await statfs(config.dataDir);
       return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
     },
-    ready: () => blobs.checkWritable().then(() => true, () => false),
+    ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
   });
   http.route('any', '/*', 'not_found', (ctx) => {
     const known = http.knownPath(ctx.url);
@@ -222,7 +222,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await maintenanceTasks.close();
       await hasher.close();
       await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
-      db.close();
+      await node?.leave();
+      await db.close();
       lock.release();
     },
   };

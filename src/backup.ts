@@ -21,7 +21,7 @@
 import { copyFile, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { backupIndex } from './db/index-backup.js';
+import { backupIndex } from './db/sqlite/index-backup.js';
 
 const USAGE = `usage: npm run backup -- --data-dir DIR --to DEST [--index-only]
   --data-dir DIR   the server's SVC_DATA_DIR (it may be running)

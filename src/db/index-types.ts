@@ -39,6 +39,8 @@ export interface ObjectRow {
 export interface ObjectIndex {
   /** The object as this repository sees it: only when the repository holds a reference and it is not quarantined. */
   findInRepo(repo: string, oid: Oid): Promise<ObjectRow | null>;
+  /** findInRepo for many oids at once (a batch request): one query; the map holds those found. */
+  findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>>;
   /** The object in the shared store, whoever uploaded it. Never let its answer reach a client. */
   findShared(oid: Oid): Promise<ObjectRow | null>;
   /** Whether the index knows any object at all (an empty index beside a full store means a lost index). */
@@ -226,20 +228,24 @@ export interface MaintenanceIndex {
   /**
    * Drops the repository's reference, in one transaction: when no repository references the oid
    * any more the object row goes too and, unless a write of the oid is in flight on a node whose
-   * heartbeat is at or after `liveSince`, a deletion intent is recorded ('delete').
+   * heartbeat is at or after `liveSince`, a deletion intent naming `node` is recorded ('delete').
    */
-  dropReference(repo: string, oid: Oid, liveSince: number): Promise<DropOutcome>;
-  /** Deletion intents left by a crash between the index change and the bytes' removal. */
-  pendingDeletes(): Promise<Oid[]>;
+  dropReference(repo: string, oid: Oid, liveSince: number, node: string): Promise<DropOutcome>;
+  /**
+   * Deletion intents left by a crash between the index change and the bytes' removal: those whose
+   * node's heartbeat is before `liveSince` or absent (a live node may still be deleting its own).
+   */
+  pendingDeletes(liveSince: number): Promise<Oid[]>;
   /** The bytes of an intent are gone (or the intent is dropped): removes it. */
   deleted(oid: Oid): Promise<void>;
   quarantine(oid: Oid, repo: string, reason: string): Promise<void>;
   setStoredSize(oid: Oid, storedSize: number): Promise<void>;
   /**
-   * Records a write of `oid` in flight on `node`; returns its ticket and whether a deletion of the
-   * oid is pending (then the caller waits until deletePending() is false before writing).
+   * Records a write of `oid` in flight on `node`; returns its ticket, whether a deletion of the oid
+   * is pending (then the caller waits until deletePending() is false before writing), and whether
+   * the oid is quarantined (what the upload path would otherwise ask in a round trip of its own).
    */
-  beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean }>;
+  beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean; readonly quarantined: boolean }>;
   /** Whether a deletion intent for `oid` is still recorded. */
   deletePending(oid: Oid): Promise<boolean>;
   /** The write of a ticket is finished (reference recorded) or abandoned. */

@@ -60,15 +60,15 @@ export interface MetricSources {
   /** Live load of each pool, keyed by the `pool` label (`transfer`, `maintenance`). */
   pools(): Readonly<Record<string, PoolLoad>>;
   /** Jobs queued or running now. */
-  jobs(): readonly JobProgress[];
+  jobs(): readonly JobProgress[] | Promise<readonly JobProgress[]>;
   /** Every job kind, so each kind's series exist (at 0) before its first job. */
   readonly jobKinds: readonly string[];
   /** The disk store's journal group commits so far; null without one (bucket store). */
   journal(): JournalFlushes | null;
   /** Audit results (SQLite, one row per repository: cheap enough to read at every scrape). */
-  audits(): AuditFigures;
+  audits(): AuditFigures | Promise<AuditFigures>;
   /** Objects under quarantine (found bad by an audit and not uploaded again since). */
-  quarantined(): number;
+  quarantined(): number | Promise<number>;
   /** Free and total bytes of the data directory's file system. */
   dataDir(): Promise<DiskSpace>;
   /** What GET /ready would answer: true when the store takes a write. */
@@ -310,8 +310,8 @@ export class Metrics {
     name: 'svc_audit_last_success_timestamp_seconds',
     help: 'Unix time the most recent audit that read every object and found none wrong finished (0: none yet)',
     registers: [this.registry],
-    collect: this.#sourced((s, g) => {
-      const at = s.audits().lastSuccessAt;
+    collect: this.#sourced(async (s, g) => {
+      const at = (await s.audits()).lastSuccessAt;
       g.set(at === null ? 0 : at / 1000);
     }),
   });
@@ -321,7 +321,7 @@ export class Metrics {
     name: 'svc_quarantined_objects',
     help: 'Objects under quarantine (found corrupt or unreadable by an audit, not uploaded again since)',
     registers: [this.registry],
-    collect: this.#sourced((s, g) => g.set(s.quarantined())),
+    collect: this.#sourced(async (s, g) => g.set(await s.quarantined())),
   });
 
   /** Room left for uploads and the index (statfs at scrape time, like node_filesystem_avail_bytes). */
@@ -385,8 +385,8 @@ export class Metrics {
       help: 'Repositories by the outcome of their last audit (clean, problems_found: corrupt or unreadable objects, incomplete: cut short)',
       labelNames: ['result'] as const,
       registers: [this.registry],
-      collect() {
-        const a = sources().audits();
+      async collect() {
+        const a = await sources().audits();
         this.set({ result: 'clean' }, a.clean);
         this.set({ result: 'problems_found' }, a.problemsFound);
         this.set({ result: 'incomplete' }, a.incomplete);

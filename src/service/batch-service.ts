@@ -1,8 +1,9 @@
-import type { ObjectsRepo } from '../db/objects-repo.js';
+import type { ObjectIndex, ObjectRow } from '../db/index-types.js';
+import type { Oid } from '../protocol/oid.js';
 import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protocol/batch.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { PresignService } from './presign-service.js';
-import type { UploadLimits } from './settings-service.js';
+import type { UploadBudget, UploadLimits } from './settings-service.js';
 import type { LegacyLayout } from '../store/types.js';
 
 export interface BatchLinks {
@@ -22,14 +23,14 @@ export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
  * repository is invisible here, so the client uploads it and proves it holds the bytes.
  */
 export class BatchService {
-  readonly #objects: ObjectsRepo;
+  readonly #objects: ObjectIndex;
   readonly #links: BatchLinks;
   /** Access settings: max object size and repository quota (issue 7); none when absent. */
   readonly #limits: UploadLimits | null;
   /** The legacy per-repository layout (issue 6): its objects count as present until dedupe folds them. */
   readonly #legacy: Pick<LegacyLayout, 'legacySizeSync'> | null;
 
-  constructor(objects: ObjectsRepo, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyLayout, 'legacySizeSync'> | null = null) {
+  constructor(objects: ObjectIndex, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyLayout, 'legacySizeSync'> | null = null) {
     this.#objects = objects;
     this.#links = links;
     this.#limits = limits;
@@ -44,10 +45,27 @@ export class BatchService {
     this.#presign = presign;
   }
 
-  answer(repo: RepoName, req: BatchRequest): BatchResponse {
+  async answer(repo: RepoName, req: BatchRequest): Promise<BatchResponse> {
     const base = `${this.#links.baseUrl}/${repo.org}/${repo.repo}/objects`;
-    const budget = req.operation === 'upload' ? this.#limits?.uploadBudget(repo) ?? null : null;
-    const objects = req.objects.map((o): BatchResponseObject => {
+    const budget = req.operation === 'upload' ? ((await this.#limits?.uploadBudget(repo)) ?? null) : null;
+    // One index query for the whole batch (a round trip each would cost a cluster node dearly).
+    const valid = req.objects.flatMap((o) => (o.invalid === undefined && o.parsedOid !== null ? [o.parsedOid] : []));
+    const found = await this.#objects.findManyInRepo(repo.key, valid);
+    const objects: BatchResponseObject[] = [];
+    for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget));
+    // Rule 14: links back to this server are never `authenticated: true`, so the client sends credentials.
+    return { transfer: 'basic', objects, hash_algo: 'sha256' };
+  }
+
+  async #answerOne(
+    repo: RepoName,
+    req: BatchRequest,
+    o: BatchRequest['objects'][number],
+    base: string,
+    found: ReadonlyMap<Oid, ObjectRow>,
+    budget: UploadBudget | null,
+  ): Promise<BatchResponseObject> {
+    {
       if (o.invalid !== undefined || o.parsedOid === null) {
         return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
       }
@@ -55,8 +73,9 @@ export class BatchService {
         // batch.md: 409 — the hash algorithm disagrees with the server's acceptable options.
         return { oid: o.oid, size: o.size, error: { code: 409, message: `hash_algo "${req.hashAlgo}" is not supported; this server uses sha256` } };
       }
-      let held: { size: number } | null = this.#objects.findInRepo(repo.key, o.parsedOid);
-      if (held === null && this.#legacy !== null && !this.#objects.isQuarantined(o.parsedOid)) {
+      const row = found.get(o.parsedOid) ?? null;
+      let held: { size: number } | null = row;
+      if (held === null && this.#legacy !== null && !(await this.#objects.isQuarantined(o.parsedOid))) {
         const size = this.#legacy.legacySizeSync(repo, o.parsedOid);
         if (size !== null) held = { size };
       }
@@ -67,7 +86,6 @@ export class BatchService {
         if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
         // Rule 15: a presigned GET of the shared key, authenticated: true (the URL carries its credentials).
         if (this.#presign !== null) {
-          const row = this.#objects.findInRepo(repo.key, o.parsedOid);
           const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
           if (signed !== null) return signed;
         }
@@ -97,8 +115,6 @@ export class BatchService {
         size: o.size,
         actions: { upload: Object.keys(header).length > 0 ? { href: `${base}/${o.oid}`, header } : { href: `${base}/${o.oid}` } },
       };
-    });
-    // Rule 14: links back to this server are never `authenticated: true`, so the client sends credentials.
-    return { transfer: 'basic', objects, hash_algo: 'sha256' };
+    }
   }
 }

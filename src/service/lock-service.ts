@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { LockRow, LocksRepo } from '../db/locks-repo.js';
+import type { LockIndex, LockRow } from '../db/index-types.js';
 import { lfsError } from '../errors/errors.js';
 import {
   formatCursor,
@@ -52,12 +52,12 @@ export function toWireLock(row: LockRow): WireLock {
  * keeps its locks; the login is stored as the name shown to other users.
  */
 export class LockService {
-  readonly #locks: LocksRepo;
+  readonly #locks: LockIndex;
   readonly #access: AccessService;
   readonly #maxAgeMs: number | null;
   readonly #log: Logger;
 
-  constructor(locks: LocksRepo, access: AccessService, opts: LockServiceOptions, log: Logger) {
+  constructor(locks: LockIndex, access: AccessService, opts: LockServiceOptions, log: Logger) {
     this.#locks = locks;
     this.#access = access;
     this.#maxAgeMs = opts.maxAge === null ? null : opts.maxAge * 1000;
@@ -71,7 +71,7 @@ export class LockService {
     // An app or installation token names nobody, so nobody could release its lock.
     if (me === null) throw lfsError('LFS_ERR_LOCK_NO_IDENTITY');
     const now = Date.now();
-    const outcome = this.#locks.create(
+    const outcome = await this.#locks.create(
       { id: newLockId(), repo: repo.key, path: req.path, ref: req.refName, ownerId: me.id, ownerName: me.name, lockedAt: now },
       this.#maxAgeMs === null ? null : now - this.#maxAgeMs,
     );
@@ -107,7 +107,7 @@ export class LockService {
   /** `GET /locks`: pull suffices. `refspec` is accepted and ignored (single-branch locking). */
   async list(token: string | null, repo: RepoName, query: ListLocksQuery, signal: AbortSignal): Promise<LockList> {
     await this.#access.authorize(token, repo, 'pull', { signal });
-    const { rows, next } = this.#select(repo, query.path, query.id, query.cursor, query.limit);
+    const { rows, next } = await this.#select(repo, query.path, query.id, query.cursor, query.limit);
     const answer: LockList = { locks: rows.map(toWireLock) };
     if (next !== null) answer.next_cursor = next;
     return answer;
@@ -121,7 +121,7 @@ export class LockService {
   async verify(token: string | null, repo: RepoName, req: VerifyLocksRequest, signal: AbortSignal): Promise<LockVerifyList> {
     await this.#access.authorize(token, repo, 'push', { signal });
     const me = await this.#access.identify(token!, signal);
-    const { rows, next } = this.#select(repo, null, null, req.cursor, req.limit);
+    const { rows, next } = await this.#select(repo, null, null, req.cursor, req.limit);
     const answer: LockVerifyList = { ours: [], theirs: [] };
     for (const row of rows) (me !== null && row.ownerId === me.id ? answer.ours : answer.theirs).push(toWireLock(row));
     if (next !== null) answer.next_cursor = next;
@@ -137,8 +137,9 @@ export class LockService {
     const grant = await this.#access.authorize(token, repo, 'push', { signal });
     // Null for an app token: it owns no lock, but with admin it may still force one open.
     const me = await this.#access.identify(token!, signal);
-    // No await below this line: find, check and delete happen in one turn of the event loop.
-    const lock = isLockId(id) ? this.#locks.findById(repo.key, id) : null;
+    // The delete below names this lock's id: if it was released (and the path locked again) since
+    // this read, the delete finds nothing and the answer is 404, never someone else's lock released.
+    const lock = isLockId(id) ? await this.#locks.findById(repo.key, id) : null;
     if (lock === null) throw lfsError('LFS_ERR_LOCK_NOT_FOUND', `No lock with id ${JSON.stringify(id.slice(0, 64))} in ${repo.key}`);
     if (me === null || lock.ownerId !== me.id) {
       if (!req.force) {
@@ -159,7 +160,7 @@ export class LockService {
         stale,
       });
     }
-    if (!this.#locks.delete(repo.key, lock.id)) throw lfsError('LFS_ERR_LOCK_NOT_FOUND', `No lock with id ${JSON.stringify(id.slice(0, 64))} in ${repo.key}`);
+    if (!(await this.#locks.delete(repo.key, lock.id))) throw lfsError('LFS_ERR_LOCK_NOT_FOUND', `No lock with id ${JSON.stringify(id.slice(0, 64))} in ${repo.key}`);
     return toWireLock(lock);
   }
 
@@ -172,17 +173,17 @@ export class LockService {
    * repository); otherwise a page is `limit` locks after the cursor, and `next_cursor` is set only
    * when one more lock exists ("if there are more locks matching the given filters", locking.md).
    */
-  #select(repo: RepoName, path: string | null, id: string | null, cursor: number | null, limit: number): { rows: LockRow[]; next: string | null } {
+  async #select(repo: RepoName, path: string | null, id: string | null, cursor: number | null, limit: number): Promise<{ rows: LockRow[]; next: string | null }> {
     const after = cursor ?? 0;
     if (path !== null || id !== null) {
-      let row = path !== null ? this.#locks.findByPath(repo.key, path) : null;
+      let row = path !== null ? await this.#locks.findByPath(repo.key, path) : null;
       if (id !== null) {
-        if (path === null) row = isLockId(id) ? this.#locks.findById(repo.key, id) : null;
+        if (path === null) row = isLockId(id) ? await this.#locks.findById(repo.key, id) : null;
         else if (row !== null && row.id !== id) row = null;
       }
       return { rows: row !== null && row.seq > after ? [row] : [], next: null };
     }
-    const rows = this.#locks.page(repo.key, after, limit + 1);
+    const rows = await this.#locks.page(repo.key, after, limit + 1);
     if (rows.length <= limit) return { rows, next: null };
     rows.length = limit;
     return { rows, next: formatCursor(rows[limit - 1]!.seq) };

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { SessionsRepo } from '../db/sessions-repo.js';
+import type { SessionIndex } from '../db/index-types.js';
 import { isLfsError, lfsError } from '../errors/errors.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { PolicedAccessService } from './settings-service.js';
@@ -36,11 +36,11 @@ function hashSecret(secret: string): string {
  * bits handed to the browser once; only its hash is stored, so a copy of the database signs no one in.
  */
 export class SessionService {
-  readonly #repo: SessionsRepo;
+  readonly #repo: SessionIndex;
   readonly #access: PolicedAccessService;
   readonly #opts: SessionOptions;
 
-  constructor(repo: SessionsRepo, access: PolicedAccessService, opts: SessionOptions) {
+  constructor(repo: SessionIndex, access: PolicedAccessService, opts: SessionOptions) {
     this.#repo = repo;
     this.#access = access;
     this.#opts = opts;
@@ -78,23 +78,23 @@ export class SessionService {
   async signIn(token: string, signal: AbortSignal): Promise<{ id: string; session: Session }> {
     const user = await this.adminOf(token, signal);
     const now = Date.now();
-    this.#repo.purgeExpired(now);
+    await this.#repo.purgeExpired(now);
     const id = randomBytes(32).toString('base64url');
     const expiresAt = now + this.#opts.ttlSeconds * 1000;
-    this.#repo.insert({ idHash: hashSecret(id), userId: user.id, userName: user.name, via: user.via, createdAt: now, expiresAt });
+    await this.#repo.insert({ idHash: hashSecret(id), userId: user.id, userName: user.name, via: user.via, createdAt: now, expiresAt });
     return { id, session: { user, createdAt: now, expiresAt } };
   }
 
   /** The live session for a cookie value, or null (unknown, expired or signed out). */
-  find(id: string): Session | null {
+  async find(id: string): Promise<Session | null> {
     if (id === '' || id.length > 100) return null;
-    const row = this.#repo.find(hashSecret(id), Date.now());
+    const row = await this.#repo.find(hashSecret(id), Date.now());
     if (row === null) return null;
     const via = row.via === 'site_admin' ? 'site_admin' : 'admin_repo';
     return { user: { id: row.userId, name: row.userName, via }, createdAt: row.createdAt, expiresAt: row.expiresAt };
   }
 
-  signOut(id: string): void {
-    if (id !== '') this.#repo.delete(hashSecret(id));
+  async signOut(id: string): Promise<void> {
+    if (id !== '') await this.#repo.delete(hashSecret(id));
   }
 }

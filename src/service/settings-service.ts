@@ -1,8 +1,6 @@
 import { ConfigError, parseBoolean, parseRepoPatterns, parseSize } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import type { ObjectsRepo } from '../db/objects-repo.js';
-import type { SettingsRepo } from '../db/settings-repo.js';
-import type { StatsRepo } from '../db/stats-repo.js';
+import type { ObjectIndex, SettingsIndex, StatsIndex } from '../db/index-types.js';
 import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
@@ -45,9 +43,14 @@ export interface ObjectRefusal {
  * skip the batch.
  */
 export interface UploadLimits {
-  uploadBudget(repo: RepoName): { admit(size: number): ObjectRefusal | null };
+  uploadBudget(repo: RepoName): Promise<UploadBudget>;
   /** Throws 413/507 when the object cannot be accepted; when its size is unknown, returns where to cut the body. */
-  admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): UploadCap | null;
+  admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): Promise<UploadCap | null>;
+}
+
+/** A batch's running account of what it may still accept: the first object past a limit is refused. */
+export interface UploadBudget {
+  admit(size: number): ObjectRefusal | null;
 }
 
 /** The most bytes an upload of unknown size may send, and the error to answer past it. */
@@ -69,36 +72,58 @@ function compilePattern(pattern: string): RegExp {
 }
 
 /**
- * Holds the access settings (saved in SQLite over the environment's defaults), edits them, and
- * enforces them. Reads come from memory, so a saved change applies to the very next request.
+ * Holds the access settings (saved in the index over the environment's defaults), edits them, and
+ * enforces them. On one node reads come from memory, so a saved change applies to the very next
+ * request. With an index shared by several nodes (`shared`), every request reads the saved row
+ * again (one primary-key query, shared by the requests that arrive while it runs), so a change
+ * saved through one node applies to the next request on every node.
  */
 export class SettingsService implements UploadLimits {
-  readonly #repo: SettingsRepo;
-  readonly #stats: StatsRepo;
-  readonly #objects: ObjectsRepo;
+  readonly #repo: SettingsIndex;
+  readonly #stats: StatsIndex;
+  readonly #objects: ObjectIndex;
   readonly #metrics: Metrics;
   readonly #defaults: AccessSettings;
   #current: AccessSettings;
   #patterns: RegExp[];
   #saved: { updatedAt: number; updatedBy: string } | null = null;
+  readonly #fresh: FreshRead | null;
 
-  constructor(repo: SettingsRepo, stats: StatsRepo, objects: ObjectsRepo, metrics: Metrics, defaults: Config['access']) {
+  private constructor(repo: SettingsIndex, stats: StatsIndex, objects: ObjectIndex, metrics: Metrics, defaults: Config['access'], shared: boolean) {
     this.#repo = repo;
     this.#stats = stats;
     this.#objects = objects;
     this.#metrics = metrics;
     this.#defaults = { ...defaults, allowedRepos: [...defaults.allowedRepos] };
     this.#current = this.#defaults;
-    const row = repo.get(SETTINGS_KEY);
-    if (row !== null) {
-      try {
-        this.#current = this.#merge(this.#defaults, row.value);
-        this.#saved = { updatedAt: row.updatedAt, updatedBy: row.updatedBy };
-      } catch {
-        // A row this version cannot read (written by a newer one): serve the defaults rather than refuse to start.
-      }
-    }
     this.#patterns = this.#current.allowedRepos.map(compilePattern);
+    this.#fresh = shared ? new FreshRead(() => this.#load()) : null;
+  }
+
+  /** Loads the saved settings; `shared` when other nodes may save them too (see the class comment). */
+  static async open(repo: SettingsIndex, stats: StatsIndex, objects: ObjectIndex, metrics: Metrics, defaults: Config['access'], shared: boolean): Promise<SettingsService> {
+    const s = new SettingsService(repo, stats, objects, metrics, defaults, shared);
+    await s.#load();
+    return s;
+  }
+
+  async #load(): Promise<void> {
+    const row = await this.#repo.get(SETTINGS_KEY);
+    if (row === null) {
+      if (this.#saved !== null) this.#apply(this.#defaults, null);
+      return;
+    }
+    if (this.#saved !== null && this.#saved.updatedAt === row.updatedAt && this.#saved.updatedBy === row.updatedBy) return;
+    try {
+      this.#apply(this.#merge(this.#defaults, row.value), { updatedAt: row.updatedAt, updatedBy: row.updatedBy });
+    } catch {
+      // A row this version cannot read (written by a newer one): serve the defaults rather than refuse to start.
+    }
+  }
+
+  /** With a shared index: the settings as saved now (a read that starts after this call). */
+  async refresh(): Promise<void> {
+    if (this.#fresh !== null) await this.#fresh.read();
   }
 
   get current(): AccessSettings {
@@ -119,17 +144,18 @@ export class SettingsService implements UploadLimits {
   }
 
   /** Applies the fields present in `patch` over the current settings, saves and enforces them at once. */
-  save(patch: unknown, by: string): AccessSettingsView {
+  async save(patch: unknown, by: string): Promise<AccessSettingsView> {
+    await this.refresh();
     const next = this.#merge(this.#current, patch);
     const now = Date.now();
-    this.#repo.put(SETTINGS_KEY, { anonymous_read: next.anonymousRead, allowed_repos: next.allowedRepos, max_object_size: next.maxObjectSize, repo_quota: next.repoQuota }, by, now);
+    await this.#repo.put(SETTINGS_KEY, { anonymous_read: next.anonymousRead, allowed_repos: next.allowedRepos, max_object_size: next.maxObjectSize, repo_quota: next.repoQuota }, by, now);
     this.#apply(next, { updatedAt: now, updatedBy: by });
     return this.view();
   }
 
   /** Forgets the saved settings: the environment's defaults apply again. */
-  reset(): AccessSettingsView {
-    this.#repo.delete(SETTINGS_KEY);
+  async reset(): Promise<AccessSettingsView> {
+    await this.#repo.delete(SETTINGS_KEY);
     this.#apply(this.#defaults, null);
     return this.view();
   }
@@ -198,9 +224,10 @@ export class SettingsService implements UploadLimits {
     }
   }
 
-  uploadBudget(repo: RepoName): { admit(size: number): ObjectRefusal | null } {
+  async uploadBudget(repo: RepoName): Promise<UploadBudget> {
     const { maxObjectSize, repoQuota } = this.#current;
-    let used = repoQuota > 0 ? this.#stats.repoSummary(repo.key).logicalBytes : 0;
+    // The index's sum: every node's uploads count against the quota.
+    let used = repoQuota > 0 ? (await this.#stats.repoSummary(repo.key)).logicalBytes : 0;
     return {
       admit: (size: number): ObjectRefusal | null => {
         if (maxObjectSize > 0 && size > maxObjectSize) {
@@ -219,11 +246,11 @@ export class SettingsService implements UploadLimits {
     };
   }
 
-  admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): UploadCap | null {
+  async admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): Promise<UploadCap | null> {
     const { maxObjectSize, repoQuota } = this.#current;
     // Re-sending an object the repository already holds adds nothing to its usage.
-    const counts = repoQuota > 0 && this.#objects.findInRepo(repo.key, oid) === null;
-    const room = counts ? Math.max(0, repoQuota - this.#stats.repoSummary(repo.key).logicalBytes) : Infinity;
+    const counts = repoQuota > 0 && (await this.#objects.findInRepo(repo.key, oid)) === null;
+    const room = counts ? Math.max(0, repoQuota - (await this.#stats.repoSummary(repo.key)).logicalBytes) : Infinity;
     if (maxObjectSize === 0 && room === Infinity) return null;
     const tooLarge = (): Error => {
       this.#metrics.rejections.inc({ cause: 'object_too_large' });
@@ -259,6 +286,7 @@ export class PolicedAccessService extends AccessService {
   }
 
   override async authorize(...args: Parameters<AccessService['authorize']>): ReturnType<AccessService['authorize']> {
+    await this.#settings.refresh();
     this.#settings.checkRepo(args[1], args[0]);
     return super.authorize(...args);
   }
@@ -266,5 +294,39 @@ export class PolicedAccessService extends AccessService {
   /** The forge's answer without the access settings: the dashboard's admin check must never be locked out by an allow list. */
   authorizeIgnoringSettings(...args: Parameters<AccessService['authorize']>): ReturnType<AccessService['authorize']> {
     return super.authorize(...args);
+  }
+}
+
+/**
+ * Coalesces reads that must each see the state as of their own call: a caller joins the next read
+ * to start, never one already running (it may have started before the caller's change committed).
+ * Under load this is at most one read running and one queued, whatever the request rate.
+ */
+class FreshRead {
+  readonly #read: () => Promise<void>;
+  #running: Promise<void> | null = null;
+  #next: Promise<void> | null = null;
+
+  constructor(read: () => Promise<void>) {
+    this.#read = read;
+  }
+
+  read(): Promise<void> {
+    if (this.#running === null) return this.#start();
+    // One read is running: join (or queue) the read that starts once it settles.
+    this.#next ??= this.#running.then(
+      () => this.#start(),
+      () => this.#start(),
+    );
+    return this.#next;
+  }
+
+  #start(): Promise<void> {
+    this.#next = null;
+    const p = this.#read().finally(() => {
+      if (this.#running === p) this.#running = null;
+    });
+    this.#running = p;
+    return p;
   }
 }

@@ -1,10 +1,10 @@
-import type { ObjectsRepo } from '../db/objects-repo.js';
+import type { ObjectIndex } from '../db/index-types.js';
 import type { Oid } from '../protocol/oid.js';
 
 /** What the sweep needs of the disk backend (DiskBlobStore). */
 export interface SweptStore {
   clearStaging(): Promise<number>;
-  findOrphans(isKnown: (oid: Oid) => boolean): { path: string; size: number }[];
+  findOrphans(isKnown: (oid: Oid) => boolean | Promise<boolean>): Promise<{ path: string; size: number }[]>;
   removeOrphan(path: string): Promise<void>;
 }
 
@@ -20,7 +20,7 @@ type Log = (msg: string, fields: object) => void;
  * start goes on: the next start tries again.
  */
 /** `journaled`: oids whose bytes the journal holds (known, whatever the index says). */
-export async function sweepAfterCrash(store: SweptStore, objects: ObjectsRepo, journaled: (oid: Oid) => boolean, log: Log): Promise<void> {
+export async function sweepAfterCrash(store: SweptStore, objects: ObjectIndex, journaled: (oid: Oid) => boolean, log: Log): Promise<void> {
   try {
     await sweep(store, objects, journaled, log);
   } catch (e) {
@@ -28,15 +28,15 @@ export async function sweepAfterCrash(store: SweptStore, objects: ObjectsRepo, j
   }
 }
 
-async function sweep(store: SweptStore, objects: ObjectsRepo, journaled: (oid: Oid) => boolean, log: Log): Promise<void> {
+async function sweep(store: SweptStore, objects: ObjectIndex, journaled: (oid: Oid) => boolean, log: Log): Promise<void> {
   const staging = await store.clearStaging();
   if (staging > 0) log('swept staging files left by an earlier run', { count: staging });
-  const orphans = store.findOrphans((oid) => journaled(oid) || objects.findShared(oid) !== null);
+  const orphans = await store.findOrphans(async (oid) => journaled(oid) || (await objects.findShared(oid)) !== null);
   if (orphans.length === 0) return;
   const bytes = orphans.reduce((n, o) => n + o.size, 0);
   // An index that knows nothing beside a store full of files was lost or replaced, not a crash's
   // litter: those bytes may be all that is left, so they stay for the operator.
-  if (!objects.hasAny()) {
+  if (!(await objects.hasAny())) {
     log('objects/ holds files the index does not know, and the index is empty: left in place', { count: orphans.length, bytes });
     return;
   }

@@ -1,4 +1,4 @@
-import type { HistogramBucket, StatsRepo, StatsSample } from '../db/stats-repo.js';
+import type { HistogramBucket, ServerTotals, StatsIndex, StatsSample } from '../db/index-types.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
@@ -33,7 +33,7 @@ export interface RepoStats {
     readonly max_age_seconds: number | null;
     readonly items: readonly { id: string; path: string; owner: string; locked_at: string; age_seconds: number; stale: boolean }[];
   };
-  /** Null until an audit ran ("never audited"); filled by the audit job through StatsRepo.recordAudit. */
+  /** Null until an audit ran ("never audited"); filled by the audit job through StatsIndex.recordAudit. */
   readonly last_audit: {
     readonly finished_at: string;
     readonly objects: number;
@@ -101,7 +101,7 @@ export interface PoolView {
 /** Where the dashboard learns about the pool and jobs; the defaults report an idle pool and no jobs. */
 export interface WorkSource {
   pool(): PoolView;
-  jobs(): { running: readonly JobView[]; recent: readonly JobView[] };
+  jobs(): Promise<{ running: readonly JobView[]; recent: readonly JobView[] }>;
 }
 
 /** GET /-/api/overview. */
@@ -161,6 +161,8 @@ const DAY_MS = 86400_000;
 const LARGEST_SHOWN = 10;
 /** Repositories listed on the dashboard; the card above the list gives the total. */
 const REPOS_LISTED = 200;
+/** The repository page lists at most this many locks (their total is always given). */
+const LOCKS_SHOWN = 200;
 
 const ratio = (saved: number, logical: number): number => (logical > 0 ? Math.round((saved / logical) * 10_000) / 10_000 : 0);
 
@@ -170,7 +172,7 @@ const ratio = (saved: number, logical: number): number => (logical > 0 ? Math.ro
  * SQLite time series so the plots survive a restart.
  */
 export class StatsService {
-  readonly #repo: StatsRepo;
+  readonly #repo: StatsIndex;
   readonly #metrics: Metrics;
   readonly #opts: StatsOptions;
   readonly #startedAt = Date.now();
@@ -178,17 +180,21 @@ export class StatsService {
   #timer: NodeJS.Timeout | null = null;
   #sampling: Promise<void> | null = null;
 
-  constructor(repo: StatsRepo, metrics: Metrics, opts: StatsOptions) {
+  constructor(repo: StatsIndex, metrics: Metrics, opts: StatsOptions) {
     this.#repo = repo;
     this.#metrics = metrics;
     this.#opts = opts;
   }
 
-  repoStats(repo: RepoName): RepoStats {
+  async repoStats(repo: RepoName): Promise<RepoStats> {
     const now = Date.now();
-    const s = this.#repo.repoSummary(repo.key);
-    const locks = this.#repo.locks(repo.key);
-    const audit = this.#repo.lastAudit(repo.key);
+    const [s, locks, audit, largest, histogram] = await Promise.all([
+      this.#repo.repoSummary(repo.key),
+      this.#repo.locks(repo.key, LOCKS_SHOWN),
+      this.#repo.lastAudit(repo.key),
+      this.#repo.largestObjects(repo.key, LARGEST_SHOWN),
+      this.#repo.sizeHistogram(repo.key),
+    ]);
     const maxAge = this.#opts.lockMaxAge;
     return {
       repository: repo.key,
@@ -198,18 +204,18 @@ export class StatsService {
       stored_bytes: s.storedBytes,
       saved_bytes: s.logicalBytes - s.storedBytes,
       saving_ratio: ratio(s.logicalBytes - s.storedBytes, s.logicalBytes),
-      largest_objects: this.#repo.largestObjects(repo.key, LARGEST_SHOWN).map((o) => ({
+      largest_objects: largest.map((o) => ({
         oid: o.oid,
         size: o.size,
         stored_size: o.storedSize,
         created_at: new Date(o.createdAt).toISOString(),
       })),
-      size_histogram: this.#repo.sizeHistogram(repo.key),
+      size_histogram: histogram,
       locks: {
-        available: locks !== null,
-        total: locks?.total ?? 0,
+        available: true,
+        total: locks.total,
         max_age_seconds: maxAge,
-        items: (locks?.items ?? []).map((l) => {
+        items: locks.items.map((l) => {
           const age = Math.max(0, Math.floor((now - l.lockedAt) / 1000));
           return { id: l.id, path: l.path, owner: l.ownerName, locked_at: new Date(l.lockedAt).toISOString(), age_seconds: age, stale: maxAge !== null && age >= maxAge };
         }),
@@ -230,8 +236,8 @@ export class StatsService {
   }
 
   /** The repositories holding objects, by name (at most 200), for the dashboard's list. */
-  repositoryList(): RepoListItem[] {
-    return this.#repo.repositoryList(REPOS_LISTED).map((r) => ({
+  async repositoryList(): Promise<RepoListItem[]> {
+    return (await this.#repo.repositoryList(REPOS_LISTED)).map((r) => ({
       repository: r.repo,
       objects: r.objects,
       logical_bytes: r.logicalBytes,
@@ -240,16 +246,19 @@ export class StatsService {
   }
 
   /** Jobs queued or running and the recent finished ones (the dashboard's live jobs section). */
-  jobs(): { running: readonly JobView[]; recent: readonly JobView[] } {
-    return this.#opts.work?.jobs() ?? { running: [], recent: [] };
+  async jobs(): Promise<{ running: readonly JobView[]; recent: readonly JobView[] }> {
+    return (await this.#opts.work?.jobs()) ?? { running: [], recent: [] };
   }
 
   async overview(): Promise<Overview> {
     const now = Date.now();
-    const totals = this.#repo.serverTotals();
-    const counters = await this.#readCounters();
+    const [totals, counters, samples, locks] = await Promise.all([
+      this.#repo.serverTotals(),
+      this.#readCounters(),
+      this.#repo.samplesSince(now - DAY_MS),
+      this.#repo.lockTotal(),
+    ]);
     const live = this.#delta(counters, this.#baseline);
-    const samples = this.#repo.samplesSince(now - DAY_MS);
     const sum = (since: number): TransferFigures => {
       const f = { uploads: live.uploads, upload_bytes: live.uploadBytes, downloads: live.downloads, download_bytes: live.downloadBytes };
       for (const s of samples) {
@@ -293,9 +302,9 @@ export class StatsService {
       },
       transfers: { last_hour: sum(now - 3600_000), last_day: sum(now - DAY_MS) },
       rejections: { since_start: counters.rejections, last_day: lastDayRejections },
-      locks: this.#repo.lockTotal(),
+      locks,
       workers: this.#opts.work?.pool() ?? { threads: this.#opts.workers, busy: 0, queued: 0, utilization: 0 },
-      jobs: this.jobs(),
+      jobs: await this.jobs(),
       series: [...samples.map(toPoint), toPoint(nowPoint)],
     };
   }
@@ -326,8 +335,7 @@ export class StatsService {
       const now = Date.now();
       const counters = await this.#readCounters();
       const delta = this.#delta(counters, this.#baseline);
-      const totals = this.#repo.serverTotals();
-      const last = this.#repo.lastSample();
+      const [totals, last] = await Promise.all([this.#repo.serverTotals(), this.#repo.lastSample()]);
       const moved =
         delta.uploads + delta.downloads + delta.uploadBytes + delta.downloadBytes > 0 ||
         Object.keys(delta.rejections).length > 0 ||
@@ -337,16 +345,16 @@ export class StatsService {
         last.storedBytes !== totals.storedBytes ||
         last.repositories !== totals.repositories;
       if (!moved && (force || (last !== null && now - last.at < IDLE_SAMPLE_MS))) return;
-      this.#repo.insertSample(this.#sampleOf(now, totals, delta));
+      await this.#repo.insertSample(this.#sampleOf(now, totals, delta));
       this.#baseline = counters;
-      this.#repo.pruneSamples(now - KEEP_SAMPLES_MS);
+      await this.#repo.pruneSamples(now - KEEP_SAMPLES_MS);
     })().finally(() => {
       this.#sampling = null;
     });
     return this.#sampling;
   }
 
-  #sampleOf(at: number, totals: ReturnType<StatsRepo['serverTotals']>, d: Counters): StatsSample {
+  #sampleOf(at: number, totals: ServerTotals, d: Counters): StatsSample {
     return {
       at,
       repositories: totals.repositories,

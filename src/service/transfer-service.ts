@@ -1,9 +1,10 @@
-import type { ObjectsRepo } from '../db/objects-repo.js';
+import type { MaintenanceIndex, ObjectIndex } from '../db/index-types.js';
 import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
+import type { ClusterNode } from './cluster-node.js';
 import type { UploadGate } from './maintenance/maintenance-deps.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
@@ -16,13 +17,18 @@ export interface IncomingPromoter {
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
 }
 
+/** How long an upload waits for another node's delete of its oid before answering 503. */
+const DELETE_WAIT_MS = 30_000;
+/** How often the index is asked whether that delete is done. */
+const DELETE_POLL_MS = 100;
+
 /**
  * Uploads, downloads and verification of single objects. The store verifies bytes; this layer
  * records references and enforces that a repository only ever reaches objects it holds itself.
  */
 export class TransferService implements UploadGate {
   readonly #store: BlobStore;
-  readonly #objects: ObjectsRepo;
+  readonly #objects: ObjectIndex;
   readonly #metrics: Metrics;
   /** The legacy per-repository layout, served until dedupe folds it (disk only). */
   readonly #legacy: LegacyLayout | null;
@@ -30,14 +36,22 @@ export class TransferService implements UploadGate {
   readonly #uploading = new Map<string, number>();
   /** The deletion gate: oids retain is deleting, each with the promise that settles with the delete. */
   readonly #deleting = new Map<string, Promise<void>>();
+  /** With a shared index: this node, and the index where uploads in flight are recorded for every node to see. */
+  readonly #cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void } | null;
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
 
-  constructor(store: BlobStore, objects: ObjectsRepo, metrics: Metrics) {
+  constructor(
+    store: BlobStore,
+    objects: ObjectIndex,
+    metrics: Metrics,
+    cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void } | null = null,
+  ) {
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
+    this.#cluster = cluster;
     this.#legacy = store.legacy;
     const up = metrics.transferBytes.labels({ direction: 'upload' });
     const down = metrics.transferBytes.labels({ direction: 'download' });
@@ -51,9 +65,10 @@ export class TransferService implements UploadGate {
   }
 
   /**
-   * Retain marks an oid whose last reference it has just dropped (same synchronous step), and calls
-   * the returned function once the store's delete settled: uploads of the oid wait until then, so
-   * none finds the doomed bytes "already stored", and each stores fresh ones instead.
+   * Retain marks an oid before it drops the oid's last reference (same synchronous step as its
+   * isUploading check), and calls the returned function once the store's delete settled: uploads of
+   * the oid on this node wait until then, so none finds the doomed bytes "already stored", and each
+   * stores fresh ones instead. Other nodes learn of the delete from its intent in the index.
    */
   markDeleting(oid: Oid): () => void {
     let open!: () => void;
@@ -69,15 +84,48 @@ export class TransferService implements UploadGate {
    * Runs a write of `oid` (writer to recorded reference) as an upload: in flight from this call on
    * (retain skips the oid), and begun only once a deletion of the oid under way has settled.
    */
-  async asUpload<T>(oid: Oid, write: () => Promise<T>): Promise<T> {
+  async asUpload<T>(oid: Oid, write: (quarantined: boolean | null) => Promise<T>): Promise<T> {
     this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
     try {
       for (let gate = this.#deleting.get(oid); gate !== undefined; gate = this.#deleting.get(oid)) await gate;
-      return await write();
+      if (this.#cluster === null) return await write(null);
+      return await this.#asClusterUpload(this.#cluster, oid, write);
     } finally {
       const n = this.#uploading.get(oid)! - 1;
       if (n === 0) this.#uploading.delete(oid);
       else this.#uploading.set(oid, n);
+    }
+  }
+
+  /**
+   * With a shared index: the write is recorded in flight for every node's retain to see, and waits
+   * while another node deletes the oid (its intent is in the index until the bytes are gone).
+   */
+  async #asClusterUpload<T>(
+    cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void },
+    oid: Oid,
+    write: (quarantined: boolean | null) => Promise<T>,
+  ): Promise<T> {
+    const { ticket, deletePending, quarantined } = await cluster.ledger.beginUpload(oid, cluster.node.id, Date.now());
+    try {
+      if (deletePending) await this.#awaitDelete(cluster.ledger, oid);
+      return await write(quarantined);
+    } finally {
+      // Not on the response's path: a row left a moment longer only keeps retain off this oid.
+      void cluster.ledger.endUpload(ticket).catch((e: unknown) => cluster.log('upload in flight not cleared in the index', { level: 'warn', oid, err: String(e) }));
+    }
+  }
+
+  /**
+   * Another node is deleting the oid: its intent goes once the bytes are gone. Nothing announces
+   * that across nodes, so the index is asked again, at most DELETE_WAIT_MS in all; past that the
+   * client is asked to retry (503) rather than held.
+   */
+  async #awaitDelete(ledger: MaintenanceIndex, oid: Oid): Promise<void> {
+    const until = Date.now() + DELETE_WAIT_MS;
+    while (await ledger.deletePending(oid)) {
+      if (Date.now() > until) throw lfsError('LFS_ERR_NOT_READY', 'This object is being deleted by a maintenance job on another node; retry shortly', { 'Retry-After': '5' });
+      await new Promise((r) => setTimeout(r, DELETE_POLL_MS));
     }
   }
 
@@ -89,22 +137,22 @@ export class TransferService implements UploadGate {
     const started = performance.now();
     this.#metrics.inFlight.inc({ direction: 'upload' });
     try {
-      return await this.asUpload(oid, () => this.#upload(repo, oid, body, expectedSize, started));
+      return await this.asUpload(oid, (quarantined) => this.#upload(repo, oid, body, expectedSize, started, quarantined));
     } finally {
       this.#metrics.inFlight.dec({ direction: 'upload' });
     }
   }
 
-  async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number): Promise<number> {
+  async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number, quarantined: boolean | null): Promise<number> {
     // A quarantined oid's bad bytes must be gone before the new ones commit, or the store would keep
     // them as "already stored" (the audit moves them; this covers a crash between its mark and its
     // move). Every backend: a disk file, a bucket key, a journal entry.
-    if (this.#objects.isQuarantined(oid)) await this.#store.quarantine(oid);
+    if (quarantined ?? (await this.#objects.isQuarantined(oid))) await this.#store.quarantine(oid);
     const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
     try {
       await body.into(writer);
       const put = await writer.finish();
-      await this.#objects.addReferenceWithOthers(repo.key, oid, put.size, put.storedSize);
+      await this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
       // The streamed bytes were counted chunk by chunk (countUploadBytes); this is the completed size.
       this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
@@ -119,10 +167,10 @@ export class TransferService implements UploadGate {
 
   /** Opens an object this repository holds; 404 otherwise (never revealing other repositories' objects). */
   async openForDownload(repo: RepoName, oid: Oid): Promise<BlobReader> {
-    const row = this.#objects.findInRepo(repo.key, oid);
+    const row = await this.#objects.findInRepo(repo.key, oid);
     if (row === null) {
       // Not folded into the shared store yet: the repository's legacy file is served as it is.
-      const legacy = this.#legacy === null || this.#objects.isQuarantined(oid) ? null : await this.#legacy.openLegacy(repo, oid);
+      const legacy = this.#legacy === null || (await this.#objects.isQuarantined(oid)) ? null : await this.#legacy.openLegacy(repo, oid);
       if (legacy === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
       return legacy;
     }
@@ -145,13 +193,13 @@ export class TransferService implements UploadGate {
    * promoted into the shared store, after its digest was confirmed, and its reference recorded.
    */
   async verify(repo: RepoName, oid: Oid, size: number): Promise<void> {
-    const row = this.#objects.findInRepo(repo.key, oid) ?? this.#legacyRow(repo, oid);
+    const row = (await this.#objects.findInRepo(repo.key, oid)) ?? (await this.#legacyRow(repo, oid));
     if (row === null && this.#promoter !== null) {
       const promoter = this.#promoter;
       // Promotion writes the oid into the shared keyspace: an upload, as far as retain is concerned.
       const put = await this.asUpload(oid, async () => {
         const p = await promoter.promote(repo, oid, size);
-        this.#objects.addReference(repo.key, oid, p.size, p.storedSize);
+        await this.#objects.addReference(repo.key, oid, p.size, p.storedSize);
         return p;
       });
       // A presigned upload went straight to the bucket: no chunk passed here, so it is counted now.
@@ -164,8 +212,8 @@ export class TransferService implements UploadGate {
     if (row.size !== size) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Stored object has ${row.size} bytes, not ${size}`);
   }
 
-  #legacyRow(repo: RepoName, oid: Oid): { size: number } | null {
-    if (this.#legacy === null || this.#objects.isQuarantined(oid)) return null;
+  async #legacyRow(repo: RepoName, oid: Oid): Promise<{ size: number } | null> {
+    if (this.#legacy === null || (await this.#objects.isQuarantined(oid))) return null;
     const size = this.#legacy.legacySizeSync(repo, oid);
     return size === null ? null : { size };
   }

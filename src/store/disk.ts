@@ -185,9 +185,10 @@ export class DiskBlobStore implements BlobStore {
    * journal replay) and the journal. Only meaningful while no upload or job runs: at start, with the
    * data directory locked.
    */
-  findOrphans(isKnown: (oid: Oid) => boolean): { path: string; size: number }[] {
-    // Synchronous: it runs before the server listens, when nothing else waits on the event loop, and
-    // a threadpool round trip per directory would make the walk of a large store several times slower.
+  async findOrphans(isKnown: (oid: Oid) => boolean | Promise<boolean>): Promise<{ path: string; size: number }[]> {
+    // Directories are read synchronously: it runs before the server listens, when nothing else waits
+    // on the event loop, and a threadpool round trip per directory would make the walk of a large
+    // store several times slower.
     const out: { path: string; size: number }[] = [];
     const namesSync = (dir: string): string[] => {
       try {
@@ -202,7 +203,7 @@ export class DiskBlobStore implements BlobStore {
         if (!/^[0-9a-f]{2}$/.test(b)) continue;
         for (const name of namesSync(join(this.#objects, a, b))) {
           const oid = parseOid(name);
-          if (oid === null || !oid.startsWith(a + b) || isKnown(oid)) continue;
+          if (oid === null || !oid.startsWith(a + b) || (await isKnown(oid))) continue;
           const st = statSync(this.pathOf(oid), { throwIfNoEntry: false });
           if (st !== undefined && st.isFile()) out.push({ path: this.pathOf(oid), size: st.size });
         }

@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { shardPath, type Oid } from '../../src/protocol/oid.js';
-import { openDatabase } from '../../src/db/database.js';
-import { ObjectsRepo } from '../../src/db/objects-repo.js';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { composeStore } from '../../src/store/compose.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
@@ -58,20 +57,20 @@ const adapter = {
   },
   /** The full default stack, verify(journal(compress(disk))), as the server builds it; `close` ends what it opened. */
   async composed(backend: BlobStore, root: string): Promise<{ store: BlobStore; close(): Promise<void> }> {
-    const db = openDatabase(join(root, 'index.sqlite'));
-    const objects = new ObjectsRepo(db);
+    const db = openSqliteIndex(join(root, 'index.sqlite'));
+    const objects = db.objects;
     const references: ReferenceLog = {
       restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
-      isWanted: (oid) => objects.findShared(oid) !== null,
+      isWanted: async (oid) => (await objects.findShared(oid)) !== null,
       stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
-      checkpoint: () => void db.pragma('wal_checkpoint(TRUNCATE)'),
+      checkpoint: () => db.checkpoint(),
     };
     const composed = await composeStore({ backend, codec, hasher, compressionLevel: LEVEL, journal: { dir: join(root, 'journal'), references } });
     return {
       store: composed.store,
       close: async () => {
         await composed.journal?.close();
-        db.close();
+        await db.close();
       },
     };
   },

@@ -29,10 +29,10 @@ async function journaledStore(t: Test): Promise<{ dir: string; store: Journaling
   // The index's side of the port: every object is wanted; stored sizes are recorded as reported.
   const reported = new Map<Oid, number>();
   const store = await JournalingBlobStore.open(disk, join(dir, 'journal'), {
-    restore: () => undefined,
-    isWanted: () => true,
-    stored: (oid, size) => void reported.set(oid, size),
-    checkpoint: () => undefined,
+    restore: async () => undefined,
+    isWanted: async () => true,
+    stored: async (oid, size) => void reported.set(oid, size),
+    checkpoint: async () => undefined,
   });
   t.teardown(() => store.close());
   const objs = Array.from({ length: 40 }, (_, i) => randomBytes(10_000 + i * 100));

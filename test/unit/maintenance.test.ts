@@ -2,9 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { openDatabase } from '../../src/db/database.js';
-import { JobsRepo, MaintenanceRepo } from '../../src/db/jobs-repo.js';
-import { ObjectsRepo } from '../../src/db/objects-repo.js';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { JobRunner } from '../../src/service/maintenance/job-runner.js';
 import { forEachLimited } from '../../src/service/maintenance/worker-tasks.js';
@@ -113,9 +111,9 @@ t.test('DiscardBlobStore: a writer counts what it is given, keeps nothing, relea
 });
 
 t.test('TransferService deletion gate: a write of an oid being deleted waits for the delete, and counts as in flight meanwhile', async (t) => {
-  const db = openDatabase(join(dir, 'gate.sqlite'));
+  const db = openSqliteIndex(join(dir, 'gate.sqlite'));
   t.teardown(() => db.close());
-  const transfers = new TransferService(new DiscardBlobStore(1 << 20), new ObjectsRepo(db), new Metrics());
+  const transfers = new TransferService(new DiscardBlobStore(1 << 20), db.objects, new Metrics());
   const oid = parseOid('c'.repeat(64))!;
   const other = parseOid('d'.repeat(64))!;
   const open = transfers.markDeleting(oid);
@@ -140,87 +138,88 @@ t.test('TransferService deletion gate: a write of an oid being deleted waits for
 });
 
 t.test('MaintenanceRepo: dropping the last reference removes the row and records an intent; quarantine hides an object', async (t) => {
-  const db = openDatabase(join(dir, 'index.sqlite'));
+  const db = openSqliteIndex(join(dir, 'index.sqlite'));
   t.teardown(() => db.close());
-  const objects = new ObjectsRepo(db);
-  const maint = new MaintenanceRepo(db);
+  const objects = db.objects;
+  const maint = db.maintenance;
   const oid = parseOid('a'.repeat(64))!;
-  objects.addReference('o/one', oid, 10, 10);
-  objects.addReference('o/two', oid, 10, 10);
-  t.equal(maint.dropReference('o/one', oid), false, 'another repository still references it');
-  t.ok(objects.findShared(oid));
-  t.equal(maint.dropReference('o/two', oid), true, 'the last reference: the file must go');
-  t.equal(objects.findShared(oid), null);
-  t.same(maint.pendingDeletes(), [oid]);
-  maint.deleted(oid);
-  t.same(maint.pendingDeletes(), []);
+  const now = Date.now();
+  await objects.addReference('o/one', oid, 10, 10);
+  await objects.addReference('o/two', oid, 10, 10);
+  t.equal(await maint.dropReference('o/one', oid, now, ''), 'kept', 'another repository still references it');
+  t.ok(await objects.findShared(oid));
+  t.equal(await maint.dropReference('o/two', oid, now, ''), 'delete', 'the last reference: the file must go');
+  t.equal(await objects.findShared(oid), null);
+  t.same(await maint.pendingDeletes(now), [oid]);
+  await maint.deleted(oid);
+  t.same(await maint.pendingDeletes(now), []);
 
-  objects.addReference('o/one', oid, 10, 10);
-  t.equal(objects.isQuarantined(oid), false);
-  maint.quarantine(oid, 'o/one', 'corrupt');
-  t.equal(objects.findInRepo('o/one', oid), null, 'quarantined: missing to batch and downloads');
-  t.equal(maint.repoObjects('o/one')[0]!.quarantined, true);
-  t.equal(objects.isQuarantined(oid), true, 'the mark is seen by the uploads of the same index');
+  await objects.addReference('o/one', oid, 10, 10);
+  t.equal(await objects.isQuarantined(oid), false);
+  await maint.quarantine(oid, 'o/one', 'corrupt');
+  t.equal(await objects.findInRepo('o/one', oid), null, 'quarantined: missing to batch and downloads');
+  t.equal((await maint.repoObjects('o/one'))[0]!.quarantined, true);
+  t.equal(await objects.isQuarantined(oid), true, 'the mark is seen by the uploads of the same index');
   // A server started on an index that already holds marks must see them too (they are not only
   // known to the connection that wrote them).
-  const again = openDatabase(join(dir, 'index.sqlite'));
-  t.equal(new ObjectsRepo(again).isQuarantined(oid), true, 'marks already in the index are seen at start');
-  again.close();
-  objects.addReference('o/one', oid, 10, 8);
-  t.equal(objects.isQuarantined(oid), false, 'healed');
-  t.ok(objects.findInRepo('o/one', oid), 'good bytes uploaded again lift the quarantine');
-  t.equal(objects.findShared(oid)!.storedSize, 8, 'and the row describes the new file');
+  const again = openSqliteIndex(join(dir, 'index.sqlite'));
+  t.equal(await again.objects.isQuarantined(oid), true, 'marks already in the index are seen at start');
+  await again.close();
+  await objects.addReference('o/one', oid, 10, 8);
+  t.equal(await objects.isQuarantined(oid), false, 'healed');
+  t.ok(await objects.findInRepo('o/one', oid), 'good bytes uploaded again lift the quarantine');
+  t.equal((await objects.findShared(oid))!.storedSize, 8, 'and the row describes the new file');
 });
 
 t.test('JobRunner: joins a duplicate request, records progress and report, marks killed jobs interrupted', async (t) => {
-  const db = openDatabase(join(dir, 'jobs.sqlite'));
+  const db = openSqliteIndex(join(dir, 'jobs.sqlite'));
   t.teardown(() => db.close());
   const logs: string[] = [];
-  const runner = new JobRunner(new JobsRepo(db), (m) => logs.push(m));
+  const runner = await JobRunner.open(db.jobs, null, (m) => logs.push(m));
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
-  const a = runner.start('audit', 'o/r', false, async (ctx) => {
+  const a = await runner.start('audit', 'o/r', false, async (ctx) => {
     ctx.progress.objectsTotal = 2;
     await gate;
     ctx.progress.objectsDone = 2;
     return { ok: 2 };
   });
-  const b = runner.start('audit', 'o/r', false, async () => ({ ok: -1 }));
+  const b = await runner.start('audit', 'o/r', false, async () => ({ ok: -1 }));
   t.equal(b, a, 'a second request for the same job joins it');
-  const c = runner.start('compress', 'o/r', true, async () => ({ compressed: 0 }));
+  const c = await runner.start('compress', 'o/r', true, async () => ({ compressed: 0 }));
   t.equal(c.state, 'queued', 'jobs of one repository run one after another');
   release();
   t.same(await a.done, { ok: 2 });
   t.same(await c.done, { compressed: 0 });
-  t.match(runner.find('o/r', a.id), { state: 'done', objects_done: 2, objects_total: 2, report: { ok: 2 } });
-  t.equal(runner.find('x/y', a.id), null, "another repository's job is not found");
+  t.match(await runner.find('o/r', a.id), { state: 'done', objects_done: 2, objects_total: 2, report: { ok: 2 } });
+  t.equal(await runner.find('x/y', a.id), null, "another repository's job is not found");
 
-  const failing = runner.start('dedupe', 'o/r', false, async () => {
+  const failing = await runner.start('dedupe', 'o/r', false, async () => {
     throw new Error('boom');
   });
   await t.rejects(failing.done);
-  t.match(runner.find('o/r', failing.id), { state: 'failed', error: 'the job failed; see the server log' });
+  t.match(await runner.find('o/r', failing.id), { state: 'failed', error: 'the job failed; see the server log' });
 
   // A job still running when the process dies is interrupted at the next start.
-  new JobsRepo(db).insert('killed-job', 'retain', 'o/r', false, Date.now());
-  const again = new JobRunner(new JobsRepo(db), (m) => logs.push(m));
-  t.match(again.find('o/r', 'killed-job'), { state: 'interrupted' });
+  await db.jobs.insert('killed-job', 'retain', 'o/r', false, Date.now(), '');
+  const again = await JobRunner.open(db.jobs, null, (m) => logs.push(m));
+  t.match(await again.find('o/r', 'killed-job'), { state: 'interrupted' });
   t.ok(logs.some((l) => /interrupted/.test(l)));
   await runner.close();
   await again.close();
 });
 
 t.test('JobRunner: cancel stops a running job between objects and a queued one at once; bytes in hand count; outcome', async (t) => {
-  const db = openDatabase(join(dir, 'cancel.sqlite'));
+  const db = openSqliteIndex(join(dir, 'cancel.sqlite'));
   t.teardown(() => db.close());
-  const runner = new JobRunner(new JobsRepo(db), () => undefined);
+  const runner = await JobRunner.open(db.jobs, null, () => undefined);
   t.teardown(() => runner.close());
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   let inHand!: () => void;
   const reading = new Promise<void>((r) => (inHand = r));
   let meterOf!: ByteMeter;
-  const a = runner.start('audit', 'o/r', true, async (ctx) => {
+  const a = await runner.start('audit', 'o/r', true, async (ctx) => {
     ctx.progress.objectsTotal = 3;
     ctx.progress.bytesTotal = 300;
     let done = 0;
@@ -234,22 +233,22 @@ t.test('JobRunner: cancel stops a running job between objects and a queued one a
     });
     return { objects: done, corrupt: 0, unreadable: 0, complete };
   });
-  const queued = runner.start('compress', 'o/r', false, async () => ({ compressed: 1 }));
+  const queued = await runner.start('compress', 'o/r', false, async () => ({ compressed: 1 }));
   await reading;
   // A worker's meter shows 40 bytes read of the object in hand.
   Atomics.store(new BigInt64Array(meterOf.buffer), 0, 40n);
-  t.match(runner.find('o/r', a.id), { state: 'running', outcome: null, bytes_done: 40, objects_done: 0 }, 'bytes within an object count');
-  t.match(runner.jobsOf('o/r'), [{ id: queued.id }, { id: a.id }], 'the repository\'s jobs, newest first');
+  t.match(await runner.find('o/r', a.id), { state: 'running', outcome: null, bytes_done: 40, objects_done: 0 }, 'bytes within an object count');
+  t.match(await runner.jobsOf('o/r'), [{ id: queued.id }, { id: a.id }], 'the repository\'s jobs, newest first');
 
-  t.match(runner.cancel('o/r', queued.id), { state: 'cancelled', outcome: 'cancelled' }, 'a queued job is cancelled at once');
-  t.match(runner.cancel('o/r', a.id), { state: 'running', finished_at: null }, 'a running job finishes the object in hand first');
-  t.equal(runner.cancel('x/y', a.id), null, "another repository's job cannot be cancelled");
+  t.match(await runner.cancel('o/r', queued.id), { state: 'cancelled', outcome: 'cancelled' }, 'a queued job is cancelled at once');
+  t.match(await runner.cancel('o/r', a.id), { state: 'running', finished_at: null }, 'a running job finishes the object in hand first');
+  t.equal(await runner.cancel('x/y', a.id), null, "another repository's job cannot be cancelled");
   release();
   t.match(await a.done, { objects: 1, complete: false }, 'those waiting get what it did before it stopped');
-  t.match(runner.find('o/r', a.id), { state: 'cancelled', outcome: 'cancelled', objects_done: 1, bytes_done: 100 });
+  t.match(await runner.find('o/r', a.id), { state: 'cancelled', outcome: 'cancelled', objects_done: 1, bytes_done: 100 });
   t.same(await queued.done, {}, 'the queued job never ran');
-  t.match(new JobsRepo(db).get(a.id), { state: 'cancelled' }, 'the table says cancelled too');
-  t.match(runner.cancel('o/r', a.id), { state: 'cancelled' }, 'cancelling a finished job leaves it as it is');
+  t.match(await db.jobs.get(a.id), { state: 'cancelled' }, 'the table says cancelled too');
+  t.match(await runner.cancel('o/r', a.id), { state: 'cancelled' }, 'cancelling a finished job leaves it as it is');
 
   t.equal(jobOutcome('audit', 'done', { corrupt: 1, unreadable: 0, complete: true }), 'problems');
   t.equal(jobOutcome('audit', 'done', { corrupt: 0, unreadable: 0, complete: true }), 'clean');

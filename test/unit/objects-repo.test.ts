@@ -2,24 +2,23 @@ import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { openDatabase } from '../../src/db/database.js';
-import { ObjectsRepo } from '../../src/db/objects-repo.js';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // References of uploads acknowledged together share one transaction, on a real SQLite file.
 const dir = tmpDir('stowage-objects-repo-');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-const db = openDatabase(join(dir, 'index.sqlite'));
+const db = openSqliteIndex(join(dir, 'index.sqlite'));
 t.teardown(() => db.close());
-const objects = new ObjectsRepo(db);
+const objects = db.objects;
 const oid = (s: string): Oid => parseOid(createHash('sha256').update(s).digest('hex'))!;
 
 t.test('references added together are all in when each promise resolves', async (t) => {
   const oids = Array.from({ length: 8 }, (_, i) => oid(`together-${i}`));
   const seen = await Promise.all(
     oids.map(async (o, i) => {
-      await objects.addReferenceWithOthers('acme/game', o, 1000 + i, 1000 + i);
+      await objects.addReference('acme/game', o, 1000 + i, 1000 + i);
       return objects.findInRepo('acme/game', o);
     }),
   );
@@ -28,21 +27,21 @@ t.test('references added together are all in when each promise resolves', async 
     oids.map((_, i) => 1000 + i),
     'each upload sees its own row as soon as it resumes',
   );
-  t.equal(objects.findInRepo('other/repo', oids[0]!), null, 'still scoped to its repository');
+  t.equal(await objects.findInRepo('other/repo', oids[0]!), null, 'still scoped to its repository');
 });
 
 t.test('one bad row fails alone; the others of its transaction are kept', async (t) => {
   const good = [oid('good-1'), oid('good-2')];
   const results = await Promise.allSettled([
-    objects.addReferenceWithOthers('acme/game', good[0]!, 10, 10),
-    objects.addReferenceWithOthers('acme/game', oid('bad'), {} as never, 10), // a value SQLite cannot bind
-    objects.addReferenceWithOthers('acme/game', good[1]!, 20, 20),
+    objects.addReference('acme/game', good[0]!, 10, 10),
+    objects.addReference('acme/game', oid('bad'), {} as never, 10), // a value SQLite cannot bind
+    objects.addReference('acme/game', good[1]!, 20, 20),
   ]);
   t.same(
     results.map((r) => r.status),
     ['fulfilled', 'rejected', 'fulfilled'],
   );
-  t.equal(objects.findInRepo('acme/game', good[0]!)?.size, 10);
-  t.equal(objects.findInRepo('acme/game', good[1]!)?.size, 20);
-  t.equal(objects.findShared(oid('bad')), null, 'nothing of the bad row is stored');
+  t.equal((await objects.findInRepo('acme/game', good[0]!))?.size, 10);
+  t.equal((await objects.findInRepo('acme/game', good[1]!))?.size, 20);
+  t.equal(await objects.findShared(oid('bad')), null, 'nothing of the bad row is stored');
 });

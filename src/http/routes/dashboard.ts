@@ -64,9 +64,9 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
     }
   };
 
-  const sessionOf = (ctx: RequestContext): { id: string; session: Session | null } => {
+  const sessionOf = async (ctx: RequestContext): Promise<{ id: string; session: Session | null }> => {
     const id = cookieValue(ctx.header('cookie'), SESSION_COOKIE);
-    return { id, session: id === '' ? null : sessions.find(id) };
+    return { id, session: id === '' ? null : await sessions.find(id) };
   };
 
   /** The admin making this call: by token when one is sent, else by the session cookie. */
@@ -76,7 +76,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
       if (changesState) checkOrigin(ctx, false);
       return sessions.adminOf(token, ctx.signal);
     }
-    const { session } = sessionOf(ctx);
+    const { session } = await sessionOf(ctx);
     if (session === null) throw lfsError('LFS_ERR_SESSION_REQUIRED');
     if (changesState) checkOrigin(ctx, true);
     return session.user;
@@ -88,8 +88,9 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
   http.route('get', '/-', 'dashboard_redirect', (ctx) => send(ctx, 308, '', { Location: '/-/' }, null));
 
   http.route('get', '/-/', 'dashboard', async (ctx) => {
-    const { session } = sessionOf(ctx);
-    const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view(), stats.repositoryList());
+    const { session } = await sessionOf(ctx);
+    if (session !== null) await settings.refresh();
+    const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view(), await stats.repositoryList());
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
   });
 
@@ -97,7 +98,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
   // of reloading the whole page).
   http.route('get', '/-/jobs', 'dashboard_jobs', async (ctx) => {
     await requireAdmin(ctx, false);
-    send(ctx, 200, renderJobs(stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
+    send(ctx, 200, renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
   });
 
   http.route('post', '/-/api/session', 'session_create', async (ctx) => {
@@ -111,16 +112,16 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
     json(ctx, 201, userView(session.user, session.expiresAt), { 'Set-Cookie': cookie(id, sessions.ttlSeconds) });
   });
 
-  http.route('get', '/-/api/session', 'session_show', (ctx) => {
-    const { session } = sessionOf(ctx);
+  http.route('get', '/-/api/session', 'session_show', async (ctx) => {
+    const { session } = await sessionOf(ctx);
     if (session === null) throw lfsError('LFS_ERR_SESSION_REQUIRED', 'Not signed in');
     json(ctx, 200, userView(session.user, session.expiresAt));
   });
 
-  http.route('del', '/-/api/session', 'session_delete', (ctx) => {
-    const { id, session } = sessionOf(ctx);
+  http.route('del', '/-/api/session', 'session_delete', async (ctx) => {
+    const { id, session } = await sessionOf(ctx);
     if (session !== null) checkOrigin(ctx, true);
-    sessions.signOut(id);
+    await sessions.signOut(id);
     send(ctx, 204, '', { ...NO_STORE, 'Set-Cookie': cookie('', 0) }, null);
   });
 
@@ -131,17 +132,18 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
 
   http.route('get', '/-/api/access', 'access_show', async (ctx) => {
     await requireAdmin(ctx, false);
+    await settings.refresh();
     json(ctx, 200, settings.view());
   });
 
   http.route('put', '/-/api/access', 'access_save', async (ctx) => {
     const body = collectBody(ctx, BODY_CAP);
     const user = await requireAdmin(ctx, true);
-    json(ctx, 200, settings.save(parseJson(await body), user.name));
+    json(ctx, 200, await settings.save(parseJson(await body), user.name));
   });
 
   http.route('del', '/-/api/access', 'access_reset', async (ctx) => {
     await requireAdmin(ctx, true);
-    json(ctx, 200, settings.reset());
+    json(ctx, 200, await settings.reset());
   });
 }

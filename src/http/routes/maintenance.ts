@@ -89,7 +89,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
       if (oid === null) throw lfsError('LFS_ERR_BAD_REQUEST', `Not an object id: ${JSON.stringify(v).slice(0, 80)}`);
       keep.add(oid);
     }
-    await answer(ctx, repo, maintenance.retain(repo, keep, flag(options, 'dry_run', false)), flag(options, 'wait', true));
+    await answer(ctx, repo, await maintenance.retain(repo, keep, flag(options, 'dry_run', false)), flag(options, 'wait', true));
   });
 
   http.route('post', '/:org/:repo/objects/dedupe', 'dedupe', async (ctx) => {
@@ -97,7 +97,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
     await access.authorize(token(ctx), repo, 'admin', ctx);
-    await answer(ctx, repo, maintenance.dedupe(repo), flag(options, 'wait', true));
+    await answer(ctx, repo, await maintenance.dedupe(repo), flag(options, 'wait', true));
   });
 
   http.route('post', '/:org/:repo/objects/compress', 'compress', async (ctx) => {
@@ -105,7 +105,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const repo = repoOf(ctx);
     const options = parseOptions(await body);
     await access.authorize(token(ctx), repo, 'admin', ctx);
-    await answer(ctx, repo, maintenance.compress(repo, flag(options, 'dry_run', false)), flag(options, 'wait', true));
+    await answer(ctx, repo, await maintenance.compress(repo, flag(options, 'dry_run', false)), flag(options, 'wait', true));
   });
 
   http.route('post', '/:org/:repo/objects/audit', 'audit', async (ctx) => {
@@ -116,7 +116,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     // asking for it without admin is refused rather than silently run read-only.
     const quarantine = flag(options, 'quarantine', false);
     await access.authorize(token(ctx), repo, quarantine ? 'admin' : 'pull', ctx);
-    await answer(ctx, repo, maintenance.audit(repo, quarantine), flag(options, 'wait', true));
+    await answer(ctx, repo, await maintenance.audit(repo, quarantine), flag(options, 'wait', true));
   });
 
   // Import reads a folder on the server, so it needs admin, and the folder is only ever named
@@ -139,7 +139,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     const repo = repoOf(ctx);
     const id = ctx.params[2]!;
     await access.authorize(token(ctx), repo, 'pull', ctx);
-    const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? maintenance.job(repo, id) : null;
+    const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? await maintenance.job(repo, id) : null;
     if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such job for this repository');
     return { repo, job };
   };
@@ -147,7 +147,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
   http.route('get', '/:org/:repo/objects/jobs', 'job_list', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(token(ctx), repo, 'pull', ctx);
-    sendJson(ctx, 200, { jobs: maintenance.jobsOf(repo) }, { 'Cache-Control': 'no-store' });
+    sendJson(ctx, 200, { jobs: await maintenance.jobsOf(repo) }, { 'Cache-Control': 'no-store' });
   });
 
   http.route('get', '/:org/:repo/objects/jobs/:id', 'job', async (ctx) => {
@@ -161,7 +161,7 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     await collectBody(ctx, SMALL_BODY_CAP);
     const { repo, job } = await jobOf(ctx);
     await access.authorize(token(ctx), repo, cancelNeeds(job), ctx);
-    const after = maintenance.cancel(repo, job.id)!;
+    const after = (await maintenance.cancel(repo, job.id))!;
     sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });
 }

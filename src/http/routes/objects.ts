@@ -63,7 +63,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     checkJsonRequest(ctx);
     const request = parseBatchRequest(parseJson(await body));
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, request.operation === 'upload' ? 'push' : 'pull', ctx);
-    sendJson(ctx, 200, batch.answer(repo, request));
+    sendJson(ctx, 200, await batch.answer(repo, request));
   });
 
   http.route('post', '/:org/:repo/objects/verify', 'verify', async (ctx) => {
@@ -106,7 +106,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     }
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx);
     // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
-    body.limit(deps.limits?.admitPut(repo, oid, expected) ?? null);
+    body.limit((await deps.limits?.admitPut(repo, oid, expected)) ?? null);
     // --- end access settings
     await transfers.upload(repo, oid, body, expected);
     sendJson(ctx, 200, {});

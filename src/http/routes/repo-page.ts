@@ -30,13 +30,13 @@ export function registerRepoPageRoutes(http: HttpServer, deps: RepoPageDeps): vo
   http.route('get', '/:org/:repo/objects/stats', 'repo_stats', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
-    send(ctx, 200, JSON.stringify(stats.repoStats(repo)), { 'Cache-Control': 'no-store' }, 'application/json; charset=utf-8');
+    send(ctx, 200, JSON.stringify(await stats.repoStats(repo)), { 'Cache-Control': 'no-store' }, 'application/json; charset=utf-8');
   });
 
   http.route('get', '/:org/:repo', 'repo_page', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
-    const page = renderRepoPage(stats.repoStats(repo));
+    const page = renderRepoPage(await stats.repoStats(repo));
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
   });
 }

@@ -15,13 +15,13 @@ import type { MaintenanceDeps } from './maintenance-deps.js';
  */
 export async function adoptVerifiedFile(deps: MaintenanceDeps, legacy: LegacyLayout, repo: RepoName, oid: Oid, path: string, size: number): Promise<boolean> {
   const { store, objects } = deps;
-  const linked = await deps.uploads.asUpload(oid, async () => {
-    if (objects.isQuarantined(oid)) await store.quarantine(oid);
+  const linked = await deps.uploads.asUpload(oid, async (quarantined) => {
+    if (quarantined ?? (await objects.isQuarantined(oid))) await store.quarantine(oid);
     const adopted = await legacy.adoptFile(oid, path);
-    const shared = objects.findShared(oid);
+    const shared = await objects.findShared(oid);
     const storedSize = adopted ? size : (shared?.storedSize ?? (await store.stat(oid))?.storedSize ?? size);
     // addReference also lifts a quarantine mark: these bytes were just proven good.
-    objects.addReference(repo.key, oid, size, storedSize);
+    await objects.addReference(repo.key, oid, size, storedSize);
     return adopted;
   });
   await legacy.purge(path);

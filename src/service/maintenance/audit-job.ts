@@ -50,7 +50,7 @@ export interface AuditReport {
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;
-  const rows = maint.repoObjects(repo.key);
+  const rows = await maint.repoObjects(repo.key);
   const legacy = store.legacy === null ? [] : (await store.legacy.scanLegacy(repo, 0)).objects;
   const live = rows.filter((r) => !r.quarantined);
   const already = rows.length - live.length;
@@ -76,7 +76,7 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     if (layout === 'shared') {
       // Mark first: from this instant batch reports it missing and nothing serves it; the file move
       // after it is repeated by the next upload of the oid if this process dies in between.
-      maint.quarantine(oid, repo.key, `${kind}: ${detail}`);
+      await maint.quarantine(oid, repo.key, `${kind}: ${detail}`);
       await store.quarantine(oid);
     } else {
       await store.legacy!.setAsideLegacy(repo, oid, 'corrupt');
@@ -86,7 +86,7 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
 
   const sharedDone = await forEachLimited(live, tasks.parallelism, ctx.signal, async (row) => {
     // Dropped by retain since the listing: no longer this repository's object.
-    if (objects.findInRepo(repo.key, row.oid) === null) return ctx.progress.objectDone(row.size);
+    if ((await objects.findInRepo(repo.key, row.oid)) === null) return ctx.progress.objectDone(row.size);
     const meter = ctx.progress.meter();
     const r = await readBack(deps, row.oid, meter);
     checked++;
@@ -110,7 +110,7 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
   });
   const complete = sharedDone && legacyDone;
   const bad = corruptN + unreadableN;
-  deps.stats.recordAudit(repo.key, { finishedAt: Date.now(), objects: checked, bytes, corrupt: corruptN, unreadable: unreadableN, complete });
+  await deps.stats.recordAudit(repo.key, { finishedAt: Date.now(), objects: checked, bytes, corrupt: corruptN, unreadable: unreadableN, complete });
   return {
     objects: checked,
     bytes,

@@ -45,7 +45,7 @@ export interface CompressReport {
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
   const { store, backend, maint, objects, tasks } = deps;
-  const rows = maint.repoObjects(repo.key).filter((r) => !r.quarantined);
+  const rows = (await maint.repoObjects(repo.key)).filter((r) => !r.quarantined);
   const smaller = dryRun ? null : new SmallerOnly(backend);
   const writer = smaller === null ? measuringStore(backend.blockSize, tasks, deps.hasher, deps.compressionLevel) : compressingStore(smaller, tasks, deps.hasher, deps.compressionLevel);
   ctx.progress.objectsTotal = rows.length;
@@ -70,7 +70,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
     const forget = smaller?.expect(row.oid, row.size) ?? ((): void => undefined);
     try {
       // Not in the backend itself (a small object the journal still holds): nothing to replace.
-      if (row.size < MIN_FRAMED_SIZE || objects.findInRepo(repo.key, row.oid) === null || (await backend.stat(row.oid)) === null) {
+      if (row.size < MIN_FRAMED_SIZE || (await objects.findInRepo(repo.key, row.oid)) === null || (await backend.stat(row.oid)) === null) {
         skipped++;
         return;
       }
@@ -87,7 +87,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
         already++;
         before += reader.storedSize;
         after += reader.storedSize;
-        if (!dryRun && reader.storedSize !== row.storedSize) maint.setStoredSize(row.oid, reader.storedSize); // a killed run's replace
+        if (!dryRun && reader.storedSize !== row.storedSize) await maint.setStoredSize(row.oid, reader.storedSize); // a killed run's replace
         return;
       }
       const plain = reader;
@@ -107,7 +107,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
         return;
       }
       after += put.storedSize;
-      if (!dryRun) maint.setStoredSize(row.oid, put.storedSize);
+      if (!dryRun) await maint.setStoredSize(row.oid, put.storedSize);
       compressed++;
     } finally {
       forget();

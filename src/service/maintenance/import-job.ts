@@ -100,8 +100,8 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
     files++;
     ctx.progress.objectDone(e.kind === 'object' ? e.size : 0);
   };
-  /** The store holds good bytes of `oid` right now (checked and used in one synchronous step). */
-  const held = (oid: Oid): boolean => objects.findShared(oid) !== null && !objects.isQuarantined(oid);
+  /** The store holds good bytes of `oid` now (a hint: what decides is the check inside asUpload below). */
+  const held = async (oid: Oid): Promise<boolean> => (await objects.findShared(oid)) !== null && !(await objects.isQuarantined(oid));
 
   const complete = await forEachLimitedAsync(walkLayout(req.path, form), tasks.parallelism, ctx.signal, async (e) => {
     try {
@@ -110,7 +110,7 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
         refuse(e, e.reason === 'set_aside' ? 'not_an_object' : e.reason);
         return;
       }
-      if (req.dryRun || held(e.oid)) {
+      if (req.dryRun || (await held(e.oid))) {
         // Nothing to copy (or a dry run): the file is still read whole, so a corrupt one is refused.
         const r = await tasks.hash(e.path);
         if (r.outcome === 'missing') return void vanished++; // removed since the walk listed it
@@ -119,17 +119,21 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
         if (req.dryRun) {
           imported++;
           bytes += r.size;
-          if (held(e.oid)) already++;
+          if (await held(e.oid)) already++;
           else {
             copied++;
             bytesCopied += r.size;
           }
           return;
         }
-        const shared = objects.findShared(e.oid);
-        if (shared !== null && !objects.isQuarantined(e.oid)) {
-          // Same tick as the check: retain marks an oid it deletes in the tick its last reference goes.
-          objects.addReference(repo.key, e.oid, r.size, shared.storedSize);
+        // As a write of the oid: retain (on any node) cannot take the bytes between the check and the reference.
+        const referenced = await deps.uploads.asUpload(e.oid, async (quarantined) => {
+          const shared = await objects.findShared(e.oid);
+          if (shared === null || (quarantined ?? (await objects.isQuarantined(e.oid)))) return false;
+          await objects.addReference(repo.key, e.oid, r.size, shared.storedSize);
+          return true;
+        });
+        if (referenced) {
           imported++;
           already++;
           bytes += r.size;
@@ -194,13 +198,13 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     }
   };
   try {
-    return await deps.uploads.asUpload(oid, async () => {
+    return await deps.uploads.asUpload(oid, async (quarantined) => {
       // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
-      if (deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
+      if (quarantined ?? (await deps.objects.isQuarantined(oid))) await deps.store.quarantine(oid);
       const writer = await deps.store.createWriter(oid, { repo: repo.key, expectedSize: null });
       const put = await pumpInto(pull, writer, () => undefined);
       // addReference also lifts a quarantine mark: these bytes were just verified.
-      deps.objects.addReference(repo.key, oid, put.size, put.storedSize);
+      await deps.objects.addReference(repo.key, oid, put.size, put.storedSize);
       return put;
     });
   } catch (e) {

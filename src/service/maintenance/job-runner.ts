@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { JobRow, JobsRepo } from '../../db/jobs-repo.js';
+import type { JobIndex, JobRow } from '../../db/index-types.js';
+import type { NodeIdentity } from './maintenance-deps.js';
 import { isLfsError, lfsError } from '../../errors/errors.js';
 import { ByteMeter } from '../../workers/byte-meter.js';
 import type { JobView } from '../stats-service.js';
@@ -134,43 +135,80 @@ function rowView(r: JobRow): JobDetail {
 
 /** Progress is written to the jobs table this often while a job runs. */
 const PERSIST_EVERY_MS = 1000;
+/** With a shared index: how often a queued job asks again for its repository's lease, and dead nodes' jobs are looked for. */
+const LEASE_RETRY_MS = 1000;
 const RECENT_SHOWN = 20;
 
 /**
  * Runs maintenance jobs in this process, independently of the request that started them (a client
  * that hangs up does not stop its job). Jobs of one repository run one after another, so retain,
  * dedupe and compress never work on the same references at once; a second request for a job
- * already queued or running (same kind, repository and dry-run flag) joins it instead of starting
- * another. Every job is a row in the jobs table; a row left `running` by a killed process is marked
- * `interrupted` at the next start, and running the job again finishes the work (each job is
- * written to be safe to interrupt at any instant and to run twice).
+ * already queued or running here (same kind, repository and dry-run flag) joins it instead of
+ * starting another. Every job is a row in the jobs table; a row left `running` by a killed process
+ * is marked `interrupted`, and running the job again finishes the work (each job is written to be
+ * safe to interrupt at any instant and to run twice).
+ *
+ * With an index shared by several nodes (`node` given), "one after another" holds across the
+ * cluster: a job runs only while its node holds the repository's lease row in the index, so a job
+ * started through another node waits for it. A node that dies loses its leases and its running
+ * rows become `interrupted` (every node looks for those); another node can then run the job again.
+ * Jobs are listed and shown from any node (progress from their rows); a cancel reaches only the
+ * node running the job.
  */
 export class JobRunner {
-  readonly #repo: JobsRepo;
+  readonly #repo: JobIndex;
   readonly #log: (msg: string, fields: object) => void;
+  readonly #node: NodeIdentity | null;
   readonly #live = new Map<string, Job>();
   /** Tail of each repository's queue. */
   readonly #tails = new Map<string, Promise<void>>();
   readonly #abort = new AbortController();
+  #reaper: NodeJS.Timeout | null = null;
 
-  constructor(repo: JobsRepo, log: (msg: string, fields: object) => void) {
+  private constructor(repo: JobIndex, node: NodeIdentity | null, log: (msg: string, fields: object) => void) {
     this.#repo = repo;
+    this.#node = node;
     this.#log = log;
-    // At start on a full disk the index may not take this write: the rows stay `running` meanwhile.
-    let n = 0;
-    this.#record(() => (n = repo.markInterrupted()));
-    if (n > 0) log('maintenance jobs interrupted by the previous stop; run them again to finish', { level: 'warn', count: n });
   }
 
-  start(kind: JobKind, repo: string, dryRun: boolean, body: JobBody): Job {
+  /**
+   * One node (`node` null): every row left running was cut short by the previous process. A cluster
+   * node: rows of dead nodes, now and every LEASE_RETRY_MS.
+   */
+  static async open(repo: JobIndex, node: NodeIdentity | null, log: (msg: string, fields: object) => void): Promise<JobRunner> {
+    const runner = new JobRunner(repo, node, log);
+    // At start on a full disk the index may not take this write: the rows stay `running` meanwhile.
+    const n = await runner.#record(() => repo.markInterrupted(node === null ? null : node.liveSince()));
+    if (n !== undefined && n > 0) log('maintenance jobs interrupted by a stopped node; run them again to finish', { level: 'warn', count: n });
+    if (node !== null) {
+      runner.#reaper = setInterval(() => {
+        void runner.#record(() => repo.markInterrupted(node.liveSince())).then((k) => {
+          if (k !== undefined && k > 0) log('maintenance jobs of a node that stopped answering marked interrupted', { level: 'warn', count: k });
+        });
+      }, LEASE_RETRY_MS * 10);
+      runner.#reaper.unref();
+    }
+    return runner;
+  }
+
+  async start(kind: JobKind, repo: string, dryRun: boolean, body: JobBody): Promise<Job> {
     for (const j of this.#live.values()) {
       if (j.kind === kind && j.repo === repo && j.dryRun === dryRun && (j.state === 'queued' || j.state === 'running') && !j.cancelled.signal.aborted) return j;
     }
     const job = new Job(kind, repo, dryRun);
-    // Recorded first: if the index cannot take the row (a full disk), no job is left queued in
-    // memory for the next request of the same kind to join and wait on forever.
-    this.#repo.insert(job.id, kind, repo, dryRun, job.startedAt);
+    // Known at once, so a request arriving while the row is written joins this job.
     this.#live.set(job.id, job);
+    try {
+      // Recorded before it is queued: if the index cannot take the row (a full disk), no job is left
+      // queued in memory for the next request of the same kind to join and wait on forever.
+      await this.#repo.insert(job.id, kind, repo, dryRun, job.startedAt, this.#node?.id ?? '');
+    } catch (e) {
+      this.#live.delete(job.id);
+      job.state = 'failed';
+      job.finishedAt = Date.now();
+      job.settle(null, e); // anyone who joined meanwhile gets the same error
+      throw e;
+    }
     const previous = this.#tails.get(repo) ?? Promise.resolve();
     const run = previous.then(() => this.#run(job, body));
     this.#tails.set(repo, run);
@@ -180,14 +218,37 @@ export class JobRunner {
     return job;
   }
 
+  /** With a shared index: waits until this node holds the repository's lease (false: stopped or cancelled first). */
+  async #lease(job: Job): Promise<boolean> {
+    const node = this.#node;
+    if (node === null) return true;
+    const signal = AbortSignal.any([this.#abort.signal, job.cancelled.signal]);
+    for (;;) {
+      if (signal.aborted) return false;
+      if (await this.#repo.acquireLease(job.repo, node.id, node.liveSince())) return true;
+      // Held by a live node: nothing announces its release across nodes, so ask again shortly.
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, LEASE_RETRY_MS);
+        signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      });
+    }
+  }
+
   async #run(job: Job, body: JobBody): Promise<void> {
     // Progress rows are only for the dashboard: one the index cannot take is skipped, not fatal.
-    const persist = (): void => this.#record(() => this.#repo.progress(job.id, job.progress));
+    const persist = (): void => void this.#record(() => this.#repo.progress(job.id, job.progress));
     const shutdown = this.#abort.signal;
     let timer: NodeJS.Timeout | null = null;
+    let leased = false;
     try {
       if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
       if (job.finishedAt !== null) return; // cancelled while queued
+      leased = await this.#lease(job);
+      if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN');
+      if (!leased) {
+        if (job.finishedAt === null) await this.#end(job, 'cancelled', null, null);
+        return;
+      }
       job.state = 'running';
       this.#log('job started', { job: job.id, kind: job.kind, repo: job.repo, dry_run: job.dryRun });
       timer = setInterval(persist, PERSIST_EVERY_MS);
@@ -196,17 +257,18 @@ export class JobRunner {
       // Stopped part-way by a shutdown: not a result; running the job again finishes it.
       if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish');
       // Cancelled: the work done so far stands (each object is complete on its own), and its report says how far it got.
-      this.#end(job, job.cancelled.signal.aborted ? 'cancelled' : 'done', report, null);
+      await this.#end(job, job.cancelled.signal.aborted ? 'cancelled' : 'done', report, null);
     } catch (e) {
       if (shutdown.aborted) {
         // Shutdown: the work done so far is kept (each step is complete on its own); a rerun finishes.
-        this.#end(job, 'interrupted', null, lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish'));
+        await this.#end(job, 'interrupted', null, lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish'));
       } else {
         this.#log('maintenance job failed', { level: 'error', job: job.id, kind: job.kind, repo: job.repo, err: String((e as Error)?.stack ?? e) });
-        this.#end(job, 'failed', null, e);
+        await this.#end(job, 'failed', null, e);
       }
     } finally {
       if (timer !== null) clearInterval(timer);
+      if (leased && this.#node !== null) await this.#record(() => this.#repo.releaseLease(job.repo, this.#node!.id));
       // Keep a few finished jobs in memory for the dashboard; the table keeps the rest.
       const finished = [...this.#live.values()].filter((j) => j.finishedAt !== null);
       for (const old of finished.slice(0, Math.max(0, finished.length - RECENT_SHOWN))) this.#live.delete(old.id);
@@ -214,13 +276,13 @@ export class JobRunner {
   }
 
   /** Records a job's final state, in memory and in the table, and settles those waiting for it. */
-  #end(job: Job, state: 'done' | 'cancelled' | 'failed' | 'interrupted', report: JobReport | null, error: unknown): void {
+  async #end(job: Job, state: 'done' | 'cancelled' | 'failed' | 'interrupted', report: JobReport | null, error: unknown): Promise<void> {
     job.state = state;
     job.report = report;
     job.error = error;
     job.finishedAt = Date.now();
     const text = state === 'interrupted' ? 'the server stopped during this job' : error === null ? null : errorText(error);
-    this.#record(() => this.#repo.finish(job.id, state, report, text, job.progress));
+    await this.#record(() => this.#repo.finish(job.id, state, report, text, job.progress));
     // A cancelled job is an answer, not an error: those waiting get what it did before it stopped.
     job.settle(error === null ? (report ?? {}) : null, error);
     const outcome = jobOutcome(job.kind, state, report);
@@ -242,14 +304,14 @@ export class JobRunner {
    * object (what it finished stays done) and ends `cancelled`. A finished job is left as it is.
    * Returns the job's view (state still `running` until it reaches that boundary), null when unknown.
    */
-  cancel(repo: string, id: string): JobDetail | null {
+  async cancel(repo: string, id: string): Promise<JobDetail | null> {
     const live = this.#live.get(id);
     if (live === undefined || live.repo !== repo) return this.find(repo, id);
     if (live.finishedAt === null && !live.cancelled.signal.aborted) {
       this.#log('maintenance job cancelled', { job: live.id, kind: live.kind, repo: live.repo, state: live.state });
       live.cancelled.abort();
       // Not started yet: it ends now rather than when the jobs ahead of it in the queue are done.
-      if (live.state === 'queued') this.#end(live, 'cancelled', null, null);
+      if (live.state === 'queued') await this.#end(live, 'cancelled', null, null);
     }
     return live.view();
   }
@@ -258,34 +320,34 @@ export class JobRunner {
    * Writes a job's row; a failure (a full disk) is logged, never thrown: the job's outcome must
    * still reach whoever waits for it, and the repository's next job must still run.
    */
-  #record(write: () => void): void {
+  async #record<T>(write: () => Promise<T>): Promise<T | undefined> {
     try {
-      write();
+      return await write();
     } catch (e) {
       this.#log('maintenance job row not written', { err: String(e) });
+      return undefined;
     }
   }
 
   /** A job of `repo` by id (live or from the table); null for another repository's job. */
-  find(repo: string, id: string): JobDetail | null {
+  async find(repo: string, id: string): Promise<JobDetail | null> {
     const live = this.#live.get(id);
     if (live !== undefined) return live.repo === repo ? live.view() : null;
-    const row = this.#repo.get(id);
+    const row = await this.#repo.get(id);
     return row !== null && row.repo === repo ? rowView(row) : null;
   }
 
   /** The jobs of one repository, newest first: those queued or running, then recent finished ones. */
-  jobsOf(repo: string): JobDetail[] {
+  async jobsOf(repo: string): Promise<JobDetail[]> {
     const live = [...this.#live.values()].filter((j) => j.repo === repo && j.finishedAt === null).reverse(); // newest first
-    const rows = this.#repo.recentOf(repo, RECENT_SHOWN).filter((r) => !live.some((j) => j.id === r.id));
+    const rows = (await this.#repo.recentOf(repo, RECENT_SHOWN)).filter((r) => !live.some((j) => j.id === r.id));
     return [...live.map((j) => j.view()), ...rows.map((r) => this.#live.get(r.id)?.view() ?? rowView(r))].sort((a, b) => b.started_at.localeCompare(a.started_at));
   }
 
   /** For the dashboard: jobs queued or running, and the most recent finished ones. */
-  jobs(): { running: JobView[]; recent: JobView[] } {
+  async jobs(): Promise<{ running: JobView[]; recent: JobView[] }> {
     const running = [...this.#live.values()].filter((j) => j.state === 'queued' || j.state === 'running').map((j) => j.view());
-    const recent = this.#repo
-      .recent(RECENT_SHOWN + running.length)
+    const recent = (await this.#repo.recent(RECENT_SHOWN + running.length))
       .filter((r) => !running.some((j) => j.id === r.id))
       .slice(0, RECENT_SHOWN)
       .map((r) => this.#live.get(r.id)?.view() ?? rowView(r));
@@ -294,6 +356,7 @@ export class JobRunner {
 
   /** Shutdown: every job is told to stop at its next object, and this waits for them. */
   async close(): Promise<void> {
+    if (this.#reaper !== null) clearInterval(this.#reaper);
     this.#abort.abort();
     await Promise.allSettled([...this.#tails.values()]);
   }

@@ -1,6 +1,4 @@
-import type { MaintenanceRepo } from '../../db/jobs-repo.js';
-import type { ObjectsRepo } from '../../db/objects-repo.js';
-import type { StatsRepo } from '../../db/stats-repo.js';
+import type { MaintenanceIndex, ObjectIndex, StatsIndex } from '../../db/index-types.js';
 import type { Hasher } from '../../format/frame-codec.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { BlobStore } from '../../store/types.js';
@@ -16,15 +14,26 @@ export interface UploadGate {
   /** True while a write of `oid` is in flight, up to and including recording its reference. */
   isUploading(oid: Oid): boolean;
   /**
-   * Marks `oid` as being deleted; call it in the same synchronous step as the index drops the last
-   * reference, and the returned function once the store's delete has settled (either way).
+   * Marks `oid` as being deleted; call it in the same synchronous step as the isUploading check,
+   * before the index drops the last reference, and call the returned function once the store's
+   * delete has settled (either way).
    */
   markDeleting(oid: Oid): () => void;
   /**
    * Runs `write` (creating a writer, finishing it, recording the reference) as a write of `oid`:
-   * counted in flight from this call, and started only after any deletion of the oid has settled.
+   * counted in flight from this call (on every node, with a shared index), and started only after
+   * any deletion of the oid has settled. `write` gets whether the oid is quarantined when that was
+   * learnt on the way (null: ask the index).
    */
-  asUpload<T>(oid: Oid, write: () => Promise<T>): Promise<T>;
+  asUpload<T>(oid: Oid, write: (quarantined: boolean | null) => Promise<T>): Promise<T>;
+}
+
+/** Who this process is to the index: a cluster node, or the one local node of an embedded index. */
+export interface NodeIdentity {
+  /** Written into deletion intents and job rows. */
+  readonly id: string;
+  /** Rows of nodes whose heartbeat is at or after this instant are live (see ClusterNode). */
+  liveSince(): number;
 }
 
 /** What every maintenance job works with; built once by MaintenanceService. */
@@ -36,10 +45,11 @@ export interface MaintenanceDeps {
   /** The backend read through the frame reader on the maintenance pool (compose.ts readingStore). */
   readonly reader: BlobStore;
   readonly hasher: Hasher;
-  readonly objects: ObjectsRepo;
-  readonly maint: MaintenanceRepo;
-  readonly stats: StatsRepo;
+  readonly objects: ObjectIndex;
+  readonly maint: MaintenanceIndex;
+  readonly stats: StatsIndex;
   readonly uploads: UploadGate;
+  readonly node: NodeIdentity;
   /** The low-priority pool: whole-file tasks, and the compress job's frame codec. */
   readonly tasks: WorkerTasks;
   /** SVC_GC_GRACE in milliseconds. */

@@ -1,10 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hasher } from '../../format/frame-codec.js';
-import { JobsRepo, MaintenanceRepo } from '../../db/jobs-repo.js';
-import type { Db } from '../../db/database.js';
-import type { ObjectsRepo } from '../../db/objects-repo.js';
-import type { StatsRepo } from '../../db/stats-repo.js';
+import type { Index } from '../../db/index-types.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
 import { resolveImportSource, type ImportLayout } from '../../store/foreign-layout.js';
@@ -16,14 +13,19 @@ import { runCompress } from './compress-job.js';
 import { runDedupe } from './dedupe-job.js';
 import { runImport } from './import-job.js';
 import { JobRunner, type Job, type JobDetail } from './job-runner.js';
-import type { MaintenanceDeps, UploadGate } from './maintenance-deps.js';
+import type { MaintenanceDeps, NodeIdentity, UploadGate } from './maintenance-deps.js';
 import { runRetain } from './retain-job.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
 
+/** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
+const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now() };
+
 export interface MaintenanceOptions {
-  readonly db: Db;
+  readonly index: Index;
+  /** This node when the index is shared by several (job leases, intents); null for the one node of an embedded index. */
+  readonly node: NodeIdentity | null;
   /** The composed store stack (verify outermost), as TransferService uses it. */
   readonly store: BlobStore;
   /** The raw backend under that stack (disk or S3): compress writes through compressingStore(backend). */
@@ -35,8 +37,6 @@ export interface MaintenanceOptions {
   readonly codec: WorkerTasks;
   /** The hash thread: audit hashes large objects there, and compress's verify layer does. */
   readonly hasher: Hasher;
-  readonly objects: ObjectsRepo;
-  readonly stats: StatsRepo;
   /** The transfer pool: only its load, for the dashboard. */
   readonly pool: WorkerPool;
   /** TransferService: uploads in flight and the per-oid deletion gate. */
@@ -78,10 +78,11 @@ export class MaintenanceService implements WorkSource {
       backend: o.backend,
       reader: readingStore(o.backend, o.codec),
       hasher: o.hasher,
-      objects: o.objects,
-      maint: new MaintenanceRepo(o.db),
-      stats: o.stats,
+      objects: o.index.objects,
+      maint: o.index.maintenance,
+      stats: o.index.stats,
       uploads: o.uploads,
+      node: o.node ?? LOCAL_NODE,
       tasks: o.codec,
       graceMs: o.graceSeconds * 1000,
       compressionLevel: o.compressionLevel ?? 3,
@@ -93,18 +94,18 @@ export class MaintenanceService implements WorkSource {
       const staging = await legacy.maintenanceStaging();
       for (const name of await readdir(staging)) await legacy.purge(join(staging, name)).catch(() => undefined);
     }
-    return new MaintenanceService(deps, new JobRunner(new JobsRepo(o.db), o.log), o.pool, o.importDir);
+    return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o.importDir);
   }
 
-  retain(repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean): Job {
+  retain(repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean): Promise<Job> {
     return this.#runner.start('retain', repo.key, dryRun, (ctx) => runRetain(this.#deps, repo, keep, dryRun, ctx));
   }
 
-  dedupe(repo: RepoName): Job {
+  dedupe(repo: RepoName): Promise<Job> {
     return this.#runner.start('dedupe', repo.key, false, (ctx) => runDedupe(this.#deps, repo, ctx));
   }
 
-  compress(repo: RepoName, dryRun: boolean): Job {
+  compress(repo: RepoName, dryRun: boolean): Promise<Job> {
     return this.#runner.start('compress', repo.key, dryRun, (ctx) => runCompress(this.#deps, repo, dryRun, ctx));
   }
 
@@ -122,29 +123,29 @@ export class MaintenanceService implements WorkSource {
     if (current !== undefined && current.from !== from && (current.job.state === 'queued' || current.job.state === 'running')) {
       throw lfsError('LFS_ERR_BAD_REQUEST', `Another import into this repository is under way (job ${current.job.id}); start this one when it ends`);
     }
-    const job = this.#runner.start('import', repo.key, dryRun, (ctx) => runImport(this.#deps, repo, { layout, path: resolved.path, source, dryRun }, ctx));
+    const job = await this.#runner.start('import', repo.key, dryRun, (ctx) => runImport(this.#deps, repo, { layout, path: resolved.path, source, dryRun }, ctx));
     this.#imports.set(repo.key, { from, job });
     return job;
   }
 
   /** `quarantine`: bad objects found are quarantined (the caller checked admin); otherwise only reported. */
-  audit(repo: RepoName, quarantine: boolean): Job {
+  audit(repo: RepoName, quarantine: boolean): Promise<Job> {
     // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
     return this.#runner.start('audit', repo.key, !quarantine, (ctx) => runAudit(this.#deps, repo, quarantine, ctx));
   }
 
   /** A job of this repository (null for an unknown id or another repository's job). */
-  job(repo: RepoName, id: string): JobDetail | null {
+  job(repo: RepoName, id: string): Promise<JobDetail | null> {
     return this.#runner.find(repo.key, id);
   }
 
   /** The jobs of this repository, newest first (queued and running ones, then recent finished ones). */
-  jobsOf(repo: RepoName): JobDetail[] {
+  jobsOf(repo: RepoName): Promise<JobDetail[]> {
     return this.#runner.jobsOf(repo.key);
   }
 
   /** Asks a job of this repository to stop (job-runner.ts); null for an unknown id. */
-  cancel(repo: RepoName, id: string): JobDetail | null {
+  cancel(repo: RepoName, id: string): Promise<JobDetail | null> {
     return this.#runner.cancel(repo.key, id);
   }
 
@@ -162,7 +163,7 @@ export class MaintenanceService implements WorkSource {
     return { transfer: this.#pool.stats, maintenance: this.#deps.tasks.stats };
   }
 
-  jobs(): { running: readonly JobView[]; recent: readonly JobView[] } {
+  jobs(): Promise<{ running: readonly JobView[]; recent: readonly JobView[] }> {
     return this.#runner.jobs();
   }
 

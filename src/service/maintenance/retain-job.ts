@@ -26,17 +26,20 @@ export interface RetainReport {
  * upload in flight is writing. An object's bytes are deleted (`store.delete`, every backend: a disk
  * file, a bucket key, a journal entry) only when no repository references it.
  *
- * Crash-safe order: one index transaction drops the reference and — for the last one — the object
- * row, recording a deletion intent; in the same synchronous step the oid is marked in the uploads'
- * deletion gate, so an upload of it arriving now waits for the delete to settle and then stores
- * fresh bytes instead of finding these "already stored"; then the store deletes, the gate opens and
- * the intent is cleared. A crash leaves at worst an intent, which the next retain finishes.
+ * Crash-safe order: the oid is marked in this node's deletion gate in the same synchronous step as
+ * the check that no upload of it is in flight here, so an upload arriving now waits for the delete
+ * to settle and then stores fresh bytes instead of finding these "already stored"; then one index
+ * transaction drops the reference and — for the last one — the object row, recording a deletion
+ * intent unless a write of the oid is in flight on another node (the index holds those; that write
+ * records the object again, so its bytes stay); then the store deletes, the intent is cleared and
+ * the gate opens. Uploads on other nodes see the intent and wait. A crash leaves at worst an
+ * intent, which the next retain finishes.
  */
 export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean, ctx: JobContext): Promise<RetainReport> {
   const { store, maint, uploads } = deps;
   const cutoff = Date.now() - deps.graceMs;
   if (!dryRun) await finishIntents(deps);
-  const rows = maint.repoObjects(repo.key);
+  const rows = await maint.repoObjects(repo.key);
   const legacy = store.legacy === null ? [] : (await store.legacy.scanLegacy(repo, 0)).objects;
   ctx.progress.objectsTotal = rows.length + legacy.length;
   ctx.progress.bytesTotal = rows.reduce((n, r) => n + r.storedSize, 0) + legacy.reduce((n, l) => n + l.size, 0);
@@ -67,18 +70,24 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
     }
     if (dryRun) {
       swept++;
-      if (!maint.referencedElsewhere(row.oid, repo.key)) bytes += (await store.stat(row.oid))?.storedSize ?? 0;
+      if (!(await maint.referencedElsewhere(row.oid, repo.key))) bytes += (await store.stat(row.oid))?.storedSize ?? 0;
       continue;
     }
     const size = (await store.stat(row.oid))?.storedSize ?? 0;
-    // From here to markDeleting nothing awaits: no upload can start or finish in between.
+    // From the check to markDeleting nothing awaits: no upload here can start in between.
     if (uploads.isUploading(row.oid)) {
       inFlight++;
       continue;
     }
-    swept++;
-    if (!maint.dropReference(repo.key, row.oid)) continue;
-    if (await deleteObject(deps, row.oid)) bytes += size;
+    const open = uploads.markDeleting(row.oid);
+    try {
+      const outcome = await maint.dropReference(repo.key, row.oid, deps.node.liveSince(), deps.node.id);
+      swept++;
+      if (outcome === 'in_flight') inFlight++;
+      if (outcome === 'delete' && (await deleteBytes(deps, row.oid))) bytes += size;
+    } finally {
+      open();
+    }
   }
 
   // The legacy folder (disk): files not named by the client and older than the grace go too.
@@ -103,27 +112,27 @@ export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: Rea
   return { swept, bytes, within_grace: withinGrace, in_flight: inFlight, kept, dry_run: dryRun, complete };
 }
 
-/**
- * Deletes an oid whose last reference the index just dropped (same synchronous step as the caller's
- * dropReference), behind the deletion gate, then clears its intent. True when bytes were removed.
- */
-async function deleteObject(deps: MaintenanceDeps, oid: Oid): Promise<boolean> {
-  const open = deps.uploads.markDeleting(oid);
-  try {
-    const removed = await deps.store.delete(oid);
-    deps.maint.deleted(oid);
-    return removed;
-  } finally {
-    open();
-  }
+/** Deletes the bytes of an oid whose intent is recorded (the caller holds its deletion gate), then clears the intent. True when bytes were removed. */
+async function deleteBytes(deps: MaintenanceDeps, oid: Oid): Promise<boolean> {
+  const removed = await deps.store.delete(oid);
+  await deps.maint.deleted(oid);
+  return removed;
 }
 
-/** Deletion intents a killed retain left: remove the bytes unless the oid was stored again since. */
+/**
+ * Deletion intents a killed retain left (on a node no longer live): remove the bytes unless the oid
+ * was stored again since.
+ */
 async function finishIntents(deps: MaintenanceDeps): Promise<void> {
   const { maint, uploads } = deps;
-  for (const oid of maint.pendingDeletes()) {
+  for (const oid of await maint.pendingDeletes(deps.node.liveSince())) {
     if (uploads.isUploading(oid)) continue; // decided by the next run
-    if (maint.hasObject(oid)) maint.deleted(oid);
-    else await deleteObject(deps, oid);
+    const open = uploads.markDeleting(oid);
+    try {
+      if (await maint.hasObject(oid)) await maint.deleted(oid);
+      else await deleteBytes(deps, oid);
+    } finally {
+      open();
+    }
   }
 }

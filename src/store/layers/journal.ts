@@ -27,13 +27,13 @@ const RETIRE_LANES = 4;
  */
 export interface ReferenceLog {
   /** Start-up replay: restores a reference the index may have lost. Throws a storage fault when the index is full. */
-  restore(repo: string, oid: Oid, size: number): void;
+  restore(repo: string, oid: Oid, size: number): Promise<void>;
   /** Whether any repository still references the oid: a journaled object nobody wants is not written out. */
-  isWanted(oid: Oid): boolean;
+  isWanted(oid: Oid): Promise<boolean>;
   /** A journaled object was written to the store below and takes `storedSize` there (compressed, maybe). */
-  stored(oid: Oid, storedSize: number): void;
+  stored(oid: Oid, storedSize: number): Promise<void>;
   /** Makes the index durable on its own, before journal segments holding its references go. */
-  checkpoint(): void;
+  checkpoint(): Promise<void>;
 }
 
 /**
@@ -159,7 +159,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
         if (!this.#journaled.has(r.oid) && !below) continue;
         n++;
         try {
-          this.#refs.restore(r.repo, r.oid, r.size);
+          await this.#refs.restore(r.repo, r.oid, r.size);
         } catch (e) {
           if (storageFault(e) === null) throw e;
           this.#unrestored.push({ repo: r.repo, oid: r.oid, size: r.size });
@@ -175,10 +175,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /** Restores the references replay deferred; throws (a storage fault) while the index still refuses one. */
-  #restoreDeferred(): void {
+  async #restoreDeferred(): Promise<void> {
     while (this.#unrestored.length > 0) {
       const r = this.#unrestored[0]!;
-      this.#refs.restore(r.repo, r.oid, r.size);
+      await this.#refs.restore(r.repo, r.oid, r.size);
       this.#unrestored.shift();
     }
   }
@@ -197,7 +197,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    */
   async retire(): Promise<number> {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
-    this.#restoreDeferred();
+    await this.#restoreDeferred();
     const journal = this.#journal;
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
     const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
@@ -207,7 +207,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       segments.push(segment);
     }
     if (segments.length === 0) return 0;
-    this.#refs.checkpoint();
+    await this.#refs.checkpoint();
     for (const segment of segments) {
       for (const oid of this.#segmentOids.get(segment) ?? []) {
         if (this.#journaled.get(oid)?.segment === segment) this.#journaled.delete(oid);
@@ -237,7 +237,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
           return;
         }
         try {
-          if (this.#refs.isWanted(oid) && (await this.inner.stat(oid)) === null) await this.#materialize(oid, at);
+          if ((await this.#refs.isWanted(oid)) && (await this.inner.stat(oid)) === null) await this.#materialize(oid, at);
         } catch (e) {
           stopped = true; // the other lanes stop too; the segment waits for the next try
           throw e;
@@ -272,7 +272,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
         await w.abort();
         throw e;
       }
-      this.#refs.stored(oid, r.created ? r.storedSize : ((await this.inner.stat(oid))?.storedSize ?? r.storedSize));
+      await this.#refs.stored(oid, r.created ? r.storedSize : ((await this.inner.stat(oid))?.storedSize ?? r.storedSize));
     } finally {
       smallBuffers.give(data);
     }

@@ -1,15 +1,9 @@
 import type { Statement } from 'better-sqlite3';
+import type { SettingRow, SettingsIndex } from '../index-types.js';
 import type { Db } from './database.js';
 
-/** One saved setting: a JSON value with who saved it and when. */
-export interface SettingRow {
-  readonly value: unknown;
-  readonly updatedAt: number;
-  readonly updatedBy: string;
-}
-
 /** Saved settings, a JSON value per key. Every statement prepared once (design rule 9). */
-export class SettingsRepo {
+export class SettingsRepo implements SettingsIndex {
   readonly #get: Statement<[string], { value: string; updated_at: number; updated_by: string }>;
   readonly #put: Statement<[string, string, number, string]>;
   readonly #delete: Statement<[string]>;
@@ -23,17 +17,17 @@ export class SettingsRepo {
     this.#delete = db.prepare('DELETE FROM settings WHERE key = ?');
   }
 
-  get(key: string): SettingRow | null {
+  async get(key: string): Promise<SettingRow | null> {
     const r = this.#get.get(key);
     if (r === undefined) return null;
     return { value: JSON.parse(r.value) as unknown, updatedAt: r.updated_at, updatedBy: r.updated_by };
   }
 
-  put(key: string, value: unknown, updatedBy: string, now: number): void {
+  async put(key: string, value: unknown, updatedBy: string, now: number): Promise<void> {
     this.#put.run(key, JSON.stringify(value), now, updatedBy);
   }
 
-  delete(key: string): void {
+  async delete(key: string): Promise<void> {
     this.#delete.run(key);
   }
 }

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { storageFault } from '../errors/storage-fault.js';
+import { storageFault } from '../../errors/storage-fault.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type Db = Database.Database;

@@ -1,16 +1,6 @@
 import type { Statement } from 'better-sqlite3';
+import type { SessionIndex, SessionRow } from '../index-types.js';
 import type { Db } from './database.js';
-
-/** A dashboard session as stored: keyed by the sha256 of the cookie value, never the value itself. */
-export interface SessionRow {
-  readonly idHash: string;
-  readonly userId: string;
-  readonly userName: string;
-  /** How the forge made this person an admin: 'site_admin' or 'admin_repo'. */
-  readonly via: string;
-  readonly createdAt: number;
-  readonly expiresAt: number;
-}
 
 interface RawRow {
   id_hash: string;
@@ -22,7 +12,7 @@ interface RawRow {
 }
 
 /** Dashboard sign-in sessions. Every statement prepared once (design rule 9). */
-export class SessionsRepo {
+export class SessionsRepo implements SessionIndex {
   readonly #insert: Statement<[string, string, string, string, number, number]>;
   readonly #get: Statement<[string, number], RawRow>;
   readonly #delete: Statement<[string]>;
@@ -35,23 +25,23 @@ export class SessionsRepo {
     this.#purge = db.prepare('DELETE FROM sessions WHERE expires_at <= ?');
   }
 
-  insert(row: SessionRow): void {
+  async insert(row: SessionRow): Promise<void> {
     this.#insert.run(row.idHash, row.userId, row.userName, row.via, row.createdAt, row.expiresAt);
   }
 
   /** The live session with this hash, or null when unknown or expired. */
-  find(idHash: string, now: number): SessionRow | null {
+  async find(idHash: string, now: number): Promise<SessionRow | null> {
     const r = this.#get.get(idHash, now);
     if (r === undefined) return null;
     return { idHash: r.id_hash, userId: r.user_id, userName: r.user_name, via: r.via, createdAt: r.created_at, expiresAt: r.expires_at };
   }
 
-  delete(idHash: string): boolean {
+  async delete(idHash: string): Promise<boolean> {
     return this.#delete.run(idHash).changes > 0;
   }
 
   /** Removes expired sessions; returns how many. */
-  purgeExpired(now: number): number {
+  async purgeExpired(now: number): Promise<number> {
     return this.#purge.run(now).changes;
   }
 }

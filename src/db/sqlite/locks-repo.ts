@@ -1,28 +1,6 @@
 import type { Statement } from 'better-sqlite3';
+import type { CreateOutcome, LockIndex, LockRow, NewLock } from '../index-types.js';
 import type { Db } from './database.js';
-
-/** One held lock as stored. */
-export interface LockRow {
-  /** Monotonic position (never reused): the paging key. */
-  readonly seq: number;
-  readonly id: string;
-  readonly repo: string;
-  readonly path: string;
-  readonly ref: string | null;
-  readonly ownerId: string;
-  readonly ownerName: string;
-  /** ms since epoch. */
-  readonly lockedAt: number;
-}
-
-/** What a caller asks to lock: a lock before the index gives it its position. */
-export type NewLock = Omit<LockRow, 'seq'>;
-
-/** Outcome of `create`: the new lock, the lock that is in the way, or a stale lock replaced. */
-export type CreateOutcome =
-  | { readonly kind: 'created'; readonly lock: LockRow }
-  | { readonly kind: 'conflict'; readonly existing: LockRow }
-  | { readonly kind: 'taken_over'; readonly lock: LockRow; readonly previous: LockRow };
 
 interface RawRow {
   seq: number;
@@ -50,7 +28,7 @@ function isUniqueViolation(e: unknown): boolean {
  * Locks per repository. Every statement is prepared once (design rule 9). Every lookup by id also
  * names the repository, so an id from another repository is simply not found.
  */
-export class LocksRepo {
+export class LocksRepo implements LockIndex {
   readonly #byPath: Statement<[string, string], RawRow>;
   readonly #byId: Statement<[string, string], RawRow>;
   readonly #page: Statement<[string, number, number], RawRow>;
@@ -86,7 +64,7 @@ export class LocksRepo {
    * Takes the lock unless (repo, path) is held. A held lock whose `lockedAt` is before `staleBefore`
    * (ms; null = locks never go stale) is replaced in the same transaction.
    */
-  create(lock: NewLock, staleBefore: number | null): CreateOutcome {
+  async create(lock: NewLock, staleBefore: number | null): Promise<CreateOutcome> {
     try {
       return this.#create(lock, staleBefore);
     } catch (e) {
@@ -99,29 +77,29 @@ export class LocksRepo {
   }
 
   /** The lock `id` of `repo`, or null (also for another repository's id). */
-  findById(repo: string, id: string): LockRow | null {
+  async findById(repo: string, id: string): Promise<LockRow | null> {
     const r = this.#byId.get(repo, id);
     return r === undefined ? null : toRow(r);
   }
 
   /** The lock on `path` in `repo`, or null. */
-  findByPath(repo: string, path: string): LockRow | null {
+  async findByPath(repo: string, path: string): Promise<LockRow | null> {
     const r = this.#byPath.get(repo, path);
     return r === undefined ? null : toRow(r);
   }
 
   /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
-  page(repo: string, after: number, limit: number): LockRow[] {
+  async page(repo: string, after: number, limit: number): Promise<LockRow[]> {
     return this.#page.all(repo, after, limit).map(toRow);
   }
 
   /** Releases lock `id` of `repo`; false when it was not there (already released, or not this repo's). */
-  delete(repo: string, id: string): boolean {
+  async delete(repo: string, id: string): Promise<boolean> {
     return this.#deleteById.run(repo, id).changes > 0;
   }
 
   /** Locks held in `repo` (for the repository page and stats). */
-  count(repo: string): number {
+  async count(repo: string): Promise<number> {
     return this.#count.get(repo)!.n;
   }
 }

@@ -1,0 +1,50 @@
+import type { Index, NodeIndex } from '../index-types.js';
+import { openDatabase, type Db } from './database.js';
+import { JobsRepo, MaintenanceRepo } from './jobs-repo.js';
+import { LocksRepo } from './locks-repo.js';
+import { ObjectsRepo } from './objects-repo.js';
+import { SessionsRepo } from './sessions-repo.js';
+import { SettingsRepo } from './settings-repo.js';
+import { StatsRepo } from './stats-repo.js';
+
+/** Node heartbeats in SQLite (one node in practice; the table keeps both indexes alike). */
+class NodesRepo implements NodeIndex {
+  readonly #beat;
+
+  constructor(db: Db) {
+    this.#beat = db.prepare<[string, number]>('INSERT INTO nodes (node, seen_at) VALUES (?, ?) ON CONFLICT (node) DO UPDATE SET seen_at = excluded.seen_at');
+  }
+
+  async heartbeat(node: string, now: number): Promise<void> {
+    this.#beat.run(node, now);
+  }
+}
+
+/**
+ * The embedded index: one SQLite file beside the store (WAL, see database.ts), the default of
+ * `npm start`. better-sqlite3 is synchronous, so every method answers in the same tick; the
+ * interface is asynchronous for the PostgreSQL index's sake.
+ */
+export function openSqliteIndex(file: string, log?: (msg: string, fields: object) => void): Index {
+  const db = openDatabase(file, log);
+  return {
+    kind: 'sqlite',
+    objects: new ObjectsRepo(db),
+    locks: new LocksRepo(db),
+    sessions: new SessionsRepo(db),
+    settings: new SettingsRepo(db),
+    jobs: new JobsRepo(db),
+    maintenance: new MaintenanceRepo(db),
+    stats: new StatsRepo(db),
+    nodes: new NodesRepo(db),
+    async ping() {
+      db.prepare('SELECT 1').get();
+    },
+    async checkpoint() {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    },
+    async close() {
+      db.close();
+    },
+  };
+}
