@@ -82,10 +82,18 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.objects.findInRepo('acme/b', o), null, 'another repository does not (it never proved it has the bytes)');
       t.same(await ix.objects.findShared(o), { oid: o, size: 1000, storedSize: 600 }, 'the shared store knows it');
       t.equal(await ix.objects.hasAny(), true);
+      const q = newOid();
+      await ix.objects.addReference('acme/a', q, 5, 5);
+      await ix.maintenance.quarantine(q, 'acme/a', 'corrupt');
+      const other = newOid();
+      await ix.objects.addReference('acme/b', other, 7, 7);
+      const many = await ix.objects.findManyInRepo('acme/a', [o, q, other, newOid()]);
+      t.same([...many.entries()], [[o, { oid: o, size: 1000, storedSize: 600 }]], 'findManyInRepo: only what the repository holds, not quarantined');
+      t.equal((await ix.objects.findManyInRepo('acme/a', [])).size, 0, 'no oids, no rows');
       await ix.objects.addReference('acme/b', o, 1000, 600);
       t.ok(await ix.objects.findInRepo('acme/b', o), 'a second repository that uploads it sees it');
       await ix.objects.addReference('acme/a', o, 1000, 600);
-      t.same(await ix.maintenance.repoObjects('acme/a').then((r) => r.length), 1, 'adding a reference twice keeps one');
+      t.equal((await ix.maintenance.repoObjects('acme/a')).filter((r) => r.oid === o).length, 1, 'adding a reference twice keeps one');
       await ix.objects.setStoredSize(o, 321);
       t.equal((await ix.objects.findShared(o))!.storedSize, 321, 'setStoredSize');
       await ix.maintenance.setStoredSize(o, 322);
@@ -384,17 +392,23 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.maintenance.referencedElsewhere(x, 'org/one'), true);
       t.equal(await ix.maintenance.referencedElsewhere(y, 'org/one'), false);
       t.equal(await ix.maintenance.hasObject(y), true);
-      t.equal(await ix.maintenance.dropReference('org/one', x, liveSince), 'kept', 'another repository still references it');
+      t.equal(await ix.maintenance.dropReference('org/one', x, liveSince, 'node-m'), 'kept', 'another repository still references it');
       t.ok(await ix.objects.findShared(x));
-      t.equal(await ix.maintenance.dropReference('org/two', x, liveSince), 'delete', 'the last reference: the bytes must go');
+      t.equal(await ix.maintenance.dropReference('org/two', x, liveSince, 'node-m'), 'delete', 'the last reference: the bytes must go');
       t.equal(await ix.objects.findShared(x), null, 'the object row went');
-      t.same(await ix.maintenance.pendingDeletes(), [x]);
+      // The intent names its node: left over only once that node is dead (or unknown).
+      t.same(await ix.maintenance.pendingDeletes(liveSince), [x], 'node-m never beat: its intent is left over');
+      await ix.nodes.heartbeat('node-m', now);
+      t.same(await ix.maintenance.pendingDeletes(liveSince), [], 'node-m is live: it may still be deleting');
+      await ix.nodes.heartbeat('node-m', now - 2 * NODE_STALE_MS);
+      t.same(await ix.maintenance.pendingDeletes(liveSince), [x], 'node-m died: left over');
       t.equal(await ix.maintenance.deletePending(x), true);
       const up = await ix.maintenance.beginUpload(x, 'node-a', now);
       t.equal(up.deletePending, true, 'an upload of an oid being deleted is told to wait');
+      t.equal(up.quarantined, false);
       await ix.maintenance.endUpload(up.ticket);
       await ix.maintenance.deleted(x);
-      t.same(await ix.maintenance.pendingDeletes(), []);
+      t.same(await ix.maintenance.pendingDeletes(liveSince), []);
       t.equal(await ix.maintenance.deletePending(x), false);
 
       // A write in flight on a live node keeps the bytes; one on a dead node does not.
@@ -403,17 +417,19 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       await ix.maintenance.quarantine(y, 'org/one', 'r'.repeat(600));
       const live = await ix.maintenance.beginUpload(y, 'node-a', now);
       t.equal(live.deletePending, false);
-      t.equal(await ix.maintenance.dropReference('org/one', y, liveSince), 'in_flight', 'a live node is writing it');
+      t.equal(live.quarantined, true, 'the upload learns the oid is quarantined in the same call');
+      t.equal(await ix.maintenance.dropReference('org/one', y, liveSince, 'node-m'), 'in_flight', 'a live node is writing it');
       t.equal(await ix.maintenance.hasObject(y), false, 'the row went anyway');
       t.equal(await ix.objects.isQuarantined(y), false, 'and its quarantine mark');
-      t.same(await ix.maintenance.pendingDeletes(), [], 'no deletion intent');
+      t.same(await ix.maintenance.pendingDeletes(liveSince), [], 'no deletion intent');
+      t.equal(await ix.maintenance.deletePending(y), false);
       await ix.maintenance.endUpload(live.ticket);
       const z = newOid('m');
       await ix.objects.addReference('org/one', z, 1, 1);
       const dead = await ix.maintenance.beginUpload(z, 'node-dead', now);
       const ghost = await ix.maintenance.beginUpload(z, 'never-beat', now);
       t.not(dead.ticket, ghost.ticket, 'tickets are distinct');
-      t.equal(await ix.maintenance.dropReference('org/one', z, liveSince), 'delete', 'writes of dead nodes hold nothing');
+      t.equal(await ix.maintenance.dropReference('org/one', z, liveSince, 'node-m'), 'delete', 'writes of dead nodes hold nothing');
       await ix.maintenance.endUpload(live.ticket); // ending twice is no error
     });
 
@@ -432,8 +448,8 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
           batch.map(async (o, i) => {
             const [drop, up] = await Promise.all(
               i % 2 === 0
-                ? [ix.maintenance.dropReference('org/h', o, liveSince), other!.maintenance.beginUpload(o, 'up', now)]
-                : [other!.maintenance.dropReference('org/h', o, liveSince), ix.maintenance.beginUpload(o, 'up', now)],
+                ? [ix.maintenance.dropReference('org/h', o, liveSince, 'del-a'), other!.maintenance.beginUpload(o, 'up', now)]
+                : [other!.maintenance.dropReference('org/h', o, liveSince, 'del-b'), ix.maintenance.beginUpload(o, 'up', now)],
             );
             if (drop === 'delete') deletes++;
             if (drop === 'in_flight') inFlight++;
