@@ -47,12 +47,12 @@ if (pg === null) {
 
   t.test('a missing or unreachable database: the reason, the password hidden', async (t) => {
     // The test server trusts loopback (any password passes): a database that does not exist refuses.
-    const missing = `postgres://secretive:hunter2@127.0.0.1:${pg.port}/no_such_db`;
+    const missing = `postgres://postgres:hunter2@127.0.0.1:${pg.port}/no_such_db`;
     const e = await openIndex({ dataDir: dir, databaseUrl: missing }, quiet).then(
       () => null,
       (err: unknown) => err as Error,
     );
-    t.match(e?.message, /^the index database postgres:\/\/secretive:\*\*\*@127\.0\.0\.1:\d+\/no_such_db cannot be used: database "no_such_db" does not exist$/);
+    t.match(e?.message, /^the index database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/no_such_db cannot be used: database "no_such_db" does not exist$/);
     t.notMatch(e?.message, /hunter2/);
     const refused = await openIndex({ dataDir: dir, databaseUrl: 'postgres://u:hunter2@127.0.0.1:1/x' }, quiet).then(
       () => null,
