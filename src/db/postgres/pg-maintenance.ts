@@ -9,6 +9,7 @@ import type { Sql } from './pg-client.js';
  */
 export class PgMaintenance implements MaintenanceIndex {
   readonly #sql: Sql;
+  #ending: { readonly ticket: number; readonly resolve: () => void; readonly reject: (e: unknown) => void }[] = [];
 
   constructor(sql: Sql) {
     this.#sql = sql;
@@ -68,7 +69,22 @@ export class PgMaintenance implements MaintenanceIndex {
     return rows[0]!.n;
   }
 
-  async endUpload(ticket: number): Promise<void> {
-    await this.#sql`DELETE FROM uploads_in_flight WHERE ticket = ${ticket}::int8`;
+  endUpload(ticket: number): Promise<void> {
+    // Uploads ending in the same turn of the event loop share one statement, as their references do.
+    return new Promise<void>((resolve, reject) => {
+      this.#ending.push({ ticket, resolve, reject });
+      if (this.#ending.length === 1) setImmediate(() => void this.#endAll());
+    });
+  }
+
+  async #endAll(): Promise<void> {
+    const ending = this.#ending;
+    this.#ending = [];
+    try {
+      await this.#sql`DELETE FROM uploads_in_flight WHERE ticket = ANY(${ending.map((e) => e.ticket)}::int8[])`;
+      for (const e of ending) e.resolve();
+    } catch (err) {
+      for (const e of ending) e.reject(err);
+    }
   }
 }

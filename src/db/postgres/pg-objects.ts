@@ -40,6 +40,12 @@ export class PgObjects implements ObjectIndex {
   async findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>> {
     const found = new Map<Oid, ObjectRow>();
     if (oids.length === 0) return found;
+    if (oids.length === 1) {
+      // The common batch of one small upload: the plain lookup, cheaper than an array parameter.
+      const row = await this.findInRepo(repo, oids[0]!);
+      if (row !== null) found.set(row.oid, row);
+      return found;
+    }
     // One round trip for a whole batch request.
     const rows = await this.#sql<{ oid: Oid; size: number; stored_size: number }[]>`
       SELECT r.oid, o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
