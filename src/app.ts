@@ -5,6 +5,7 @@ import type { Config } from './config/schema.js';
 import { DataDirLock } from './db/data-dir-lock.js';
 import { openSqliteIndex } from './db/sqlite/sqlite-index.js';
 import { ClusterNode } from './service/cluster-node.js';
+import { sharedKey } from './service/shared-secret.js';
 import { ForgeHttpClient } from './forge/client.js';
 import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
@@ -33,7 +34,6 @@ import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
 import { S3BlobStore } from './store/s3/s3-store.js';
 import { PresignService } from './service/presign-service.js';
-import { createHmac } from 'node:crypto';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
@@ -69,7 +69,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // SVC_STORE picks the backend; compose.ts builds the same stack on either. Only one node on its
   // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
   // acknowledged object must be in the store and its reference in the index before the 200.
-  const backend = await openBackend(config);
+  const backend = await openBackend(config, log);
   const s3 = backend instanceof S3BlobStore ? backend : null;
   const disk = backend instanceof DiskBlobStore ? backend : null;
   const { store: blobs, journal } = await composeStore({
@@ -155,7 +155,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     const enforced = await s3.probeChecksumEnforcement();
     log('presigned bucket links on', { checksumEnforced: enforced });
     // Verify links are signed with a key every node sharing the bucket derives alike (PresignService).
-    const verifyKey = createHmac('sha256', config.s3!.credentials.secretAccessKey).update('stowage verify links').digest();
+    // Verify links are signed with a key every node sharing the index derives alike (PresignService).
+    const verifyKey = await sharedKey(db.settings, 'stowage verify links');
     presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
     batch.usePresign(presign);
     transfers.usePromoter(presign);

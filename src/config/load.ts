@@ -1,9 +1,9 @@
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { parseRepoName } from '../protocol/repo-name.js';
-import { DEFAULTS, PROVIDER_ALIASES, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
+import { DEFAULTS, PROVIDER_ALIASES, type AwsContainerConfig, type AwsCredentialsConfig, type AwsWebIdentityConfig, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
 export class ConfigError extends Error {
@@ -211,10 +211,6 @@ function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
   if (prefix !== '' && (!/^[A-Za-z0-9._\/-]{1,200}$/.test(prefix) || prefix.split('/').some((p) => p === '' || /^\.+$/.test(p)))) {
     throw new ConfigError(`SVC_S3_PREFIX must be path segments of A-Z a-z 0-9 . _ - separated by /, got "${prefixRaw}"`);
   }
-  const accessKeyId = env.AWS_ACCESS_KEY_ID?.trim() ?? '';
-  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY?.trim() ?? '';
-  if (accessKeyId === '' || secretAccessKey === '') throw new ConfigError('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are required when SVC_STORE=s3');
-  const sessionToken = env.AWS_SESSION_TOKEN?.trim() || null;
   return {
     bucket,
     endpoint,
@@ -224,8 +220,109 @@ function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
     presign: parseBoolean('SVC_S3_PRESIGN', raw(env, 'SVC_S3_PRESIGN')!),
     // SigV4 presigned URLs live at most 7 days.
     presignTtl: parseDuration('SVC_S3_PRESIGN_TTL', raw(env, 'SVC_S3_PRESIGN_TTL')!, 60, 604_800),
-    credentials: { accessKeyId, secretAccessKey, sessionToken },
+    credentials: loadAwsCredentials(env, region),
   };
+}
+
+/** A standard AWS variable: trimmed, null when unset or empty. */
+function aws(env: Env, name: string): string | null {
+  const v = env[name]?.trim();
+  return v === undefined || v === '' ? null : v;
+}
+
+/** Link-local and loopback hosts the SDKs let AWS_CONTAINER_CREDENTIALS_FULL_URI reach over plain http. */
+const CONTAINER_HTTP_HOSTS = new Set(['169.254.170.2', '169.254.170.23', '[fd00:ec2::23]', 'localhost', '[::1]']);
+
+/**
+ * The AWS default credential chain's settings from the standard AWS_* variables (docs/s3.md
+ * "Credentials"); the same names and defaults as the AWS SDKs, so a node set up for the AWS CLI
+ * (instance profile, IRSA, ECS task role, Pod Identity, a profile) needs nothing more.
+ */
+export function loadAwsCredentials(env: Env, bucketRegion: string): AwsCredentialsConfig {
+  const accessKeyId = aws(env, 'AWS_ACCESS_KEY_ID');
+  const secretAccessKey = aws(env, 'AWS_SECRET_ACCESS_KEY');
+  if ((accessKeyId === null) !== (secretAccessKey === null)) throw new ConfigError('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together');
+
+  const home = aws(env, 'HOME');
+  const filePath = (name: string, fallback: string): string | null => {
+    const v = aws(env, name);
+    if (v === null) return home === null ? null : join(home, fallback);
+    if (v.startsWith('~/')) return home === null ? null : join(home, v.slice(2));
+    return resolve(v);
+  };
+  const profile = aws(env, 'AWS_PROFILE');
+  if (profile !== null && !/^[^\s[\]]{1,128}$/.test(profile)) throw new ConfigError(`AWS_PROFILE must be a profile name without spaces or brackets, got "${profile}"`);
+
+  const imdsDisabled = parseBoolean('AWS_EC2_METADATA_DISABLED', aws(env, 'AWS_EC2_METADATA_DISABLED') ?? 'false');
+  const imdsMode = aws(env, 'AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE') ?? 'IPv4';
+  if (!/^ipv[46]$/i.test(imdsMode)) throw new ConfigError(`AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE must be IPv4 or IPv6, got "${imdsMode}"`);
+  const imdsEndpoint = aws(env, 'AWS_EC2_METADATA_SERVICE_ENDPOINT');
+
+  return {
+    static: accessKeyId === null ? null : { accessKeyId, secretAccessKey: secretAccessKey!, sessionToken: aws(env, 'AWS_SESSION_TOKEN') },
+    webIdentity: loadWebIdentity(env, bucketRegion),
+    sharedFiles: {
+      credentialsFile: filePath('AWS_SHARED_CREDENTIALS_FILE', '.aws/credentials'),
+      configFile: filePath('AWS_CONFIG_FILE', '.aws/config'),
+      profile: profile ?? 'default',
+      profileNamed: profile !== null,
+    },
+    container: loadContainer(env),
+    imds: imdsDisabled
+      ? null
+      : { endpoint: imdsEndpoint !== null ? parseHttpUrl('AWS_EC2_METADATA_SERVICE_ENDPOINT', imdsEndpoint) : /^ipv6$/i.test(imdsMode) ? 'http://[fd00:ec2::254]' : 'http://169.254.169.254' },
+  };
+}
+
+function loadWebIdentity(env: Env, bucketRegion: string): AwsWebIdentityConfig | null {
+  const tokenFile = aws(env, 'AWS_WEB_IDENTITY_TOKEN_FILE');
+  const roleArn = aws(env, 'AWS_ROLE_ARN');
+  if (tokenFile === null && roleArn === null) return null;
+  if (tokenFile === null || roleArn === null) throw new ConfigError('AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN must be set together');
+  if (!/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@\/-]{1,512}$/.test(roleArn)) {
+    throw new ConfigError(`AWS_ROLE_ARN must be an IAM role ARN such as arn:aws:iam::123456789012:role/stowage, got "${roleArn}"`);
+  }
+  const sessionName = aws(env, 'AWS_ROLE_SESSION_NAME');
+  if (sessionName !== null && !/^[\w+=,.@-]{2,64}$/.test(sessionName)) {
+    throw new ConfigError(`AWS_ROLE_SESSION_NAME must be 2-64 of A-Z a-z 0-9 _ + = , . @ -, got "${sessionName}"`);
+  }
+  const region = aws(env, 'AWS_REGION') ?? aws(env, 'AWS_DEFAULT_REGION') ?? bucketRegion;
+  if (!/^[a-z0-9-]{1,50}$/.test(region)) throw new ConfigError(`AWS_REGION must be a region name such as us-east-1, got "${region}"`);
+  const sts = aws(env, 'AWS_ENDPOINT_URL_STS');
+  return {
+    tokenFile: isAbsolute(tokenFile) ? tokenFile : resolve(tokenFile),
+    roleArn,
+    sessionName,
+    stsEndpoint: sts !== null ? parseHttpUrl('AWS_ENDPOINT_URL_STS', sts) : `https://sts.${region}.amazonaws.com`,
+  };
+}
+
+function loadContainer(env: Env): AwsContainerConfig | null {
+  const relative = aws(env, 'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI');
+  const full = aws(env, 'AWS_CONTAINER_CREDENTIALS_FULL_URI');
+  let url: string;
+  if (relative !== null) {
+    // The ECS agent's fixed address (the SDKs take the relative URI first).
+    if (!/^\/[\x21-\x7e]*$/.test(relative)) throw new ConfigError(`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI must be a path starting with /, got "${relative}"`);
+    url = `http://169.254.170.2${relative}`;
+  } else if (full !== null) {
+    let parsed: URL;
+    try {
+      parsed = new URL(full);
+    } catch {
+      throw new ConfigError(`AWS_CONTAINER_CREDENTIALS_FULL_URI must be an absolute URL, got "${full}"`);
+    }
+    // As the SDKs: plain http only to loopback or the ECS/EKS agents, a token must not cross a network.
+    const loopback = /^127(\.\d{1,3}){3}$/.test(parsed.hostname) || CONTAINER_HTTP_HOSTS.has(parsed.hostname);
+    if (!(parsed.protocol === 'https:' || (parsed.protocol === 'http:' && loopback))) {
+      throw new ConfigError(`AWS_CONTAINER_CREDENTIALS_FULL_URI must use https, or http to a loopback address or the ECS/EKS agent (169.254.170.2, 169.254.170.23, fd00:ec2::23), got "${full}"`);
+    }
+    url = parsed.toString();
+  } else {
+    return null;
+  }
+  const tokenFile = aws(env, 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE');
+  return { url, token: aws(env, 'AWS_CONTAINER_AUTHORIZATION_TOKEN'), tokenFile: tokenFile === null ? null : resolve(tokenFile) };
 }
 
 function deepFreeze<T>(o: T): T {

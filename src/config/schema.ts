@@ -109,8 +109,64 @@ export interface S3Config {
   readonly presign: boolean;
   /** Base lifetime of a presigned link in seconds; large objects get longer (see PresignService). */
   readonly presignTtl: number;
-  /** From AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; never logged. */
-  readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken: string | null };
+  /** Where the bucket's credentials come from: the AWS default chain, from the AWS_* variables (docs/s3.md). */
+  readonly credentials: AwsCredentialsConfig;
+}
+
+/**
+ * The AWS SDKs' default credential chain as the standard AWS_* variables set it up, in its order
+ * (docs/s3.md "Credentials"). Holds secrets: never logged.
+ */
+export interface AwsCredentialsConfig {
+  /** AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; null when unset. */
+  readonly static: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken: string | null } | null;
+  /** AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN; null when unset. */
+  readonly webIdentity: AwsWebIdentityConfig | null;
+  readonly sharedFiles: AwsSharedFilesConfig;
+  /** AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI; null when unset. */
+  readonly container: AwsContainerConfig | null;
+  /** EC2 instance metadata; null when AWS_EC2_METADATA_DISABLED=true. */
+  readonly imds: AwsImdsConfig | null;
+}
+
+/** STS AssumeRoleWithWebIdentity with a token file (EKS IAM roles for service accounts). */
+export interface AwsWebIdentityConfig {
+  /** AWS_WEB_IDENTITY_TOKEN_FILE (absolute), read again at every refresh. */
+  readonly tokenFile: string;
+  /** AWS_ROLE_ARN. */
+  readonly roleArn: string;
+  /** AWS_ROLE_SESSION_NAME; null: one is made from the time. */
+  readonly sessionName: string | null;
+  /** AWS_ENDPOINT_URL_STS, else https://sts.{AWS_REGION, AWS_DEFAULT_REGION or SVC_S3_REGION}.amazonaws.com. */
+  readonly stsEndpoint: string;
+}
+
+/** The shared credentials and config files (static keys of one profile). */
+export interface AwsSharedFilesConfig {
+  /** AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials; null without HOME. */
+  readonly credentialsFile: string | null;
+  /** AWS_CONFIG_FILE, else ~/.aws/config; null without HOME. */
+  readonly configFile: string | null;
+  /** AWS_PROFILE, else `default`. */
+  readonly profile: string;
+  /** AWS_PROFILE was set: then the profile must exist. */
+  readonly profileNamed: boolean;
+}
+
+/** The container credentials endpoint (ECS task roles, EKS Pod Identity). */
+export interface AwsContainerConfig {
+  /** http://169.254.170.2{AWS_CONTAINER_CREDENTIALS_RELATIVE_URI}, or AWS_CONTAINER_CREDENTIALS_FULL_URI. */
+  readonly url: string;
+  /** AWS_CONTAINER_AUTHORIZATION_TOKEN, sent as Authorization; null when unset. */
+  readonly token: string | null;
+  /** AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (wins over the token), read at every refresh. */
+  readonly tokenFile: string | null;
+}
+
+/** EC2 instance metadata (IMDSv2). */
+export interface AwsImdsConfig {
+  /** Origin: AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://169.254.169.254 (http://[fd00:ec2::254] with AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6). */
+  readonly endpoint: string;
 }
 
 /** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */

@@ -131,6 +131,8 @@ export interface SettingRow {
 export interface SettingsIndex {
   get(key: string): Promise<SettingRow | null>;
   put(key: string, value: unknown, updatedBy: string, now: number): Promise<void>;
+  /** Saves `value` unless the key holds one already; returns what the key holds after (of racing callers, all get the first one's). */
+  putIfAbsent(key: string, value: unknown, updatedBy: string, now: number): Promise<SettingRow>;
   delete(key: string): Promise<void>;
 }
 

@@ -52,9 +52,9 @@ export class PresignService {
    */
   download(oid: Oid, size: number, storedSize: number): BatchResponseObject | null {
     if (storedSize !== size) return null;
-    const expires = this.expiresIn(size);
-    const link = this.#store.presignDownload(oid, expires);
-    return { oid, size, authenticated: true, actions: { download: action(link.href, link.header, expires) } };
+    const link = this.#store.presignDownload(oid, this.expiresIn(size));
+    // The link's own life: shorter than asked when the bucket credentials expire sooner (it dies with them).
+    return { oid, size, authenticated: true, actions: { download: action(link.href, link.header, link.expiresIn) } };
   }
 
   /**
@@ -66,8 +66,8 @@ export class PresignService {
     // With SVC_COMPRESSION on, the server compresses objects on their way in: they come through it.
     const compressFrom = this.#store.compressFrom;
     if (compressFrom !== null && size >= compressFrom) return null;
-    const expires = this.expiresIn(size);
-    const link = this.#store.presignUpload(repo.key, oid, expires);
+    const link = this.#store.presignUpload(repo.key, oid, this.expiresIn(size));
+    const expires = link.expiresIn;
     // The verify comes after the whole upload: give it the upload's lifetime again.
     const verifyExpires = Math.min(this.#store.maxExpiresIn, 2 * expires);
     const until = Math.floor(Date.now() / 1000) + verifyExpires;

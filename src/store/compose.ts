@@ -3,6 +3,9 @@ import type { FrameCodec, Hasher } from '../format/frame-codec.js';
 import { DiscardBlobStore } from './discard.js';
 import { DiskBlobStore } from './disk.js';
 import { S3BlobStore } from './s3/s3-store.js';
+import { CredentialsCache, type CredentialsLog } from './s3/credentials/credentials-cache.js';
+import { credentialChain } from './s3/credentials/source-chain.js';
+import { log as defaultLog } from '../util/log.js';
 import { CompressingBlobStore } from './layers/compress.js';
 import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
 import { VerifyingBlobStore } from './layers/verify.js';
@@ -18,8 +21,8 @@ export type Backend = DiskBlobStore | S3BlobStore;
  * Opens the backend the configuration names: SVC_STORE=s3 a bucket, otherwise the disk under
  * SVC_DATA_DIR. A new backend is one more line here (and its settings in config/schema.ts).
  */
-export async function openBackend(config: Pick<Config, 's3' | 'dataDir' | 'directIo'>): Promise<Backend> {
-  if (config.s3 !== null) return S3BlobStore.open(config.s3);
+export async function openBackend(config: Pick<Config, 's3' | 'dataDir' | 'directIo'>, log: CredentialsLog = defaultLog): Promise<Backend> {
+  if (config.s3 !== null) return S3BlobStore.open({ ...config.s3, credentials: new CredentialsCache(credentialChain(config.s3.credentials), { log }) });
   return DiskBlobStore.open(config.dataDir, { directIo: config.directIo });
 }
 

@@ -140,6 +140,8 @@ export interface BlobStore {
 export interface SignedLink {
   readonly href: string;
   readonly header: Readonly<Record<string, string>>;
+  /** Seconds the link lives: as asked, or less when the backend's credentials expire sooner. */
+  readonly expiresIn: number;
 }
 
 /** Capability of a backend clients can reach directly (spec Authentication rule 15). */

@@ -16,7 +16,7 @@ import { S3BlobStore } from '../../src/store/s3/s3-store.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
 import { WorkerPool } from '../../src/workers/pool.js';
-import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { s3rverCredentials, startS3Server, type S3Server } from '../helpers/s3-server.js';
 import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-store.suite.js';
 
 // Runs the conformance suite (blob-store.suite.ts) against every backend and layer stack, with the
@@ -45,7 +45,7 @@ const adapter = {
       bucket: server.bucket,
       region: 'us-east-1',
       pathStyle: true,
-      credentials: { accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null },
+      credentials: s3rverCredentials(),
       prefix,
     });
   },
@@ -98,7 +98,7 @@ const bucket = new S3Client({
   bucket: s3.bucket,
   region: 'us-east-1',
   pathStyle: true,
-  credentials: { accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null },
+  credentials: s3rverCredentials(),
 });
 t.teardown(() => bucket.close());
 

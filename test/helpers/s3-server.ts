@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import type { CredentialsProvider } from '../../src/store/s3/credentials/credentials-cache.js';
+import { fixedCredentials } from '../../src/store/s3/credentials/static-source.js';
 
 /**
  * A real S3-protocol server on loopback for the S3 store's tests: `@20minutes/s3rver`, the
@@ -29,6 +31,11 @@ export interface S3Server {
 /** s3rver's built-in account. */
 export const S3_ACCESS_KEY = 'S3RVER';
 export const S3_SECRET_KEY = 'S3RVER';
+
+/** s3rver's account as the credentials provider the S3 client asks (tests that open the backend directly). */
+export function s3rverCredentials(): CredentialsProvider {
+  return fixedCredentials({ accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null });
+}
 const BUCKET = 'lfs-objects';
 
 /** Starts the S3 server (port 0 = any free port; pass the old port and dir to restart it after an outage). */

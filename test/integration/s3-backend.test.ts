@@ -8,7 +8,7 @@ import { S3Bucket } from '../../src/store/s3/s3-bucket.js';
 import { S3Client } from '../../src/store/s3/s3-client.js';
 import { MAX_PRESIGNED_PUT, S3BlobStore, type S3StoreOptions } from '../../src/store/s3/s3-store.js';
 import type { BlobReader, BlobStore, PutResult, WriterOptions } from '../../src/store/types.js';
-import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server } from '../helpers/s3-server.js';
+import { s3rverCredentials, startS3Server } from '../helpers/s3-server.js';
 import { drainChunks } from '../helpers/data.js';
 import { tmpDir } from '../helpers/start-server.js';
 
@@ -25,7 +25,7 @@ const location = {
   bucket: s3.bucket,
   region: 'us-east-1',
   pathStyle: true,
-  credentials: { accessKeyId: S3_ACCESS_KEY, secretAccessKey: S3_SECRET_KEY, sessionToken: null },
+  credentials: s3rverCredentials(),
 };
 const client = new S3Client(location);
 t.teardown(() => client.close());

@@ -7,6 +7,7 @@ export class SettingsRepo implements SettingsIndex {
   readonly #get: Statement<[string], { value: string; updated_at: number; updated_by: string }>;
   readonly #put: Statement<[string, string, number, string]>;
   readonly #delete: Statement<[string]>;
+  readonly #insertNew: Statement<[string, string, number, string]>;
 
   constructor(db: Db) {
     this.#get = db.prepare('SELECT value, updated_at, updated_by FROM settings WHERE key = ?');
@@ -15,6 +16,7 @@ export class SettingsRepo implements SettingsIndex {
         'ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by',
     );
     this.#delete = db.prepare('DELETE FROM settings WHERE key = ?');
+    this.#insertNew = db.prepare('INSERT INTO settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING');
   }
 
   async get(key: string): Promise<SettingRow | null> {
@@ -25,6 +27,11 @@ export class SettingsRepo implements SettingsIndex {
 
   async put(key: string, value: unknown, updatedBy: string, now: number): Promise<void> {
     this.#put.run(key, JSON.stringify(value), now, updatedBy);
+  }
+
+  async putIfAbsent(key: string, value: unknown, updatedBy: string, now: number): Promise<SettingRow> {
+    this.#insertNew.run(key, JSON.stringify(value), now, updatedBy);
+    return (await this.get(key))!;
   }
 
   async delete(key: string): Promise<void> {

@@ -1,7 +1,8 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { readCappedText } from '../../util/read-capped.js';
 import { LfsError } from '../../errors/errors.js';
-import { presign, signHeaders, UNSIGNED_PAYLOAD, EMPTY_SHA256, type S3Credentials, type SignContext } from './sigv4.js';
+import type { CredentialsProvider } from './credentials/credentials-cache.js';
+import { MAX_PRESIGN_SECONDS, presign, signHeaders, UNSIGNED_PAYLOAD, EMPTY_SHA256 } from './sigv4.js';
 
 /** Where the bucket is and how to reach it (from SVC_S3_*). */
 export interface S3Location {
@@ -11,7 +12,8 @@ export interface S3Location {
   readonly region: string;
   /** Path-style (`endpoint/bucket/key`, MinIO, s3rver) rather than virtual-hosted (`bucket.endpoint/key`). */
   readonly pathStyle: boolean;
-  readonly credentials: S3Credentials;
+  /** Asked for the current credentials at each request (cached; renewed before they expire). */
+  readonly credentials: CredentialsProvider;
 }
 
 /** A failed S3 answer: the HTTP status and S3's own error code (NoSuchKey, SignatureDoesNotMatch …). */
@@ -25,6 +27,15 @@ export class S3ResponseError extends Error {
     this.s3Code = s3Code;
   }
 }
+
+/** A presigned URL and the seconds it lives (capped by its credentials' remaining life). */
+export interface PresignedUrl {
+  readonly href: string;
+  readonly expiresIn: number;
+}
+
+/** S3 codes for a session token that expired or was revoked before its stated expiry. */
+const EXPIRED_CODES = new Set(['ExpiredToken', 'TokenRefreshRequired', 'InvalidToken']);
 
 /** One S3 answer with its body still to be read (or discarded). */
 export interface S3Reply {
@@ -55,12 +66,12 @@ const TIMEOUT_MS = 30_000;
 
 /**
  * The one way this server talks to the bucket: undici with timeouts, every request signed with
- * SigV4 (no aws-sdk). Network failures and 5xx answers become LFS_ERR_NOT_READY (503, Retry-After),
- * so a bucket outage reaches the client as a clear, retriable 503.
+ * SigV4 (no aws-sdk) with the credentials the provider holds now. Network failures, 5xx answers and
+ * credentials that cannot be had become LFS_ERR_NOT_READY (503, Retry-After), so a bucket outage
+ * reaches the client as a clear, retriable 503.
  */
 export class S3Client {
   readonly #loc: S3Location;
-  readonly #sign: SignContext;
   readonly #dispatcher: Dispatcher;
   readonly #origin: string;
   readonly #host: string;
@@ -68,7 +79,6 @@ export class S3Client {
 
   constructor(loc: S3Location) {
     this.#loc = loc;
-    this.#sign = { credentials: loc.credentials, region: loc.region };
     const url = new URL(loc.endpoint);
     if (loc.pathStyle) {
       this.#origin = url.origin;
@@ -107,7 +117,8 @@ export class S3Client {
     const payloadHash = call.payloadHash ?? (body === undefined || body.length === 0 ? EMPTY_SHA256 : UNSIGNED_PAYLOAD);
     const path = this.#path(call.key);
     const query = call.query ?? [];
-    const headers = signHeaders(this.#sign, { method: call.method, host: this.#host, path, query, headers: call.headers ?? {} }, payloadHash);
+    const credentials = await this.#loc.credentials.current();
+    const headers = signHeaders({ credentials, region: this.#loc.region }, { method: call.method, host: this.#host, path, query, headers: call.headers ?? {} }, payloadHash);
     const qs = query.length === 0 ? '' : `?${query.map(([k, v]) => (v === '' ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)).join('&')}`;
     let res: Dispatcher.ResponseData | null = null;
     // Every body here is a buffer (parts are buffered, never streamed), so a request that failed before
@@ -135,6 +146,11 @@ export class S3Client {
     const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? `HTTP${res.statusCode}`;
     const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? '';
     if (res.statusCode >= 500) throw unavailable(new Error(`${code} ${message}`.trim()));
+    if (EXPIRED_CODES.has(code)) {
+      // Revoked or expired early: new credentials are loaded, and this request is retriable.
+      this.#loc.credentials.invalidate(credentials);
+      throw unavailable(new Error(code));
+    }
     throw new S3ResponseError(res.statusCode, code, `S3 ${call.method} answered ${res.statusCode} ${code}${message ? `: ${message}` : ''}`);
   }
 
@@ -145,12 +161,22 @@ export class S3Client {
     return { status: r.status, headers: r.headers, text };
   }
 
-  /** A presigned URL for one request on `key` (spec Authentication rule 15). */
-  presign(method: 'GET' | 'PUT', key: string, expiresIn: number, signedHeaders: Readonly<Record<string, string>> = {}): string {
-    return presign(this.#sign, { method, host: this.#host, path: this.#path(key), query: [], headers: signedHeaders }, this.#origin, expiresIn);
+  /**
+   * A presigned URL for one request on `key` (spec Authentication rule 15). It dies with the session
+   * token it carries, so it lives at most as long as the current credentials: asking for more gets
+   * less, and `expiresIn` says how much.
+   */
+  presign(method: 'GET' | 'PUT', key: string, expiresIn: number, signedHeaders: Readonly<Record<string, string>> = {}): PresignedUrl {
+    const credentials = this.#loc.credentials.held();
+    const now = new Date();
+    const left = credentials.expiration === null ? Infinity : Math.floor((credentials.expiration.getTime() - now.getTime()) / 1000);
+    const seconds = Math.max(1, Math.min(Math.floor(expiresIn), MAX_PRESIGN_SECONDS, left));
+    const href = presign({ credentials, region: this.#loc.region }, { method, host: this.#host, path: this.#path(key), query: [], headers: signedHeaders }, this.#origin, seconds, now);
+    return { href, expiresIn: seconds };
   }
 
   async close(): Promise<void> {
+    this.#loc.credentials.close();
     await this.#dispatcher.close();
   }
 }

@@ -57,14 +57,16 @@ export class S3Presigner implements Presigner {
   }
 
   presignDownload(oid: Oid, expiresIn: number): SignedLink {
-    return { href: this.#client.presign('GET', this.#keys.object(oid), expiresIn), header: {} };
+    const url = this.#client.presign('GET', this.#keys.object(oid), expiresIn);
+    return { href: url.href, header: {}, expiresIn: url.expiresIn };
   }
 
   /** When the bucket enforces it, the expected sha256 is a signed header, so the bucket itself refuses other bytes. */
   presignUpload(repoKey: string, oid: Oid, expiresIn: number): SignedLink {
     const header: Record<string, string> = {};
     if (this.#checksumEnforced) header['x-amz-checksum-sha256'] = Buffer.from(oid, 'hex').toString('base64');
-    return { href: this.#client.presign('PUT', this.#keys.incomingOf(repoKey, oid), expiresIn, header), header };
+    const url = this.#client.presign('PUT', this.#keys.incomingOf(repoKey, oid), expiresIn, header);
+    return { href: url.href, header, expiresIn: url.expiresIn };
   }
 
   async promoteIncoming(repoKey: string, oid: Oid, size: number): Promise<PutResult> {

@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 
-/** Credentials of the bucket, from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN. */
+/** The keys one request is signed with (from whichever source the credential chain used). */
 export interface S3Credentials {
   readonly accessKeyId: string;
   readonly secretAccessKey: string;
