@@ -295,6 +295,17 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       await ix.settings.delete('access'); // deleting what is not there is no error
     });
 
+    await test('settings: putIfAbsent keeps what is there; of racing callers all get the first value', async (t, ix, more) => {
+      await ix.settings.put('kept', { a: 1 }, 'ada', 1000);
+      t.same(await ix.settings.putIfAbsent('kept', { a: 2 }, 'bob', 2000), { value: { a: 1 }, updatedAt: 1000, updatedBy: 'ada' }, 'an existing value stays');
+      t.same(await ix.settings.get('kept'), { value: { a: 1 }, updatedAt: 1000, updatedBy: 'ada' });
+      t.same(await ix.settings.putIfAbsent('new', 'x', 'ada', 3000), { value: 'x', updatedAt: 3000, updatedBy: 'ada' }, 'an absent key is saved');
+      const all = [ix, ...(await more(3))];
+      const got = await Promise.all(Array.from({ length: 16 }, (_, i) => all[i % all.length]!.settings.putIfAbsent('secret', `value-${i}`, `node-${i}`, 4000 + i)));
+      t.equal(new Set(got.map((g) => JSON.stringify(g))).size, 1, 'every racing caller got the same row');
+      t.same(await ix.settings.get('secret'), got[0], 'and it is the saved one');
+    });
+
     await test('jobs: insert, progress, finish, recent, recentOf', async (t, ix) => {
       const t0 = Date.now();
       await ix.jobs.insert('j1', 'retain', 'org/a', true, t0 - 30, 'node-a');
