@@ -1,0 +1,121 @@
+import type { Oid } from '../../protocol/oid.js';
+import type { ObjectIndex, ObjectRow } from '../index-types.js';
+import type { Sql } from './pg-client.js';
+
+interface PendingReference {
+  readonly repo: string;
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/**
+ * Objects and per-repository references on PostgreSQL. Every call is one statement (one round
+ * trip); references of uploads finishing in the same turn of the event loop go in one multi-row
+ * statement (arrays unnested), so a burst of small uploads costs one commit, not one each.
+ */
+export class PgObjects implements ObjectIndex {
+  readonly #sql: Sql;
+  #pending: PendingReference[] = [];
+
+  constructor(sql: Sql) {
+    this.#sql = sql;
+  }
+
+  async findInRepo(repo: string, oid: Oid): Promise<ObjectRow | null> {
+    // A quarantined object is missing to batch, download and verify until good bytes arrive.
+    const rows = await this.#sql<{ size: number; stored_size: number }[]>`
+      SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
+      WHERE r.repo = ${repo} AND r.oid = ${oid} AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
+    const r = rows[0];
+    return r === undefined ? null : { oid, size: r.size, storedSize: r.stored_size };
+  }
+
+  async findShared(oid: Oid): Promise<ObjectRow | null> {
+    const rows = await this.#sql<{ size: number; stored_size: number }[]>`SELECT size, stored_size FROM objects WHERE oid = ${oid}`;
+    const r = rows[0];
+    return r === undefined ? null : { oid, size: r.size, storedSize: r.stored_size };
+  }
+
+  async hasAny(): Promise<boolean> {
+    const rows = await this.#sql<{ n: boolean }[]>`SELECT EXISTS (SELECT 1 FROM objects) AS n`;
+    return rows[0]!.n;
+  }
+
+  async isQuarantined(oid: Oid): Promise<boolean> {
+    const rows = await this.#sql<{ n: boolean }[]>`SELECT EXISTS (SELECT 1 FROM quarantine WHERE oid = ${oid}) AS n`;
+    return rows[0]!.n;
+  }
+
+  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.push({ repo, oid, size, storedSize, resolve, reject });
+      // Uploads finishing in this turn of the event loop join the same statement.
+      if (this.#pending.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    const rows = this.#pending;
+    this.#pending = [];
+    try {
+      await this.#insertReferences(rows);
+      for (const r of rows) r.resolve();
+    } catch (e) {
+      if (rows.length === 1) return rows[0]!.reject(e);
+      // One row's failure must not fail the others: each again in a statement of its own.
+      await Promise.all(
+        rows.map((r) =>
+          this.#insertReferences([r]).then(
+            () => r.resolve(),
+            (err: unknown) => r.reject(err),
+          ),
+        ),
+      );
+    }
+  }
+
+  /**
+   * Objects (if new) and references of `rows`, one statement, one transaction. Good bytes of a
+   * quarantined object just arrived (the writer verified them): its mark goes and its row takes the
+   * sizes of the new copy. Data-modifying CTEs see the same snapshot, so the refresh only touches
+   * rows that existed before; a row this statement inserts already has the new sizes.
+   */
+  async #insertReferences(rows: readonly PendingReference[]): Promise<void> {
+    const now = Date.now();
+    await this.#sql`
+      WITH input AS (
+        SELECT * FROM unnest(${rows.map((r) => r.repo)}::text[], ${rows.map((r) => r.oid)}::text[], ${rows.map((r) => r.size)}::int8[], ${rows.map((r) => r.storedSize)}::int8[])
+          AS t(repo, oid, size, stored_size)
+      ), new_objects AS (
+        INSERT INTO objects (oid, size, stored_size, created_at)
+        SELECT DISTINCT ON (oid) oid, size, stored_size, ${now}::int8 FROM input ORDER BY oid
+        ON CONFLICT (oid) DO NOTHING
+      ), new_refs AS (
+        INSERT INTO repo_objects (repo, oid, created_at)
+        SELECT DISTINCT repo, oid, ${now}::int8 FROM input
+        ON CONFLICT (repo, oid) DO NOTHING
+      ), healed AS (
+        DELETE FROM quarantine q WHERE q.oid IN (SELECT oid FROM input) RETURNING q.oid
+      )
+      UPDATE objects o SET size = i.size, stored_size = i.stored_size
+      FROM input i WHERE o.oid = i.oid AND o.oid IN (SELECT oid FROM healed)`;
+  }
+
+  async restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+    // Proves nothing about the bytes now, so it never lifts a quarantine.
+    const now = Date.now();
+    await this.#sql`
+      WITH new_object AS (
+        INSERT INTO objects (oid, size, stored_size, created_at) VALUES (${oid}, ${size}::int8, ${storedSize}::int8, ${now}::int8)
+        ON CONFLICT (oid) DO NOTHING
+      )
+      INSERT INTO repo_objects (repo, oid, created_at) VALUES (${repo}, ${oid}, ${now}::int8) ON CONFLICT (repo, oid) DO NOTHING`;
+  }
+
+  async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
+    await this.#sql`UPDATE objects SET stored_size = ${storedSize}::int8 WHERE oid = ${oid}`;
+  }
+}
