@@ -58,7 +58,7 @@ export class PostgresTables implements IndexTables {
     // An identity column is GENERATED ALWAYS: the copied values are kept on purpose (lock cursors).
     const overriding = spec.sequence === undefined ? '' : 'OVERRIDING SYSTEM VALUE';
     const result = await this.#sql.unsafe(
-      `INSERT INTO ${spec.name} (${cols}) ${overriding} SELECT ${cols} FROM json_populate_recordset(NULL::${spec.name}, $1::json) ON CONFLICT DO NOTHING`,
+      `INSERT INTO ${spec.name} (${cols}) ${overriding} SELECT ${cols} FROM json_populate_recordset(NULL::${spec.name}, $1::text::json) ON CONFLICT DO NOTHING`,
       [JSON.stringify(rows.map((r) => Object.fromEntries(spec.columns.map((c) => [c, r[c] ?? null]))))],
       { prepare: true },
     );
@@ -71,7 +71,7 @@ export class PostgresTables implements IndexTables {
     const cols = spec.rewritten ?? [];
     if (cols.length === 0 || rows.length === 0) return;
     await this.#sql.unsafe(
-      `UPDATE ${spec.name} t SET ${cols.map((c) => `${c} = j.${c}`).join(', ')} FROM json_populate_recordset(NULL::${spec.name}, $1::json) j WHERE ${spec.key.map((k) => `t.${k} = j.${k}`).join(' AND ')}`,
+      `UPDATE ${spec.name} t SET ${cols.map((c) => `${c} = j.${c}`).join(', ')} FROM json_populate_recordset(NULL::${spec.name}, $1::text::json) j WHERE ${spec.key.map((k) => `t.${k} = j.${k}`).join(' AND ')}`,
       [JSON.stringify(rows.map((r) => Object.fromEntries([...spec.key, ...cols].map((c) => [c, r[c] ?? null]))))],
       { prepare: true },
     );
