@@ -1,4 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { S3Config } from '../../config/schema.js';
 import { DataDirLock } from '../../db/data-dir-lock.js';
@@ -118,6 +119,7 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     closing.push(() => source.close());
     const target = await PostgresTables.open(o.targetUrl, !o.dryRun);
     closing.push(() => target.close());
+    const legacy = await legacyRepositories(o.dataDir);
     const problems = await schemaProblems(source, target);
     if (problems.length > 0) throw new MigrationRefused(`the schemas differ from what this version copies:\n  ${problems.join('\n  ')}`);
 
@@ -142,12 +144,14 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     }
     if (o.dryRun) {
       const report = objects === null ? null : await objects.survey(source);
-      return { target: redactUrl(o.targetUrl), dry_run: true, journal, tables, objects: report, problems: [], verified: false };
+      const notes = legacy.map((r) => `${r}: objects in the legacy folder repos/${r} are not in the index (stowage dedupe ${r} first)`);
+      return { target: redactUrl(o.targetUrl), dry_run: true, journal, tables, objects: report, problems: notes, verified: false };
     }
 
     o.progress('verifying: table digests');
     const checked: TableReport[] = [];
-    const found: string[] = [];
+    // Legacy per-repository files are served from the disk only and are in no table: they would be lost.
+    const found: string[] = legacy.map((r) => `${r}: objects in the legacy folder repos/${r} are not in the index (stowage dedupe ${r}, then run again)`);
     for (const t of tables) {
       const spec = COPIED_TABLES.find((s) => s.name === t.table)!;
       const [a, b] = await Promise.all([tableDigest(source, spec), tableDigest(target, spec)]);
@@ -175,6 +179,26 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
 /** The migration cannot start as asked (the CLI exits 2 with the message). */
 export class MigrationRefused extends Error {
   override readonly name = 'MigrationRefused';
+}
+
+/** An object file name in a legacy folder (`ab/cd/<oid>`); set-aside files (`<oid>.refused`) are not objects. */
+const LEGACY_OBJECT = /^[0-9a-f]{64}$/;
+
+/** Repositories (`org/repo`) whose legacy folder under repos/ still holds object files dedupe has not folded. */
+async function legacyRepositories(dataDir: string): Promise<string[]> {
+  const names = async (dir: string): Promise<string[]> => readdir(dir).catch(() => []);
+  const holdsObjects = async (dir: string, depth: number): Promise<boolean> => {
+    for (const n of await names(dir)) {
+      if (depth === 0 ? LEGACY_OBJECT.test(n) : await holdsObjects(join(dir, n), depth - 1)) return true;
+    }
+    return false;
+  };
+  const out: string[] = [];
+  const root = join(dataDir, 'repos');
+  for (const org of await names(root)) {
+    for (const repo of await names(join(root, org))) if (await holdsObjects(join(root, org, repo), 2)) out.push(`${org}/${repo}`);
+  }
+  return out;
 }
 
 function pendingSegments(dataDir: string): number {
