@@ -63,6 +63,8 @@ let databases = 0;
  * Starts PostgreSQL in a temp directory (initdb, then postgres on 127.0.0.1 at a free port with its
  * socket in the same directory) and resolves once it logs that it accepts connections. `teardown`
  * (tap's t.teardown) is registered before anything starts, so a failing start still cleans up.
+ * Call it before the file's first t.test: once the root test's subtests have all ended, tap runs a
+ * teardown registered on it at once, which stops the server while it starts.
  */
 export async function startPostgres(teardown: (fn: () => Promise<void>) => void): Promise<TestPostgres> {
   const bin = postgresBinDir();

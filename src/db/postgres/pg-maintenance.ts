@@ -31,13 +31,17 @@ export class PgMaintenance implements MaintenanceIndex {
     return rows[0]!.n;
   }
 
-  async dropReference(repo: string, oid: Oid, liveSince: number): Promise<DropOutcome> {
-    const rows = await this.#sql<{ outcome: DropOutcome }[]>`SELECT stowage_drop_reference(${repo}, ${oid}, ${liveSince}::int8, ${Date.now()}::int8) AS outcome`;
+  async dropReference(repo: string, oid: Oid, liveSince: number, node: string): Promise<DropOutcome> {
+    const rows = await this.#sql<{ outcome: DropOutcome }[]>`
+      SELECT stowage_drop_reference(${repo}, ${oid}, ${liveSince}::int8, ${node}, ${Date.now()}::int8) AS outcome`;
     return rows[0]!.outcome;
   }
 
-  async pendingDeletes(): Promise<Oid[]> {
-    return (await this.#sql<{ oid: string }[]>`SELECT oid FROM pending_deletes`).map((r) => r.oid as Oid);
+  async pendingDeletes(liveSince: number): Promise<Oid[]> {
+    // A live node may still be deleting its own: only the intents of dead (or unknown) nodes are left over.
+    const rows = await this.#sql<{ oid: string }[]>`
+      SELECT oid FROM pending_deletes d WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node = d.node AND n.seen_at >= ${liveSince}::int8)`;
+    return rows.map((r) => r.oid as Oid);
   }
 
   async deleted(oid: Oid): Promise<void> {
@@ -53,9 +57,10 @@ export class PgMaintenance implements MaintenanceIndex {
     await this.#sql`UPDATE objects SET stored_size = ${storedSize}::int8 WHERE oid = ${oid}`;
   }
 
-  async beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean }> {
-    const rows = await this.#sql<{ ticket: number; delete_pending: boolean }[]>`SELECT * FROM stowage_begin_upload(${oid}, ${node}, ${now}::int8)`;
-    return { ticket: rows[0]!.ticket, deletePending: rows[0]!.delete_pending };
+  async beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean; readonly quarantined: boolean }> {
+    const rows = await this.#sql<{ ticket: number; delete_pending: boolean; quarantined: boolean }[]>`SELECT * FROM stowage_begin_upload(${oid}, ${node}, ${now}::int8)`;
+    const r = rows[0]!;
+    return { ticket: r.ticket, deletePending: r.delete_pending, quarantined: r.quarantined };
   }
 
   async deletePending(oid: Oid): Promise<boolean> {

@@ -33,6 +33,17 @@ export class PgObjects implements ObjectIndex {
     return r === undefined ? null : { oid, size: r.size, storedSize: r.stored_size };
   }
 
+  async findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>> {
+    const found = new Map<Oid, ObjectRow>();
+    if (oids.length === 0) return found;
+    // One round trip for a whole batch request.
+    const rows = await this.#sql<{ oid: Oid; size: number; stored_size: number }[]>`
+      SELECT r.oid, o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
+      WHERE r.repo = ${repo} AND r.oid = ANY(${oids as Oid[]}::text[]) AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
+    for (const r of rows) found.set(r.oid, { oid: r.oid, size: r.size, storedSize: r.stored_size });
+    return found;
+  }
+
   async findShared(oid: Oid): Promise<ObjectRow | null> {
     const rows = await this.#sql<{ size: number; stored_size: number }[]>`SELECT size, stored_size FROM objects WHERE oid = ${oid}`;
     const r = rows[0];

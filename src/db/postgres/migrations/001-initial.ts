@@ -106,8 +106,9 @@ CREATE TABLE quarantine (
 );
 
 CREATE TABLE pending_deletes (
-  oid TEXT COLLATE "C" NOT NULL PRIMARY KEY,
-  at  BIGINT NOT NULL
+  oid  TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  at   BIGINT NOT NULL,
+  node TEXT NOT NULL DEFAULT ''           -- the node deleting the bytes
 );
 
 -- Liveness: a node is live while its heartbeat is recent (callers pass now - NODE_STALE_MS).
@@ -169,21 +170,23 @@ BEGIN
 END $$;
 
 -- The upload side of the upload/delete handshake: record the write in flight, then look for a
--- deletion intent, under the oid's lock (the same one stowage_drop_reference takes).
+-- deletion intent, under the oid's lock (the same one stowage_drop_reference takes). Also says
+-- whether the oid is quarantined, which the upload path would otherwise ask in a round trip of its own.
 CREATE FUNCTION stowage_begin_upload(p_oid TEXT, p_node TEXT, p_at BIGINT)
-RETURNS TABLE (ticket BIGINT, delete_pending BOOLEAN)
+RETURNS TABLE (ticket BIGINT, delete_pending BOOLEAN, quarantined BOOLEAN)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   t BIGINT;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtextextended(p_oid, 0));
   INSERT INTO uploads_in_flight AS u (oid, node, at) VALUES (p_oid, p_node, p_at) RETURNING u.ticket INTO t;
-  RETURN QUERY SELECT t, EXISTS (SELECT 1 FROM pending_deletes d WHERE d.oid = p_oid);
+  RETURN QUERY SELECT t, EXISTS (SELECT 1 FROM pending_deletes d WHERE d.oid = p_oid), EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = p_oid);
 END $$;
 
 -- The delete side: drop the reference; when it was the last, the object row and any quarantine
--- mark go too and, unless a live node is writing the oid, a deletion intent is recorded.
-CREATE FUNCTION stowage_drop_reference(p_repo TEXT, p_oid TEXT, p_live_since BIGINT, p_at BIGINT)
+-- mark go too and, unless a live node is writing the oid, a deletion intent naming the deleting
+-- node is recorded.
+CREATE FUNCTION stowage_drop_reference(p_repo TEXT, p_oid TEXT, p_live_since BIGINT, p_node TEXT, p_at BIGINT)
 RETURNS TEXT
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -197,7 +200,7 @@ BEGIN
   IF EXISTS (SELECT 1 FROM uploads_in_flight u JOIN nodes n ON n.node = u.node WHERE u.oid = p_oid AND n.seen_at >= p_live_since) THEN
     RETURN 'in_flight';
   END IF;
-  INSERT INTO pending_deletes AS d (oid, at) VALUES (p_oid, p_at) ON CONFLICT (oid) DO UPDATE SET at = EXCLUDED.at;
+  INSERT INTO pending_deletes AS d (oid, at, node) VALUES (p_oid, p_at, p_node) ON CONFLICT (oid) DO UPDATE SET at = EXCLUDED.at, node = EXCLUDED.node;
   RETURN 'delete';
 END $$;
 `;
