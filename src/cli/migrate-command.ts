@@ -12,25 +12,24 @@ export interface LocalContext {
   readonly io: Io;
 }
 
-/** Accepted target URLs: the schemes the PostgreSQL index takes (SVC_DATABASE_URL). */
-const POSTGRES_URL = /^postgres(ql)?:\/\/[^/]/;
-
 /**
  * `stowage migrate`: moves a stopped single node (SQLite + disk) to PostgreSQL (+ S3). Unlike the
  * other commands it works on the data directory itself, as `stowage serve` does, configured by the
  * same SVC_* variables; the work is in service/migration/node-migration.ts.
  */
 export async function runMigrate({ values, env, io }: LocalContext): Promise<number> {
-  const to = (values.to as string | undefined) ?? env.SVC_DATABASE_URL;
-  if (to === undefined || to === '') throw new CliError('migrate: give --to postgres://… (or set SVC_DATABASE_URL)', EXIT.usage);
-  if (!POSTGRES_URL.test(to)) throw new CliError('migrate: --to must be a postgres:// or postgresql:// URL', EXIT.usage);
+  const given = values.to as string | undefined;
+  if (given === '') throw new CliError('migrate: --to needs a postgres:// URL', EXIT.usage);
   let config;
   try {
-    config = loadConfig(env);
+    // --to is read as SVC_DATABASE_URL would be (the same check), and names the same database the nodes will use.
+    config = loadConfig(given === undefined ? env : { ...env, SVC_DATABASE_URL: given });
   } catch (e) {
-    if (e instanceof ConfigError) throw new CliError(`migrate: configuration error: ${e.message}`, EXIT.usage);
+    if (e instanceof ConfigError) throw new CliError(`migrate: configuration error: ${given === undefined ? e.message : e.message.replace('SVC_DATABASE_URL', '--to')}`, EXIT.usage);
     throw e;
   }
+  const to = config.databaseUrl;
+  if (to === null) throw new CliError('migrate: give --to postgres://… (or set SVC_DATABASE_URL)', EXIT.usage);
   const withObjects = values.objects === true;
   if (withObjects && config.s3 === null) throw new CliError('migrate: --objects copies into the bucket SVC_STORE=s3 and SVC_S3_* name: set them as the new nodes will have them', EXIT.usage);
   // Loaded on use: the other commands start without the store and the workers.

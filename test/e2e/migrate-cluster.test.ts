@@ -92,9 +92,9 @@ t.test('a single node filled by git-lfs and the dashboard', async (t) => {
   const saved = await fetch(`${base}/-/api/access`, { method: 'PUT', headers: { cookie, origin: base, 'content-type': 'application/json' }, body: JSON.stringify({ max_object_size: '8MiB' }) });
   t.equal(saved.status, 200, 'an access setting is saved');
   const audit = await fetch(`${base}/${REPO}/objects/audit`, { method: 'POST', headers: { authorization: basic('tok-dev'), 'content-type': 'application/json' }, body: '{}' });
-  const job = (await audit.json()) as { id: string; state: string };
+  const job = (await audit.json()) as { job: string; state: string };
   t.equal(job.state, 'done', 'an audit job ran to the end');
-  jobId = job.id;
+  jobId = job.job;
 });
 
 const target = (await pg.createDatabase()).replace('postgres@', 'postgres:sekret-pw@');

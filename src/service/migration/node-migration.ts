@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { redactDatabaseUrl } from '../../config/load.js';
 import type { S3Config } from '../../config/schema.js';
 import { DataDirLock } from '../../db/data-dir-lock.js';
 import { COPIED_TABLES, pages, RUNTIME_TABLES, tableDigest, type IndexTables, type TableRow, type TableSpec } from '../../db/index-tables.js';
@@ -83,18 +84,6 @@ const OBJECT_LANES = 4;
 /** Journal segment names (store/journal.ts). */
 const SEGMENT = /^seg-\d{12}\.log$/;
 
-/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`: the password is never printed. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    for (const k of [...u.searchParams.keys()]) if (/pass/i.test(k)) u.searchParams.set(k, '***');
-    return u.toString();
-  } catch {
-    return '(not a URL)';
-  }
-}
-
 /**
  * Moves a stopped single node (SQLite index + disk store) to PostgreSQL (+ an S3 bucket when one is
  * configured): takes the data directory's lock as the server does, replays the journal into the
@@ -145,7 +134,7 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     if (o.dryRun) {
       const report = objects === null ? null : await objects.survey(source);
       const notes = legacy.map((r) => `${r}: objects in the legacy folder repos/${r} are not in the index (stowage dedupe ${r} first)`);
-      return { target: redactUrl(o.targetUrl), dry_run: true, journal, tables, objects: report, problems: notes, verified: false };
+      return { target: redactDatabaseUrl(o.targetUrl), dry_run: true, journal, tables, objects: report, problems: notes, verified: false };
     }
 
     o.progress('verifying: table digests');
@@ -167,7 +156,7 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
       if (objectReport.refused.length > 0) found.push(`${objectReport.refused.length} objects on disk do not match their oid (not copied)`);
       if (objectReport.absent_from_bucket.length > 0) found.push(`${objectReport.absent_from_bucket.length} objects are not in the bucket at the size the index records`);
     }
-    return { target: redactUrl(o.targetUrl), dry_run: false, journal, tables: checked, objects: objectReport, problems: found, verified: found.length === 0 };
+    return { target: redactDatabaseUrl(o.targetUrl), dry_run: false, journal, tables: checked, objects: objectReport, problems: found, verified: found.length === 0 };
   } finally {
     for (const close of closing.reverse()) await close().catch(() => undefined);
     await pool.close();
