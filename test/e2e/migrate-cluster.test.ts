@@ -113,6 +113,9 @@ t.test('usage errors', async (t) => {
   const noBucket = await migrate(['--to', target, '--objects'], { SVC_DATA_DIR: dataDir }).done;
   t.equal(noBucket.code, 2, '--objects without a bucket configured');
   t.match(noBucket.stderr, /SVC_STORE=s3/);
+  const noHost = await migrate(['--to', 'postgres://u:hidden-pw@/db'], migrateEnv).done;
+  t.equal(noHost.code, 2, 'a --to without a host');
+  t.match(noHost.stderr, /--to must be a postgres:\/\/ or postgresql:\/\/ URL with a host, got "postgres:\/\/u:\*\*\*@\/db"/);
   const help = await migrate(['--help'], {}).done;
   t.equal(help.code, 0);
   t.match(help.stdout, /usage: stowage migrate --to/);
@@ -177,6 +180,14 @@ t.test('moved to PostgreSQL + S3: interrupted, run again, verified, served', asy
   const again = JSON.parse(third.stdout) as typeof report;
   t.ok(again.tables.every((x) => (x as unknown as { copied: number }).copied === 0), 'and adds no row');
   t.equal(again.objects.copied, 0, 'and copies no object');
+
+  const human = await migrate(['--to', target, '--objects'], migrateEnv).done;
+  t.equal(human.code, 0);
+  t.match(human.stdout, /^index\.sqlite → postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+\n/, 'the summary names the target, password hidden');
+  t.match(human.stdout, /^table +rows +copied +in target +verified\n/m);
+  t.match(human.stdout, /^locks +1 +0 +1 +ok$/m);
+  t.match(human.stdout, /objects: 4 in the index; 0 copied \(0 B\), 4 already in the bucket/);
+  t.match(human.stdout, /ok verified: start the nodes with SVC_DATABASE_URL and SVC_STORE=s3\n$/);
 
   // 2. A node on PostgreSQL + S3 serves what the single node held.
   const node = await startServer({ ...serverEnv, ...s3.env(), SVC_DATABASE_URL: target });
