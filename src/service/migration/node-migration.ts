@@ -106,7 +106,9 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
 
     const source = SqliteTables.open(indexFile, 'readonly');
     closing.push(() => source.close());
-    const target = await PostgresTables.open(o.targetUrl, !o.dryRun);
+    const target = await PostgresTables.open(o.targetUrl, !o.dryRun).catch((e: unknown) => {
+      throw new Error(`the database ${redactDatabaseUrl(o.targetUrl)} cannot be used: ${(e as Error).message}`, { cause: e });
+    });
     closing.push(() => target.close());
     const legacy = await legacyRepositories(o.dataDir);
     const problems = await schemaProblems(source, target);
