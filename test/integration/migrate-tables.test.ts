@@ -107,6 +107,14 @@ t.test('verification catches a row that differs in the target', async (t) => {
   t.equal((await migrateNode(options)).verified, true, 'and verifies once it is the same again');
 });
 
+t.test('refused while a node runs on the target database', async (t) => {
+  const sql = connect(target);
+  t.teardown(() => sql.end());
+  await sql`INSERT INTO nodes (node, seen_at) VALUES ('n1', ${Date.now()}::int8)`;
+  await t.rejects(migrateNode(options), /1 Stowage node\(s\) are running on postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+: stop them first/);
+  await sql`DELETE FROM nodes`;
+});
+
 t.test('a legacy folder dedupe has not folded is reported, not lost silently', async (t) => {
   const dir = join(dataDir, 'repos', 'acme', 'old', 'ab', 'cd');
   mkdirSync(dir, { recursive: true });

@@ -40,6 +40,13 @@ export class PostgresTables implements IndexTables {
     return (await this.tables()).length > 0;
   }
 
+  /** Nodes whose heartbeat is at or after `since`: a cluster already running on this database. */
+  async liveNodes(since: number): Promise<number> {
+    if (!(await this.tables()).includes('nodes')) return 0;
+    const rows = await this.#sql<{ n: number }[]>`SELECT count(*)::int8 AS n FROM nodes WHERE seen_at >= ${since}::int8`;
+    return rows[0]!.n;
+  }
+
   async read(table: CopiedTable, from: TableRow | null, limit: number): Promise<TableRow[]> {
     const spec = tableSpec(table);
     const cols = spec.columns.join(', ');

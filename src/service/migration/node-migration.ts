@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { redactDatabaseUrl } from '../../config/load.js';
 import type { S3Config } from '../../config/schema.js';
 import { DataDirLock } from '../../db/data-dir-lock.js';
+import { NODE_STALE_MS } from '../../db/index-types.js';
 import { COPIED_TABLES, pages, RUNTIME_TABLES, tableDigest, type IndexTables, type TableRow, type TableSpec } from '../../db/index-tables.js';
 import { PostgresTables } from '../../db/postgres/postgres-tables.js';
 import { openSqliteIndex } from '../../db/sqlite/sqlite-index.js';
@@ -110,6 +111,9 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
       throw new Error(`the database ${redactDatabaseUrl(o.targetUrl)} cannot be used: ${(e as Error).message}`, { cause: e });
     });
     closing.push(() => target.close());
+    // Copying under a running cluster would mix its writes into what is being verified.
+    const live = await target.liveNodes(Date.now() - NODE_STALE_MS);
+    if (live > 0) throw new MigrationRefused(`${live} Stowage node(s) are running on ${redactDatabaseUrl(o.targetUrl)}: stop them first (the migration fills a database no node uses yet)`);
     const legacy = await legacyRepositories(o.dataDir);
     const problems = await schemaProblems(source, target);
     if (problems.length > 0) throw new MigrationRefused(`the schemas differ from what this version copies:\n  ${problems.join('\n  ')}`);
