@@ -159,6 +159,27 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.objects.findShared(bad), null, 'nothing of the bad row is stored');
     });
 
+    await test('group commit across instances: batches sharing oids, in any order, all commit', async (t, ix, more) => {
+      const all = [ix, ...(await more(3))];
+      const oids = Array.from({ length: 30 }, () => newOid('shared'));
+      // Each instance adds every oid, in its own shuffled order, for two repositories: one shared
+      // by all instances (the same rows raced) and one of its own.
+      const settled = await Promise.allSettled(
+        all.flatMap((inst, i) => {
+          const order = [...oids].sort((a, b) => ((a.charCodeAt(i) ^ 7) - (b.charCodeAt(i) ^ 7)) || (a < b ? -1 : 1));
+          return order.flatMap((o) => [inst.objects.addReference('org/shared', o, 64, 32), inst.objects.addReference(`org/own${i}`, o, 64, 32)]);
+        }),
+      );
+      t.same(
+        settled.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+        [],
+        'every reference committed',
+      );
+      t.equal((await ix.maintenance.repoObjects('org/shared')).length, 30);
+      for (let i = 0; i < all.length; i++) t.equal((await ix.stats.repoSummary(`org/own${i}`)).objects, 30, `org/own${i}`);
+      t.equal((await ix.stats.serverTotals()).objects, 30, 'each object once');
+    });
+
     await test('locks: one per (repo, path), case-sensitive, ids scoped to their repository', async (t, ix) => {
       const first = await ix.locks.create(lock('org/a', 'a.bin'), null);
       t.equal(first.kind, 'created');

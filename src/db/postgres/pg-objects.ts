@@ -2,6 +2,10 @@ import type { Oid } from '../../protocol/oid.js';
 import type { ObjectIndex, ObjectRow } from '../index-types.js';
 import type { Sql } from './pg-client.js';
 
+/** PostgreSQL chose this statement's transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written. */
+const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '40P01';
+const DEADLOCK_TRIES = 3;
+
 interface PendingReference {
   readonly repo: string;
   readonly oid: Oid;
@@ -69,22 +73,28 @@ export class PgObjects implements ObjectIndex {
   }
 
   async #flush(): Promise<void> {
-    const rows = this.#pending;
+    // Keys taken in one order by every node: two batches sharing oids queue rather than deadlock.
+    const rows = this.#pending.sort((a, b) => (a.oid < b.oid ? -1 : a.oid > b.oid ? 1 : a.repo < b.repo ? -1 : a.repo > b.repo ? 1 : 0));
     this.#pending = [];
     try {
       await this.#insertReferences(rows);
       for (const r of rows) r.resolve();
     } catch (e) {
-      if (rows.length === 1) return rows[0]!.reject(e);
+      if (rows.length === 1 && !isDeadlock(e)) return rows[0]!.reject(e);
       // One row's failure must not fail the others: each again in a statement of its own.
-      await Promise.all(
-        rows.map((r) =>
-          this.#insertReferences([r]).then(
-            () => r.resolve(),
-            (err: unknown) => r.reject(err),
-          ),
-        ),
-      );
+      await Promise.all(rows.map((r) => this.#insertAlone(r)));
+    }
+  }
+
+  /** One reference in a statement of its own; a deadlock with another node's batch (rare: see #flush) is tried again. */
+  async #insertAlone(r: PendingReference): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#insertReferences([r]);
+        return r.resolve();
+      } catch (e) {
+        if (!isDeadlock(e) || attempt === DEADLOCK_TRIES) return r.reject(e);
+      }
     }
   }
 
@@ -106,7 +116,7 @@ export class PgObjects implements ObjectIndex {
         ON CONFLICT (oid) DO NOTHING
       ), new_refs AS (
         INSERT INTO repo_objects (repo, oid, created_at)
-        SELECT DISTINCT repo, oid, ${now}::int8 FROM input
+        SELECT DISTINCT ON (oid, repo) repo, oid, ${now}::int8 FROM input ORDER BY oid, repo
         ON CONFLICT (repo, oid) DO NOTHING
       ), healed AS (
         DELETE FROM quarantine q WHERE q.oid IN (SELECT oid FROM input) RETURNING q.oid
