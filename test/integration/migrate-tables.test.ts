@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import t from 'tap';
@@ -7,6 +7,8 @@ import { connect } from '../../src/db/postgres/pg-client.js';
 import { PostgresIndex } from '../../src/db/postgres/postgres-index.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import type { Oid } from '../../src/protocol/oid.js';
+import { DiskBlobStore } from '../../src/store/disk.js';
+import { JournalingBlobStore } from '../../src/store/layers/journal.js';
 import { migrateNode, MigrationRefused, type MigrationOptions } from '../../src/service/migration/node-migration.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { tmpDir } from '../helpers/start-server.js';
@@ -129,4 +131,30 @@ t.test('a column the migration does not know refuses the copy', async (t) => {
   db.exec('ALTER TABLE sessions ADD COLUMN device TEXT');
   db.close();
   await t.rejects(migrateNode(options), new MigrationRefused('the schemas differ from what this version copies:\n  column sessions.device is not known to the migration'));
+});
+
+t.test('the journal is replayed first: an acknowledged upload only the journal holds is copied', async (t) => {
+  const dir = tmpDir('stowage-migrate-journal-');
+  await openSqliteIndex(join(dir, 'index.sqlite')).close();
+  // A small upload acknowledged from the journal, then a crash before the index recorded it and
+  // before retirement gave it a file: its only traces are the journal's record and bytes.
+  const disk = await DiskBlobStore.open(dir);
+  const journal = await JournalingBlobStore.open(disk, join(dir, 'journal'), { restore: async () => undefined, isWanted: async () => true, stored: async () => undefined, checkpoint: async () => undefined });
+  const data = Buffer.from('only in the journal\n');
+  const small = createHash('sha256').update(data).digest('hex') as Oid;
+  const w = await journal.createWriter(small, { repo: 'acme/journal', expectedSize: data.length });
+  w.write(data);
+  await w.finish();
+  await journal.close();
+  t.notOk(existsSync(disk.pathOf(small)), 'no file of its own yet');
+
+  const db = await pg.createDatabase();
+  const report = await migrateNode({ ...options, dataDir: dir, targetUrl: db });
+  t.equal(report.verified, true);
+  t.equal(report.journal.replayed, 1, 'the journal record is replayed into index.sqlite');
+  t.ok(report.journal.segments_retired >= 1, 'and its segment written out');
+  t.ok(readFileSync(disk.pathOf(small)).equals(data), 'the object has its own file on disk');
+  const idx = await PostgresIndex.open(db);
+  t.teardown(() => idx.close());
+  t.same(await idx.objects.findInRepo('acme/journal', small), { oid: small, size: data.length, storedSize: data.length }, 'and its reference is in PostgreSQL');
 });
