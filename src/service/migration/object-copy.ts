@@ -23,8 +23,8 @@ export interface ObjectsReport {
   readonly absent_from_bucket: string[];
 }
 
-/** Objects copied at once: each waits mostly on the bucket's round trips. */
-const OBJECT_LANES = 4;
+/** Objects copied at once: each waits mostly on the bucket's round trips (a HEAD, then the PUT). */
+const OBJECT_LANES = 8;
 /**
  * Copies the objects table together with the objects' bytes: each page's objects are put in the
  * bucket first (read through the disk stack, written through the bucket's, so sha256 and size are
