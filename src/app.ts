@@ -3,7 +3,7 @@ import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { DataDirLock } from './db/data-dir-lock.js';
-import { openSqliteIndex } from './db/sqlite/sqlite-index.js';
+import { openIndex } from './db/open-index.js';
 import { ClusterNode } from './service/cluster-node.js';
 import { sharedKey } from './service/shared-secret.js';
 import { ForgeHttpClient } from './forge/client.js';
@@ -58,8 +58,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Before anything in the directory is touched: another server there would lose its staging files.
   const lock = DataDirLock.acquire(config.dataDir);
   const index = join(config.dataDir, 'index.sqlite');
-  const firstRun = !existsSync(index);
-  const db = openSqliteIndex(index, log);
+  const firstRun = config.databaseUrl === null && !existsSync(index);
+  // SVC_DATABASE_URL: the PostgreSQL index every node shares; otherwise the SQLite file above.
+  const db = await openIndex(config, log);
   const pool = new WorkerPool(config.workers);
   const hasher = new HashThread();
   const objects = db.objects;

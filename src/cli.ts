@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * The operator CLI. `stowage serve` runs the server; every other command talks to a running server
- * over HTTP, so all work happens inside the server on its worker threads, beside the uploads it must
- * not disturb, and nothing here touches the data directory. Conventions of git-lfs and restic:
+ * The operator CLI. `stowage serve` runs the server; every other command but one talks to a running
+ * server over HTTP, so all work happens inside the server on its worker threads, beside the uploads it
+ * must not disturb. The exception is `stowage migrate`, which moves a stopped server's data directory
+ * (it takes the directory's lock, as the server does). Conventions of git-lfs and restic:
  * strict options (an unknown flag is refused, exit 2), --help on every command, human output by
  * default and --json for scripts, progress on stderr, credentials as git-lfs finds them.
  * docs/cli.md documents the commands, options and exit statuses.
@@ -79,6 +80,11 @@ async function main(argv: string[]): Promise<number> {
   if (parsed.values.help === true) {
     process.stdout.write(commandHelp(first, spec));
     return EXIT.ok;
+  }
+  if (spec.local !== undefined) {
+    if (parsed.positionals.length > 0) throw new CliError(`${first}: unexpected argument ${parsed.positionals[0]} (stowage ${first} --help)`, EXIT.usage);
+    const json = parsed.values.json === true;
+    return spec.local({ values: parsed.values, env: process.env, io: { json, quiet: parsed.values.quiet === true, out: process.stdout, err: process.stderr, paint: new Paint(process.stdout, process.env) } });
   }
   if (spec.run === undefined) {
     if (parsed.positionals.length > 0) throw new CliError(`${first}: takes no arguments (it is configured by SVC_* variables)`, EXIT.usage);

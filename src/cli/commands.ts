@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { CliError, EXIT, type Client } from './client.js';
 import { cancelJob, finalStatus, follow, jobId, listJobs, startAndFollow, type Io, type JobJson } from './jobs.js';
+import { runMigrate, type LocalContext } from './migrate-command.js';
 import { bytes, duration } from './output.js';
 
 const exec = promisify(execFile);
@@ -24,13 +25,17 @@ export interface RunContext {
   readonly cwd: string;
 }
 
-/** A command: its help, its options, and what it does. `serve` has no run (cli.ts starts the server). */
+/**
+ * A command: its help, its options, and what it does: `run` through a server's HTTP API, or `local`
+ * on the data directory itself (no repository, no server). `serve` has neither (cli.ts starts the server).
+ */
 export interface CommandSpec {
   readonly usage: string;
   readonly summary: string;
   readonly details: string;
   readonly options: Record<string, OptionSpec>;
   readonly run?: (ctx: RunContext) => Promise<number>;
+  readonly local?: (ctx: LocalContext) => Promise<number>;
 }
 
 /** Options every command that talks to a server takes. */
@@ -208,6 +213,25 @@ export const COMMANDS: Record<string, CommandSpec> = {
       io.out.write(io.json ? `${JSON.stringify(s)}\n` : statsSummary(s));
       return EXIT.ok;
     },
+  },
+  migrate: {
+    usage: 'stowage migrate --to postgres://… [--objects] [--dry-run]',
+    summary: 'move a stopped single node (SQLite + disk) to PostgreSQL (+ S3 with --objects)',
+    details:
+      'Works on the files of SVC_DATA_DIR, as `stowage serve` does, not through a server: stop the server\n' +
+      'first (a running one is refused). Replays the journal, copies every table of index.sqlite into the\n' +
+      'PostgreSQL database (migrated first), with --objects copies every object into the bucket that\n' +
+      'SVC_STORE=s3 and SVC_S3_* name (verified on the way, compressed as SVC_COMPRESSION says), then\n' +
+      'verifies: row counts and content digests equal, every object in the bucket. Safe to run again:\n' +
+      'only what is missing is added. Exit 0 only when verified; 1 when something differs.',
+    options: {
+      to: { type: 'string', arg: 'URL', help: 'the PostgreSQL index (default: SVC_DATABASE_URL); the password is never printed' },
+      objects: { type: 'boolean', help: 'also copy the objects into the bucket (SVC_STORE=s3, SVC_S3_*)' },
+      'dry-run': { type: 'boolean', short: 'n', help: 'count what would be copied; write nothing' },
+      json: REMOTE_OPTIONS.json!,
+      quiet: REMOTE_OPTIONS.quiet!,
+    },
+    local: runMigrate,
   },
   jobs: {
     usage: 'stowage jobs [org/repo]\n       stowage jobs follow [org/repo] ID\n       stowage jobs cancel [org/repo] ID',

@@ -164,6 +164,37 @@ export function configWarnings(env: Env): string[] {
   return warnings;
 }
 
+/**
+ * A database URL fit for a log line or an error message: the password (and anything in the query,
+ * where libpq also takes one) replaced by `***`. Works on text that is not a valid URL too.
+ */
+export function redactDatabaseUrl(url: string): string {
+  let out = url;
+  // The password runs from the first ':' of the user info to the last '@' (it may hold '@' or '/' unencoded).
+  const at = out.lastIndexOf('@');
+  const from = out.includes('//') ? out.indexOf('//') + 2 : 0;
+  const colon = out.indexOf(':', from);
+  if (at !== -1 && colon !== -1 && colon < at) out = `${out.slice(0, colon)}:***${out.slice(at)}`;
+  const query = out.indexOf('?');
+  if (query !== -1 && query < out.length - 1) out = `${out.slice(0, query)}?***`;
+  return out;
+}
+
+/** SVC_DATABASE_URL: a postgres:// or postgresql:// URL naming a host, or null (the SQLite index). */
+function parseDatabaseUrl(value: string | null): string | null {
+  if (value === null) return null;
+  let ok = /^postgres(ql)?:\/\//.test(value);
+  if (ok) {
+    try {
+      ok = new URL(value).hostname !== '';
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok) throw new ConfigError(`SVC_DATABASE_URL must be a postgres:// or postgresql:// URL with a host, got "${redactDatabaseUrl(value)}"`);
+  return value;
+}
+
 /** SVC_STORE=s3: the bucket settings and credentials (issue 8); null for the disk store. */
 function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
   if (store === 'disk') return null;
@@ -347,6 +378,7 @@ export function loadConfig(env: Env): Config {
     port,
     baseUrl,
     dataDir: resolve(raw(env, 'SVC_DATA_DIR')!),
+    databaseUrl: parseDatabaseUrl(raw(env, 'SVC_DATABASE_URL')),
     auth: {
       provider,
       forgeAApiUrl: parseHttpUrl('SVC_FORGE_A_API_URL', raw(env, 'SVC_FORGE_A_API_URL')!),

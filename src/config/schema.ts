@@ -20,6 +20,11 @@ export interface Config {
   readonly baseUrl: string | null;
   /** Root of the disk store and the SQLite index. */
   readonly dataDir: string;
+  /**
+   * The PostgreSQL index shared by every node (SVC_DATABASE_URL, postgres:// or postgresql://);
+   * null: the embedded SQLite index in dataDir. Holds the password: never log it (redactDatabaseUrl).
+   */
+  readonly databaseUrl: string | null;
   readonly auth: {
     readonly provider: ForgeProvider;
     readonly forgeAApiUrl: string;
@@ -170,6 +175,7 @@ export const DEFAULTS = {
   SVC_PORT: '8080',
   SVC_BASE_URL: null, // http://localhost:$SVC_PORT (the bound port)
   SVC_DATA_DIR: './data',
+  SVC_DATABASE_URL: null, // the embedded SQLite index in SVC_DATA_DIR
   SVC_AUTH: 'forge_a',
   SVC_FORGE_A_API_URL: 'https://api.github.com',
   SVC_FORGE_B_API_URL: 'https://gitlab.com/api/v4',

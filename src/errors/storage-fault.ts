@@ -4,18 +4,45 @@ import { LfsError } from './errors.js';
 const RETRY_AFTER_S = '30';
 
 /**
+ * A PostgreSQL index that cannot answer now (https://www.postgresql.org/docs/current/errcodes-appendix.html):
+ * class 08 (connection exception), 57P01–57P03 (admin shutdown, crash shutdown, cannot connect now:
+ * the server is stopping, restarting or still starting), 53300 (too many connections).
+ */
+function pgUnavailable(code: string): boolean {
+  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
+}
+
+/**
+ * The network refusing or dropping a connection to the index database (or a bucket), and the
+ * PostgreSQL client's own names for a connection that closed or never opened in time.
+ */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT']);
+
+/** A SQLSTATE: five digits or capitals, as the PostgreSQL client puts them in `code`. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
  * The storage conditions the server can name, wherever they were hit: a full file system is 507
  * LFS_ERR_STORAGE_FULL, whether a file write saw it (ENOSPC, EDQUOT) or an index write did
  * (SQLITE_FULL, from better-sqlite3's SqliteError); an I/O error (EIO, SQLITE_IOERR_*, an index
  * file that cannot be opened), an index held past the busy timeout, or a store folder that refuses
  * writes (EACCES, EPERM, EROFS: its mode, an immutable flag, a read-only file system) is 503
- * LFS_ERR_NOT_READY with Retry-After. Null for anything else. The HTTP error boundary applies it
+ * LFS_ERR_NOT_READY with Retry-After. With the PostgreSQL index, a database that cannot be reached
+ * or is refusing connections (see pgUnavailable) is 503 with Retry-After too, and its disk full
+ * (SQLSTATE 53100) is 507. Null for anything else. The HTTP error boundary applies it
  * to whatever a route throws, so no route maps these itself (design rule 4).
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return null;
   if (code === 'ENOSPC' || code === 'EDQUOT') return new LfsError('LFS_ERR_STORAGE_FULL', undefined, { cause: e });
+  if (UNREACHABLE.has(code) || (SQLSTATE.test(code) && pgUnavailable(code))) {
+    // Nothing acknowledged is lost: a reference is committed before the 200, so the client retries.
+    return new LfsError('LFS_ERR_NOT_READY', 'Storage cannot be reached right now (the index database or the bucket); retry later', { cause: e, headers: { 'Retry-After': RETRY_AFTER_S } });
+  }
+  if (code === '53100') {
+    return new LfsError('LFS_ERR_STORAGE_FULL', "The index database's disk is full, so this change cannot be recorded; retry once space is freed", { cause: e });
+  }
   if (code === 'SQLITE_FULL') {
     return new LfsError('LFS_ERR_STORAGE_FULL', "The server's disk is full, so this change cannot be recorded; retry once space is freed", { cause: e });
   }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, configWarnings, levenshtein, loadConfig, parseDuration, parseSize } from '../../src/config/load.js';
+import { ConfigError, configWarnings, levenshtein, loadConfig, parseDuration, parseSize, redactDatabaseUrl } from '../../src/config/load.js';
 
 t.test('defaults', async (t) => {
   const c = loadConfig({});
@@ -89,4 +89,23 @@ t.test('unknown SVC_ variables are warned about with the nearest known name', as
   t.equal(levenshtein('SVC_COMPRESION', 'SVC_COMPRESSION'), 1);
   t.equal(levenshtein('kitten', 'sitting'), 3);
   t.equal(levenshtein('', 'abc'), 3);
+});
+
+t.test('SVC_DATABASE_URL: unset is the SQLite index; a postgres URL is kept; anything else refused without its password', async (t) => {
+  t.equal(loadConfig({}).databaseUrl, null);
+  t.equal(loadConfig({ SVC_DATABASE_URL: 'postgres://stowage:pw@db.internal:5432/stowage' }).databaseUrl, 'postgres://stowage:pw@db.internal:5432/stowage');
+  t.equal(loadConfig({ SVC_DATABASE_URL: 'postgresql://db/stowage?sslmode=require' }).databaseUrl, 'postgresql://db/stowage?sslmode=require');
+  t.throws(() => loadConfig({ SVC_DATABASE_URL: 'mysql://root:s3cret@db/x' }), {
+    message: 'SVC_DATABASE_URL must be a postgres:// or postgresql:// URL with a host, got "mysql://root:***@db/x"',
+  });
+  t.throws(() => loadConfig({ SVC_DATABASE_URL: 'postgres:///stowage' }), {
+    message: 'SVC_DATABASE_URL must be a postgres:// or postgresql:// URL with a host, got "postgres:///stowage"',
+  });
+  t.throws(() => loadConfig({ SVC_DATABASE_URL: 'db.internal:5432' }), ConfigError);
+  for (const url of ['postgres://u:p@ss/w0rd@db/x', 'postgres://u:pw@db/x?password=other', 'u:pw@db']) {
+    const shown = redactDatabaseUrl(url);
+    t.notMatch(shown, /p@ss|w0rd|other|:pw@/, `${shown}: no password`);
+  }
+  t.equal(redactDatabaseUrl('postgres://db/stowage'), 'postgres://db/stowage', 'nothing to hide');
+  t.equal(redactDatabaseUrl('postgres://u@db:5432/stowage'), 'postgres://u@db:5432/stowage', 'a user alone is shown');
 });

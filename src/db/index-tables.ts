@@ -1,0 +1,167 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Table-level access to an index, for moving one whole index into another (`stowage migrate`):
+ * both implementations (src/db/sqlite/sqlite-tables.ts, src/db/postgres/postgres-tables.ts) read
+ * and write the same tables with the same column names (index-types.ts, "the same schema in both"),
+ * so a row read from one is written to the other as it is.
+ */
+
+/** One row as both sides hold it: integers (sizes, ms timestamps, 0/1 flags) as numbers, text (JSON included) as strings. */
+export type TableRow = Readonly<Record<string, string | number | null>>;
+
+/** A table the migration copies. */
+export interface TableSpec {
+  readonly name: CopiedTable;
+  /** The primary key, in order: what pages are read by (`read`'s `after`). */
+  readonly key: readonly string[];
+  /** Every column copied, key first. */
+  readonly columns: readonly string[];
+  /**
+   * Columns the digest leaves out because the copy of the store rewrites them: an object's
+   * stored_size is the bucket's (compressed as SVC_COMPRESSION says there), not the disk's.
+   */
+  readonly rewritten?: readonly string[];
+  /** The identity / autoincrement column whose counter must continue after the copied values. */
+  readonly sequence?: string;
+  /** Columns of the schema deliberately left behind, each with the reason. */
+  readonly notCopied?: Readonly<Record<string, string>>;
+}
+
+/** Names of the copied tables. */
+export type CopiedTable =
+  | 'objects'
+  | 'repo_objects'
+  | 'locks'
+  | 'sessions'
+  | 'settings'
+  | 'jobs'
+  | 'quarantine'
+  | 'pending_deletes'
+  | 'repo_audits'
+  | 'stats_samples';
+
+/**
+ * What an operator would miss after the move, in copy order (objects before the references that
+ * point at them). Runtime state of the running nodes is not copied: nodes (heartbeats),
+ * job_leases and uploads_in_flight describe processes that are stopped, and each new node writes
+ * its own.
+ */
+export const COPIED_TABLES: readonly TableSpec[] = [
+  { name: 'objects', key: ['oid'], columns: ['oid', 'size', 'stored_size', 'created_at'], rewritten: ['stored_size'] },
+  { name: 'repo_objects', key: ['repo', 'oid'], columns: ['repo', 'oid', 'created_at'] },
+  // seq is kept: lock list cursors handed to clients before the move stay exact after it.
+  { name: 'locks', key: ['seq'], columns: ['seq', 'id', 'repo', 'path', 'ref', 'owner_id', 'owner_name', 'locked_at'], sequence: 'seq' },
+  { name: 'sessions', key: ['id_hash'], columns: ['id_hash', 'user_id', 'user_name', 'via', 'created_at', 'expires_at'] },
+  { name: 'settings', key: ['key'], columns: ['key', 'value', 'updated_at', 'updated_by'] },
+  {
+    name: 'jobs',
+    key: ['id'],
+    columns: ['id', 'kind', 'repo', 'state', 'dry_run', 'objects_done', 'objects_total', 'bytes_done', 'bytes_total', 'report', 'error', 'started_at', 'finished_at', 'node'],
+  },
+  { name: 'quarantine', key: ['oid'], columns: ['oid', 'repo', 'reason', 'at'] },
+  {
+    name: 'pending_deletes',
+    key: ['oid'],
+    columns: ['oid', 'at'],
+    notCopied: { node: 'the process that was deleting is gone either way: an intent without a live node is finished by the next retain' },
+  },
+  { name: 'repo_audits', key: ['repo'], columns: ['repo', 'finished_at', 'objects', 'bytes', 'corrupt', 'unreadable', 'complete'] },
+  {
+    name: 'stats_samples',
+    key: ['at'],
+    columns: ['at', 'repositories', 'objects', 'logical_bytes', 'stored_bytes', 'uploads', 'upload_bytes', 'downloads', 'download_bytes', 'rejections'],
+  },
+];
+
+/** Tables of the schema that are deliberately not copied (see COPIED_TABLES). */
+export const RUNTIME_TABLES: readonly string[] = ['nodes', 'job_leases', 'uploads_in_flight'];
+
+/** The spec of a copied table. */
+export function tableSpec(name: CopiedTable): TableSpec {
+  const spec = COPIED_TABLES.find((s) => s.name === name);
+  if (spec === undefined) throw new Error(`not a copied table: ${name}`);
+  return spec;
+}
+
+/** Table-level reads and writes of one index (see the module comment). */
+export interface IndexTables {
+  readonly kind: 'sqlite' | 'postgres';
+  /**
+   * Up to `limit` rows of `table` whose key comes after `after` (null: from the first), in key
+   * order, with the spec's columns. Pages through a table of any size in bounded memory.
+   */
+  read(table: CopiedTable, after: TableRow | null, limit: number): Promise<TableRow[]>;
+  /**
+   * Inserts rows whose key the table does not hold yet and leaves the others as they are ("do
+   * nothing on conflict"), so a second run adds only what is missing; returns how many went in.
+   * A sequence column's counter continues after the largest value written.
+   */
+  write(table: CopiedTable, rows: readonly TableRow[]): Promise<number>;
+  /**
+   * Sets the spec's `rewritten` columns of rows the table holds to the values given (matched by
+   * key): an object's stored size once its bytes are in the bucket. Rows not there are ignored.
+   */
+  rewrite(table: CopiedTable, rows: readonly TableRow[]): Promise<void>;
+  count(table: CopiedTable): Promise<number>;
+  /** The column names the table has here, for checking that COPIED_TABLES covers the schema. */
+  columns(table: string): Promise<string[]>;
+  /** The tables the schema has here (migration bookkeeping left out). */
+  tables(): Promise<string[]>;
+  /**
+   * The largest value the sequence column ever took, deleted rows included (SQLite's
+   * sqlite_sequence, PostgreSQL's identity), or 0.
+   */
+  sequenceHighWater(table: CopiedTable): Promise<number>;
+  /** Makes the sequence column continue after `value` (never moves it back). */
+  raiseSequence(table: CopiedTable, value: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Rows read per page: a few hundred KiB of rows, one round trip each. */
+export const PAGE_ROWS = 2000;
+
+/** Count and digest of one table's content (see tableDigest). */
+export interface TableDigest {
+  readonly rows: number;
+  readonly digest: string;
+}
+
+const MOD = 1n << 256n;
+
+/**
+ * A digest of a table's content that both sides compute alike: the sum, modulo 2^256, of the
+ * sha256 of each row (its columns in spec order, as JSON), the spec's `rewritten` columns left out.
+ *
+ * A sum over rows rather than one hash over the rows in key order, because the two databases need
+ * not agree on that order: PostgreSQL sorts text by its database collation (en_US in most
+ * installations), SQLite bytewise, and a sum does not depend on the order the pages come in. Every
+ * value is covered, so a row that is missing, extra or different anywhere changes it; it costs one
+ * read of each side, as the copy does.
+ */
+export async function tableDigest(tables: IndexTables, spec: TableSpec): Promise<TableDigest> {
+  const skip = new Set(spec.rewritten ?? []);
+  const cols = spec.columns.filter((c) => !skip.has(c));
+  let sum = 0n;
+  let rows = 0;
+  for await (const page of pages(tables, spec.name)) {
+    for (const row of page) {
+      const h = createHash('sha256').update(JSON.stringify(cols.map((c) => row[c] ?? null))).digest('hex');
+      sum = (sum + BigInt(`0x${h}`)) % MOD;
+      rows++;
+    }
+  }
+  return { rows, digest: sum.toString(16).padStart(64, '0') };
+}
+
+/** Every row of a table, page after page in key order. */
+export async function* pages(tables: IndexTables, table: CopiedTable, size = PAGE_ROWS): AsyncIterable<TableRow[]> {
+  let after: TableRow | null = null;
+  for (;;) {
+    const page = await tables.read(table, after, size);
+    if (page.length === 0) return;
+    yield page;
+    if (page.length < size) return;
+    after = page[page.length - 1]!;
+  }
+}

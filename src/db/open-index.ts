@@ -1,0 +1,24 @@
+import { join } from 'node:path';
+import { redactDatabaseUrl } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import type { Index } from './index-types.js';
+import { PostgresIndex } from './postgres/postgres-index.js';
+import { openSqliteIndex } from './sqlite/sqlite-index.js';
+
+/**
+ * The index this configuration names: PostgreSQL, shared by every node, when SVC_DATABASE_URL is
+ * set; else the embedded SQLite file in the data directory. A database that cannot be reached,
+ * refuses us, or holds a schema newer than this code rejects with the reason and the URL with its
+ * password hidden (the original error as `cause`).
+ */
+export async function openIndex(config: Pick<Config, 'dataDir' | 'databaseUrl'>, log: (msg: string, fields: object) => void): Promise<Index> {
+  if (config.databaseUrl === null) return openSqliteIndex(join(config.dataDir, 'index.sqlite'), log);
+  const shown = redactDatabaseUrl(config.databaseUrl);
+  try {
+    const index = await PostgresIndex.open(config.databaseUrl, log);
+    log('index opened', { kind: 'postgres', database: shown });
+    return index;
+  } catch (e) {
+    throw new Error(`the index database ${shown} cannot be used: ${(e as Error).message}`, { cause: e });
+  }
+}

@@ -1,0 +1,38 @@
+import type { Sql } from './pg-client.js';
+import { PG_MIGRATIONS } from './migrations/index.js';
+
+/**
+ * The advisory lock key every node takes to migrate (an arbitrary constant, 'stowage' in ASCII):
+ * nodes starting together queue on it, the first migrates, the others find the schema current.
+ */
+const MIGRATION_LOCK = 0x73746f77616765n;
+
+/**
+ * Brings the schema up to date in one transaction under the migration lock (PostgreSQL's DDL is
+ * transactional: a failed step leaves the previous version whole). Refuses a schema newer than
+ * this code knows, as the SQLite index does: an older node must not write a newer layout.
+ */
+export async function migrate(sql: Sql, log?: (msg: string, fields: object) => void): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::int8)`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`;
+    const rows = await tx<{ version: number }[]>`SELECT version FROM schema_version`;
+    const current = rows[0]?.version ?? 0;
+    if (current > PG_MIGRATIONS.length) {
+      throw new Error(`index schema version ${current} is newer than this server knows (${PG_MIGRATIONS.length}); refusing to run`);
+    }
+    for (let v = current; v < PG_MIGRATIONS.length; v++) {
+      await tx.unsafe(PG_MIGRATIONS[v]!.sql).simple();
+      log?.('index migrated', { to: PG_MIGRATIONS[v]!.name });
+    }
+    if (rows.length === 0) await tx`INSERT INTO schema_version (version) VALUES (${PG_MIGRATIONS.length})`;
+    else if (current < PG_MIGRATIONS.length) await tx`UPDATE schema_version SET version = ${PG_MIGRATIONS.length}`;
+  });
+}
+
+/** The schema version the database holds, for ping: the code's own when migrated. */
+export async function schemaCurrent(sql: Sql): Promise<void> {
+  const rows = await sql<{ version: number }[]>`SELECT 1 AS alive, version FROM schema_version`;
+  const v = rows[0]?.version ?? 0;
+  if (v !== PG_MIGRATIONS.length) throw new Error(`index schema version ${v}, expected ${PG_MIGRATIONS.length}`);
+}

@@ -1,0 +1,148 @@
+import type { Oid } from '../../protocol/oid.js';
+import type { ObjectIndex, ObjectRow } from '../index-types.js';
+import type { Sql } from './pg-client.js';
+
+/** PostgreSQL chose this statement's transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written. */
+const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '40P01';
+const DEADLOCK_TRIES = 3;
+
+interface PendingReference {
+  readonly repo: string;
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/**
+ * Objects and per-repository references on PostgreSQL. Every call is one statement (one round
+ * trip); references of uploads finishing in the same turn of the event loop go in one multi-row
+ * statement (arrays unnested), so a burst of small uploads costs one commit, not one each.
+ */
+export class PgObjects implements ObjectIndex {
+  readonly #sql: Sql;
+  #pending: PendingReference[] = [];
+
+  constructor(sql: Sql) {
+    this.#sql = sql;
+  }
+
+  async findInRepo(repo: string, oid: Oid): Promise<ObjectRow | null> {
+    // A quarantined object is missing to batch, download and verify until good bytes arrive.
+    const rows = await this.#sql<{ size: number; stored_size: number }[]>`
+      SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
+      WHERE r.repo = ${repo} AND r.oid = ${oid} AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
+    const r = rows[0];
+    return r === undefined ? null : { oid, size: r.size, storedSize: r.stored_size };
+  }
+
+  async findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>> {
+    const found = new Map<Oid, ObjectRow>();
+    if (oids.length === 0) return found;
+    if (oids.length === 1) {
+      // The common batch of one small upload: the plain lookup, cheaper than an array parameter.
+      const row = await this.findInRepo(repo, oids[0]!);
+      if (row !== null) found.set(row.oid, row);
+      return found;
+    }
+    // One round trip for a whole batch request.
+    const rows = await this.#sql<{ oid: Oid; size: number; stored_size: number }[]>`
+      SELECT r.oid, o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
+      WHERE r.repo = ${repo} AND r.oid = ANY(${oids as Oid[]}::text[]) AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
+    for (const r of rows) found.set(r.oid, { oid: r.oid, size: r.size, storedSize: r.stored_size });
+    return found;
+  }
+
+  async findShared(oid: Oid): Promise<ObjectRow | null> {
+    const rows = await this.#sql<{ size: number; stored_size: number }[]>`SELECT size, stored_size FROM objects WHERE oid = ${oid}`;
+    const r = rows[0];
+    return r === undefined ? null : { oid, size: r.size, storedSize: r.stored_size };
+  }
+
+  async hasAny(): Promise<boolean> {
+    const rows = await this.#sql<{ n: boolean }[]>`SELECT EXISTS (SELECT 1 FROM objects) AS n`;
+    return rows[0]!.n;
+  }
+
+  async isQuarantined(oid: Oid): Promise<boolean> {
+    const rows = await this.#sql<{ n: boolean }[]>`SELECT EXISTS (SELECT 1 FROM quarantine WHERE oid = ${oid}) AS n`;
+    return rows[0]!.n;
+  }
+
+  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.push({ repo, oid, size, storedSize, resolve, reject });
+      // Uploads finishing in this turn of the event loop join the same statement.
+      if (this.#pending.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    // Keys taken in one order by every node: two batches sharing oids queue rather than deadlock.
+    const rows = this.#pending.sort((a, b) => (a.oid < b.oid ? -1 : a.oid > b.oid ? 1 : a.repo < b.repo ? -1 : a.repo > b.repo ? 1 : 0));
+    this.#pending = [];
+    try {
+      await this.#insertReferences(rows);
+      for (const r of rows) r.resolve();
+    } catch (e) {
+      if (rows.length === 1 && !isDeadlock(e)) return rows[0]!.reject(e);
+      // One row's failure must not fail the others: each again in a statement of its own.
+      await Promise.all(rows.map((r) => this.#insertAlone(r)));
+    }
+  }
+
+  /** One reference in a statement of its own; a deadlock with another node's batch (rare: see #flush) is tried again. */
+  async #insertAlone(r: PendingReference): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#insertReferences([r]);
+        return r.resolve();
+      } catch (e) {
+        if (!isDeadlock(e) || attempt === DEADLOCK_TRIES) return r.reject(e);
+      }
+    }
+  }
+
+  /**
+   * Objects (if new) and references of `rows`, one statement, one transaction. Good bytes of a
+   * quarantined object just arrived (the writer verified them): its mark goes and its row takes the
+   * sizes of the new copy. Data-modifying CTEs see the same snapshot, so the refresh only touches
+   * rows that existed before; a row this statement inserts already has the new sizes.
+   */
+  async #insertReferences(rows: readonly PendingReference[]): Promise<void> {
+    const now = Date.now();
+    await this.#sql`
+      WITH input AS (
+        SELECT * FROM unnest(${rows.map((r) => r.repo)}::text[], ${rows.map((r) => r.oid)}::text[], ${rows.map((r) => r.size)}::int8[], ${rows.map((r) => r.storedSize)}::int8[])
+          AS t(repo, oid, size, stored_size)
+      ), new_objects AS (
+        INSERT INTO objects (oid, size, stored_size, created_at)
+        SELECT DISTINCT ON (oid) oid, size, stored_size, ${now}::int8 FROM input ORDER BY oid
+        ON CONFLICT (oid) DO NOTHING
+      ), new_refs AS (
+        INSERT INTO repo_objects (repo, oid, created_at)
+        SELECT DISTINCT ON (oid, repo) repo, oid, ${now}::int8 FROM input ORDER BY oid, repo
+        ON CONFLICT (repo, oid) DO NOTHING
+      ), healed AS (
+        DELETE FROM quarantine q WHERE q.oid IN (SELECT oid FROM input) RETURNING q.oid
+      )
+      UPDATE objects o SET size = i.size, stored_size = i.stored_size
+      FROM input i WHERE o.oid = i.oid AND o.oid IN (SELECT oid FROM healed)`;
+  }
+
+  async restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+    // Proves nothing about the bytes now, so it never lifts a quarantine.
+    const now = Date.now();
+    await this.#sql`
+      WITH new_object AS (
+        INSERT INTO objects (oid, size, stored_size, created_at) VALUES (${oid}, ${size}::int8, ${storedSize}::int8, ${now}::int8)
+        ON CONFLICT (oid) DO NOTHING
+      )
+      INSERT INTO repo_objects (repo, oid, created_at) VALUES (${repo}, ${oid}, ${now}::int8) ON CONFLICT (repo, oid) DO NOTHING`;
+  }
+
+  async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
+    await this.#sql`UPDATE objects SET stored_size = ${storedSize}::int8 WHERE oid = ${oid}`;
+  }
+}
