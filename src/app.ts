@@ -6,6 +6,7 @@ import { DataDirLock } from './db/data-dir-lock.js';
 import { openIndex } from './db/open-index.js';
 import { ClusterNode } from './service/cluster-node.js';
 import { sharedKey } from './service/shared-secret.js';
+import { indexReferenceLog } from './service/index-reference-log.js';
 import { ForgeHttpClient } from './forge/client.js';
 import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
@@ -83,14 +84,12 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         ? null
         : {
             dir: join(config.dataDir, 'journal'),
-            references: {
-              restore: (repo, oid, size) => objects.restoreReference(repo, oid, size, size),
-              isWanted: async (oid) => (await objects.findShared(oid)) !== null,
-              stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
-              checkpoint: () => db.checkpoint(),
-            },
+            references: indexReferenceLog(db),
           },
   });
+  if (disk !== null && node !== null) {
+    log('objects are stored on this node\'s disk: other nodes sharing the index cannot serve them (use SVC_STORE=s3 for several nodes)', { level: 'warn' });
+  }
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
@@ -101,8 +100,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     if (replay.replayed > 0) log('journal replayed', { records: replay.replayed });
     if (replay.deferred > 0) log('index full: journal references deferred until there is room', { records: replay.deferred });
   }
-  // Orphan files are only this node's to judge when nothing else writes its objects/ folder.
-  if (disk !== null && node === null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
+  // The data directory is this process's alone (its lock), so are the staging and object files on its disk.
+  if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
   let retiring = false;
   let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
   let deferred = journal?.deferredReferences ?? 0;

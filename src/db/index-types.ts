@@ -179,8 +179,6 @@ export interface JobIndex {
   recent(limit: number): Promise<JobRow[]>;
   /** The most recent jobs of one repository, newest first. */
   recentOf(repo: string, limit: number): Promise<JobRow[]>;
-  /** A job of this kind, repository and dry-run flag still `running` on a live node (another request joins it), or null. */
-  findRunning(kind: string, repo: string, dryRun: boolean, liveSince: number): Promise<JobRow | null>;
   /**
    * Marks `running` jobs as `interrupted`: with `liveSince` null every running job (one node, at
    * start: no other process can hold the data directory); otherwise those whose node's last

@@ -79,14 +79,6 @@ export class PgJobs implements JobIndex {
     return (await this.#sql<RawJob[]>`SELECT * FROM jobs WHERE repo = ${repo} ORDER BY started_at DESC LIMIT ${limit}::int8`).map(toJob);
   }
 
-  async findRunning(kind: string, repo: string, dryRun: boolean, liveSince: number): Promise<JobRow | null> {
-    const rows = await this.#sql<RawJob[]>`
-      SELECT j.* FROM jobs j JOIN nodes n ON n.node = j.node AND n.seen_at >= ${liveSince}::int8
-      WHERE j.state = 'running' AND j.kind = ${kind} AND j.repo = ${repo} AND j.dry_run = ${dryRun ? 1 : 0}::int
-      ORDER BY j.started_at DESC LIMIT 1`;
-    return rows[0] === undefined ? null : toJob(rows[0]);
-  }
-
   async markInterrupted(liveSince: number | null): Promise<number> {
     const now = Date.now();
     const r =

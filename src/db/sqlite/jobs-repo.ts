@@ -48,7 +48,6 @@ export class JobsRepo implements JobIndex {
   readonly #get: Statement<[string], RawJob>;
   readonly #recent: Statement<[number], RawJob>;
   readonly #recentOf: Statement<[string, number], RawJob>;
-  readonly #running: Statement<[string, string, number, number], RawJob>;
   readonly #interruptAll: Statement<[number]>;
   readonly #interruptDead: Statement<[number, number]>;
   readonly #prune: Statement<[number]>;
@@ -67,10 +66,6 @@ export class JobsRepo implements JobIndex {
     this.#recent = db.prepare('SELECT * FROM jobs ORDER BY started_at DESC LIMIT ?');
     // The table holds at most KEEP_JOBS rows, so a scan per call is cheap without an index on repo.
     this.#recentOf = db.prepare('SELECT * FROM jobs WHERE repo = ? ORDER BY started_at DESC LIMIT ?');
-    this.#running = db.prepare(
-      "SELECT j.* FROM jobs j JOIN nodes n ON n.node = j.node WHERE j.kind = ? AND j.repo = ? AND j.dry_run = ? AND j.state = 'running' AND n.seen_at >= ? " +
-        'ORDER BY j.started_at DESC LIMIT 1',
-    );
     this.#interruptAll = db.prepare("UPDATE jobs SET state = 'interrupted', finished_at = ? WHERE state = 'running'");
     this.#interruptDead = db.prepare(
       "UPDATE jobs SET state = 'interrupted', finished_at = ? WHERE state = 'running' AND node NOT IN (SELECT node FROM nodes WHERE seen_at >= ?)",
@@ -108,11 +103,6 @@ export class JobsRepo implements JobIndex {
 
   async recentOf(repo: string, limit: number): Promise<JobRow[]> {
     return this.#recentOf.all(repo, limit).map(toJob);
-  }
-
-  async findRunning(kind: string, repo: string, dryRun: boolean, liveSince: number): Promise<JobRow | null> {
-    const r = this.#running.get(kind, repo, dryRun ? 1 : 0, liveSince);
-    return r === undefined ? null : toJob(r);
   }
 
   async markInterrupted(liveSince: number | null): Promise<number> {

@@ -9,13 +9,13 @@ import { COPIED_TABLES, pages, RUNTIME_TABLES, tableDigest, type IndexTables, ty
 import { PostgresTables } from '../../db/postgres/postgres-tables.js';
 import { openSqliteIndex } from '../../db/sqlite/sqlite-index.js';
 import { SqliteTables } from '../../db/sqlite/sqlite-tables.js';
-import { composeStore, readingStore } from '../../store/compose.js';
+import { composeStore, openBackend, readingStore } from '../../store/compose.js';
 import { DiskBlobStore } from '../../store/disk.js';
-import { S3BlobStore } from '../../store/s3/s3-store.js';
+import type { S3BlobStore } from '../../store/s3/s3-store.js';
 import type { BlobStore } from '../../store/types.js';
 import { HashThread } from '../../workers/hash-thread.js';
 import { WorkerPool } from '../../workers/pool.js';
-import { indexReferenceLog } from './index-reference-log.js';
+import { indexReferenceLog } from '../index-reference-log.js';
 import { ObjectCopy, type ObjectsReport } from './object-copy.js';
 
 export type { ObjectsReport } from './object-copy.js';
@@ -98,7 +98,8 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
 
     let bucket: { store: BlobStore; raw: S3BlobStore } | null = null;
     if (o.bucket !== null) {
-      const raw = await S3BlobStore.open(o.bucket);
+      // The same credential chain as a node's (environment, web identity, profiles, instance roles).
+      const raw = (await openBackend({ s3: o.bucket, dataDir: o.dataDir, directIo: false }, (msg) => o.progress(msg))) as S3BlobStore;
       closing.push(() => raw.close());
       const { store } = await composeStore({ backend: raw, codec: pool, hasher, compressionLevel: o.compressionLevel, journal: null });
       bucket = { store, raw };

@@ -1,5 +1,5 @@
-import type { Index } from '../../db/index-types.js';
-import type { ReferenceLog } from '../../store/layers/journal.js';
+import type { Index } from '../db/index-types.js';
+import type { ReferenceLog } from '../store/layers/journal.js';
 
 /** The journal's port to an index: how replay restores references and retirement records stored sizes. */
 export function indexReferenceLog(index: Index): ReferenceLog {
