@@ -64,9 +64,10 @@ let databases = 0;
  * socket in the same directory) and resolves once it logs that it accepts connections. `teardown`
  * (tap's t.teardown) is registered before anything starts, so a failing start still cleans up.
  * Call it before the file's first t.test: once the root test's subtests have all ended, tap runs a
- * teardown registered on it at once, which stops the server while it starts.
+ * teardown registered on it at once, which stops the server while it starts. `durable`: fsync and
+ * synchronous commits on, as in production (benchmarks); tests leave them off.
  */
-export async function startPostgres(teardown: (fn: () => Promise<void>) => void): Promise<TestPostgres> {
+export async function startPostgres(teardown: (fn: () => Promise<void>) => void, opts: { durable?: boolean } = {}): Promise<TestPostgres> {
   const bin = postgresBinDir();
   if (bin === null) throw new Error(POSTGRES_INSTALL_HINT);
   const dir = mkdtempSync(join(tmpdir(), 'stowage-pg-'));
@@ -107,7 +108,8 @@ export async function startPostgres(teardown: (fn: () => Promise<void>) => void)
       '-D', data, '-h', '127.0.0.1', '-p', String(port), '-k', dir,
       // The tests kill Stowage nodes, never this server, and throw its data away: no durability
       // is needed, and without fsync the server starts and commits without waiting on the disk.
-      '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
+      // `durable` keeps PostgreSQL's defaults (a commit waits for its WAL flush): for benchmarks.
+      ...(opts.durable === true ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
       '-c', 'max_connections=200', '-c', 'shared_buffers=16MB', '-c', 'logging_collector=off',
     ];
     const c = spawn(join(bin, 'postgres'), args, { ...owner, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
