@@ -9,6 +9,8 @@
  *   npm run bench -- --only=upload,dd   just these measures (names: see NAMES below)
  *   npm run bench -- --only=curl-upload,curl-seq64k,curl-par64k,curl-download,git-push,git-clone
  *                                    the real-client rows only (2½–4 minutes on 2 cores)
+ *   npm run bench -- --only=cluster  three nodes behind nginx vs one node (SQLite + disk, PostgreSQL + S3,
+ *                                    SQLite + S3), through curl; only when asked by name
  *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
  *   npm run bench -- --profile       servers run under node --cpu-prof; profiles in native-bench/results/profiles/
  *                                    (summarize: node dist/native-bench/profile-summary.js FILE)
@@ -24,12 +26,13 @@ import { describeMachine } from './lib/machine-info.js';
 import { fmt, renderMarkdown, writeResults, type BenchResults, type Comparison } from './lib/report.js';
 import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchSha256, benchZstd, type BenchContext } from './limits.bench.js';
 import { benchCurlDownload, benchCurlSmall, benchCurlUpload } from './curl.bench.js';
+import { benchCluster, compareCluster, type ClusterFigures } from './cluster.bench.js';
 import { benchGitLfs } from './git-push.bench.js';
 import { compareRealClients, RealClientSession, type RealClientFigures } from './real-clients.bench.js';
 import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigures, type PairedUploads, type RssFigures, type ServerFigures } from './server.bench.js';
 
 /** Every measure --only accepts. */
-const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed'] as const;
+const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'cluster'] as const;
 
 /** The measures through real clients (curl, git-lfs), which issue 16's targets are judged by. */
 const REAL = ['curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone'];
@@ -199,6 +202,7 @@ async function main(): Promise<void> {
   let z: CompressedFigures | null = null;
   let zr: RssFigures | null = null;
   let real: RealClientFigures | null = null;
+  let cluster: ClusterFigures | null = null;
   /** Runs one section; a failure is recorded and reported, and the run goes on with the next one. */
   const section = async <T>(name: string, fn: () => T | Promise<T>): Promise<T | undefined> => {
     step(name);
@@ -257,6 +261,8 @@ async function main(): Promise<void> {
       if (['upload', 'download', 'range', 'seq64k', 'par64k'].some(only)) {
         server = (await section('server: upload/download/range/64 KiB', () => benchServer(ctx, forge, only, (f) => (server = f)))) ?? server;
       }
+      // Only when named: it needs PostgreSQL's binaries and runs four setups side by side.
+      if (args.only?.includes('cluster')) cluster = (await section('cluster: 3 nodes behind nginx vs 1 node, 64 KiB × 8 curls and 1 GiB', () => benchCluster(ctx, forge))) ?? null;
       if (only('rss')) rss = (await section(`server: ${args.quick ? '1.1 GB' : '5 GiB'} object, RSS`, () => benchRss(ctx, forge))) ?? null;
       if (only('compressed')) {
         if (await serverSupportsCompression()) {
@@ -274,6 +280,7 @@ async function main(): Promise<void> {
     cleanup();
   }
   if (real !== null) results.comparisons.push(...compareRealClients(real, args.quick));
+  if (cluster !== null) results.comparisons.push(...compareCluster(cluster));
   results.comparisons.push(...compare(l, server, rss, z, zr, args.quick));
   if (l.sha256 !== undefined && l.blake3 !== undefined) results.notes.push(`BLAKE3 runs at ${fmt(l.blake3 / l.sha256)}× the speed of node:crypto sha256 on this CPU.`);
   results.notes.push('Rates are MB/s with MB = 10^6 bytes. Clients (curl, git-lfs, undici), server and forge emulator share this machine\'s cores; "load average" above shows what else ran.');

@@ -58,15 +58,16 @@ export function templateConf(ports: ProxyPorts, cert: string, key: string, opts:
   conf = replaceExactly(conf, '    listen [::]:80;\n', '', 1);
   conf = replaceExactly(conf, '    listen [::]:443 ssl;\n', '', 1);
   conf = replaceExactly(conf, 'listen 80;', `listen 127.0.0.1:${ports.http};`, 1);
+  conf = replaceExactly(conf, 'server_name lfs.example.com;', 'server_name 127.0.0.1;', 2);
   if (opts.tls === false) {
     // Plain HTTP on the main port, for measuring the proxy without the cost of TLS (the bench).
     conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https};`, 1);
     const before = conf;
     conf = conf.replace(/^ *ssl_\S+ .*;\n/gm, '');
     if (before.split('\n').length - conf.split('\n').length !== 5) throw new Error(`${NGINX_CONF}: expected 5 ssl_* lines`);
+    return conf;
   }
-  conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https} ssl;`, opts.tls === false ? 0 : 1);
-  conf = replaceExactly(conf, 'server_name lfs.example.com;', 'server_name 127.0.0.1;', 2);
+  conf = replaceExactly(conf, 'listen 443 ssl;', `listen 127.0.0.1:${ports.https} ssl;`, 1);
   conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/fullchain.pem', cert, 1);
   conf = replaceExactly(conf, '/etc/letsencrypt/live/lfs.example.com/privkey.pem', key, 1);
   return conf;
