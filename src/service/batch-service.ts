@@ -75,9 +75,11 @@ export class BatchService {
       }
       const row = found.get(o.parsedOid) ?? null;
       let held: { size: number } | null = row;
-      if (held === null && this.#legacy !== null && !(await this.#objects.isQuarantined(o.parsedOid))) {
+      if (held === null && this.#legacy !== null) {
+        // The legacy file first (a cached "no legacy folder" for most repositories): the index is
+        // asked about quarantine only for a file that exists, not once per new object of a push.
         const size = this.#legacy.legacySizeSync(repo, o.parsedOid);
-        if (size !== null) held = { size };
+        if (size !== null && !(await this.#objects.isQuarantined(o.parsedOid))) held = { size };
       }
       if (held !== null && held.size !== o.size) {
         return { oid: o.oid, size: o.size, error: { code: 422, message: `size ${o.size} does not match the stored object's size` } };

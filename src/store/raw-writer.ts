@@ -8,11 +8,11 @@ import type { ObjectWriter, PutResult } from './types.js';
 export type CommitFn = (file: StagingFile, storedSize: number) => Promise<PutResult>;
 
 /**
- * Most writes on their way to disk per upload before the caller is asked to wait. Two keep the disk
- * busy while the next block fills; more only contend on the file and crowd the libuv pool that other
- * uploads need (measured: four in flight cost 25–45% more CPU for the same throughput).
+ * Most writes on their way to disk per upload before the caller is asked to wait: as many as the
+ * verify layer has blocks in flight, or this limit, not the hash thread, pauses the socket. The libuv
+ * pool has four threads, so one large upload can fill it for the length of one write (0.5–3 ms here).
  */
-const MAX_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT = 4;
 
 /**
  * The disk backend's writer: bytes exactly as given, appended to a staging file with positioned

@@ -45,3 +45,18 @@ t.test('one bad row fails alone; the others of its transaction are kept', async 
   t.equal((await objects.findInRepo('acme/game', good[1]!))?.size, 20);
   t.equal(await objects.findShared(oid('bad')), null, 'nothing of the bad row is stored');
 });
+
+t.test('a batch lookup answers for this repository only and leaves quarantined objects out', async (t) => {
+  const [held, other, bad, absent] = ['many-held', 'many-other', 'many-bad', 'many-absent'].map(oid) as [Oid, Oid, Oid, Oid];
+  await objects.addReference('acme/many', held, 10, 9);
+  await objects.addReference('other/repo', other, 20, 20);
+  await objects.addReference('acme/many', bad, 30, 30);
+  await db.maintenance.quarantine(bad, 'acme/many', 'audit: digest mismatch');
+  const found = await objects.findManyInRepo('acme/many', [held, other, bad, absent]);
+  t.same([...found.keys()], [held], 'only the object this repository holds, unquarantined');
+  t.same(found.get(held), { oid: held, size: 10, storedSize: 9 }, 'with its sizes');
+  t.equal((await objects.findManyInRepo('acme/many', [])).size, 0, 'an empty question, an empty answer');
+  // Reads and writes interleave on the one connection: the lookup's transaction must be over.
+  await objects.addReference('acme/many', absent, 40, 40);
+  t.same([...(await objects.findManyInRepo('acme/many', [absent, held])).keys()], [absent, held], 'a reference added after it is seen');
+});

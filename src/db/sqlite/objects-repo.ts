@@ -20,6 +20,7 @@ export class ObjectsRepo implements ObjectIndex {
   readonly #insertRef: Statement<[string, string, number]>;
   readonly #addRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
   readonly #addRefs: (rows: readonly PendingReference[]) => void;
+  readonly #findMany: (repo: string, oids: readonly Oid[]) => Map<Oid, ObjectRow>;
   #pending: PendingReference[] = [];
   readonly #restoreRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
   readonly #setStoredSize: Statement<[number, string]>;
@@ -54,6 +55,17 @@ export class ObjectsRepo implements ObjectIndex {
       const now = Date.now();
       for (const r of rows) addRow(r.repo, r.oid, r.size, r.storedSize, now);
     });
+    // SQLite answers each lookup in microseconds in this process: no need for one IN (...) query. One
+    // read transaction for them all: on its own each lookup takes and drops WAL read locks (two
+    // fcntl calls), a hundred times per batch.
+    this.#findMany = db.transaction((repo: string, oids: readonly Oid[]) => {
+      const found = new Map<Oid, ObjectRow>();
+      for (const oid of oids) {
+        const row = this.#getInRepo.get(repo, oid);
+        if (row) found.set(oid, { oid, size: row.size, storedSize: row.stored_size });
+      }
+      return found;
+    });
     this.#setStoredSize = db.prepare('UPDATE objects SET stored_size = ? WHERE oid = ?');
     this.#restoreRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => {
       const now = Date.now();
@@ -69,13 +81,7 @@ export class ObjectsRepo implements ObjectIndex {
   }
 
   async findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>> {
-    // SQLite answers each lookup in microseconds in this process: no need for one IN (...) query.
-    const found = new Map<Oid, ObjectRow>();
-    for (const oid of oids) {
-      const row = this.#getInRepo.get(repo, oid);
-      if (row) found.set(oid, { oid, size: row.size, storedSize: row.stored_size });
-    }
-    return found;
+    return this.#findMany(repo, oids);
   }
 
   /** The object in the shared store, whoever uploaded it. Never let its answer reach a client. */

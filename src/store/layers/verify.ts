@@ -8,12 +8,14 @@ import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../types
 import { ForwardingBlobStore } from './forwarding.js';
 
 /**
- * Blocks of one upload handed on but not yet done with (hashed and taken by the store below) before
- * the socket is paused. Two keep the disk busy while the next block fills; more only contend on the
- * file and crowd the libuv pool other uploads need (measured: four in flight cost 25–45% more CPU for
- * the same throughput).
+ * Bytes of one upload handed on but not yet done with (hashed and taken by the store below) before
+ * the socket is paused, plus the block filling; at least two blocks. On a shared virtual disk a 1 MiB
+ * write takes 0.5–3 ms and the hash thread waits its turn for a core, so with two 1 MiB blocks in
+ * flight the socket sat paused half of a curl upload, nearly always on the disk; four keep both busy
+ * (measured through curl under the bench lock: docs/performance.md). The compress layer's 2 MiB
+ * frames stay at two.
  */
-const MAX_BLOCKS_IN_FLIGHT = 2;
+const MAX_BYTES_IN_FLIGHT = 4 << 20;
 /** Uploads from this size (or of unknown size) are hashed on the hash thread, smaller ones in line. */
 const HASH_THREAD_MIN_SIZE = 8 << 20;
 
@@ -25,8 +27,8 @@ const HASH_THREAD_MIN_SIZE = 8 << 20;
  *
  * It is also where an upload's bytes are copied, once: chunks are gathered into aligned, shared
  * blocks of the inner store's `blockSize`, and the same block goes to the hash thread and down the
- * stack (compression, O_DIRECT writes) without another copy. At most MAX_BLOCKS_IN_FLIGHT blocks
- * are outstanding per upload, so memory per transfer is fixed whatever the size.
+ * stack (compression, O_DIRECT writes) without another copy. At most MAX_BYTES_IN_FLIGHT (two blocks
+ * if larger) are outstanding per upload, so memory per transfer is fixed whatever the size.
  */
 export class VerifyingBlobStore extends ForwardingBlobStore {
   readonly #hasher: Hasher | null;
@@ -55,7 +57,7 @@ class VerifyingWriter implements ObjectWriter {
   readonly #check: IncomingCheck;
   readonly #inner: ObjectWriter;
   readonly #gather: ChunkGatherer;
-  readonly #backlog = new Backlog(MAX_BLOCKS_IN_FLIGHT);
+  readonly #backlog: Backlog;
   /** The inner writer asked to wait (returned false) and has not drained yet. */
   #innerBlocked = false;
   /** write() returned false: the listener is owed a call once both have room. */
@@ -66,6 +68,7 @@ class VerifyingWriter implements ObjectWriter {
   constructor(check: IncomingCheck, inner: ObjectWriter, blockSize: number) {
     this.#check = check;
     this.#inner = inner;
+    this.#backlog = new Backlog(Math.max(2, Math.floor(MAX_BYTES_IN_FLIGHT / blockSize)));
     const pool = blockPool(blockSize);
     this.#gather = new ChunkGatherer(pool, (block, length) => this.#handOn(block, length, () => pool.giveView(block)));
     this.#backlog.onDrain(() => this.#maybeDrain());
