@@ -35,7 +35,6 @@ import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
-import { S3BlobStore } from './store/s3/s3-store.js';
 import { PresignService } from './service/presign-service.js';
 import { createHmac } from 'node:crypto';
 import { HashThread } from './workers/hash-thread.js';
@@ -70,8 +69,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // SVC_STORE picks the backend; compose.ts builds the same stack on either. A bucket keeps no
   // node-local journal (an acknowledged object must be in the bucket).
   const backend = await openBackend(config);
-  const s3 = backend instanceof S3BlobStore ? backend : null;
   const disk = backend instanceof DiskBlobStore ? backend : null;
+  const s3 = backend instanceof DiskBlobStore ? null : backend;
   const { store: blobs, journal } = await composeStore({
     backend,
     codec: pool,
