@@ -5,8 +5,9 @@ import { batch, blob, http } from '../helpers/lfs-http.js';
 import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 // A server at rest loads only what serving needs at once (docs/performance.md, Memory): the forge's
-// HTTP client (undici), the metrics library (prom-client) and the worker pools' library (piscina)
-// wait for their first use, and what they then serve is what they served when loaded at start.
+// HTTP client (undici), the metrics library (prom-client), the worker pools' library (piscina) and
+// the native codecs (zstd, BLAKE3) wait for their first use, and what they then serve is what they
+// served when loaded at start.
 const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
@@ -25,10 +26,10 @@ async function loaded(s: RunningServer): Promise<string[]> {
   return ev.packages as string[];
 }
 
-t.test('just started: the store, index and HTTP server loaded; forge client, metrics and pools not', async (t) => {
+t.test('just started: the index and HTTP server loaded; forge client, metrics, pools and codecs not', async (t) => {
   const packages = await loaded(server);
   for (const needed of ['better-sqlite3', '@trufflesuite/uws-js-unofficial']) t.ok(packages.includes(needed), `${needed} is loaded (the probe sees packages)`);
-  for (const lazy of ['undici', 'prom-client', 'piscina']) t.notOk(packages.includes(lazy), `${lazy} is not loaded yet`);
+  for (const lazy of ['undici', 'prom-client', 'piscina', 'zstd-napi', '@napi-rs/blake-hash']) t.notOk(packages.includes(lazy), `${lazy} is not loaded yet`);
 });
 
 t.test('the first scrape loads the metrics and shows the requests before it', async (t) => {
