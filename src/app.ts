@@ -33,7 +33,6 @@ import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
-import { S3BlobStore } from './store/s3/s3-store.js';
 import { PresignService } from './service/presign-service.js';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
@@ -72,8 +71,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
   // acknowledged object must be in the store and its reference in the index before the 200.
   const backend = await openBackend(config, log);
-  const s3 = backend instanceof S3BlobStore ? backend : null;
   const disk = backend instanceof DiskBlobStore ? backend : null;
+  const s3 = backend instanceof DiskBlobStore ? null : backend;
   const { store: blobs, journal } = await composeStore({
     backend,
     codec: pool,

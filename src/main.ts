@@ -1,6 +1,7 @@
+// First: it holds the young generation's size while the server's modules load.
+import { endStartupHeap } from './util/startup-heap.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { startApp } from './app.js';
 import { ConfigError, configWarnings, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { StartRefusedError } from './errors/start-refused.js';
@@ -32,7 +33,11 @@ async function main(): Promise<void> {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as (options: { type: 'major'; execution: 'async' }) => void;
   onPoolsReleased(() => gc({ type: 'major', execution: 'async' }));
+  // Imported here, not above: a static import is compiled before any of this file runs, which would
+  // be before startup-heap holds the young generation (it grew to 4 MiB compiling them).
+  const { startApp } = await import('./app.js');
   const app = await startApp(config);
+  endStartupHeap();
   // The one line that says what this server is using (tests and scripts wait for its "listening").
   log('listening', {
     version: VERSION,

@@ -2,7 +2,6 @@ import { join } from 'node:path';
 import { redactDatabaseUrl } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Index } from './index-types.js';
-import { PostgresIndex } from './postgres/postgres-index.js';
 import { openSqliteIndex } from './sqlite/sqlite-index.js';
 
 /**
@@ -15,6 +14,8 @@ export async function openIndex(config: Pick<Config, 'dataDir' | 'databaseUrl'>,
   if (config.databaseUrl === null) return openSqliteIndex(join(config.dataDir, 'index.sqlite'), log);
   const shown = redactDatabaseUrl(config.databaseUrl);
   try {
+    // The client library loads only for a PostgreSQL index: an embedded server at rest never needs it.
+    const { PostgresIndex } = await import('./postgres/postgres-index.js');
     const index = await PostgresIndex.open(config.databaseUrl, log);
     log('index opened', { kind: 'postgres', database: shown });
     return index;

@@ -1,6 +1,10 @@
-import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { lfsError } from '../errors/errors.js';
+import { lazyModule } from '../util/lazy-module.js';
 import { readCappedText } from '../util/read-capped.js';
+
+// Loaded with the first forge request: a server at rest has made none (and ~8 MiB stay unused).
+const undici = lazyModule<typeof import('undici')>('undici');
 
 /** One forge HTTP answer, body already read (capped) and parsed when it is JSON. */
 export interface ForgeResponse {
@@ -14,18 +18,22 @@ export interface ForgeResponse {
  * capped, and network failures mapped to LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7).
  */
 export class ForgeHttpClient {
-  readonly #dispatcher: Dispatcher;
+  #dispatcher: Dispatcher | null = null;
   readonly #timeoutMs: number;
 
   constructor(timeoutSeconds: number) {
     this.#timeoutMs = timeoutSeconds * 1000;
-    this.#dispatcher = new Agent({
+  }
+
+  /** The connection pool, made at the first request. */
+  #agent(): Dispatcher {
+    return (this.#dispatcher ??= new (undici().Agent)({
       connect: { timeout: this.#timeoutMs },
       headersTimeout: this.#timeoutMs,
       bodyTimeout: this.#timeoutMs,
       keepAliveTimeout: 30_000,
       connections: 64,
-    });
+    }));
   }
 
   /** A GET (repository lookups, user endpoints); never throws for an HTTP status, only for no answer. */
@@ -40,11 +48,11 @@ export class ForgeHttpClient {
 
   async #send(method: 'GET' | 'POST', url: string, headers: Record<string, string>, body: string | undefined, signal?: AbortSignal): Promise<ForgeResponse> {
     try {
-      const res = await request(url, {
+      const res = await undici().request(url, {
         method,
         headers: { 'user-agent': 'stowage-lfs', accept: 'application/json', ...headers },
         body,
-        dispatcher: this.#dispatcher,
+        dispatcher: this.#agent(),
         signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
       });
       const text = await readCappedText(res.body, 1 << 20, () => Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' }));
@@ -56,13 +64,13 @@ export class ForgeHttpClient {
       }
       return { status: res.statusCode, headers: res.headers, body: parsed };
     } catch (e) {
-      const code = (e as { code?: string }).code ?? (e instanceof undiciErrors.UndiciError ? e.name : 'unknown');
+      const code = (e as { code?: string }).code ?? (e instanceof undici().errors.UndiciError ? e.name : 'unknown');
       throw lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge could not be reached (${code})`);
     }
   }
 
   async close(): Promise<void> {
-    await this.#dispatcher.close();
+    await this.#dispatcher?.close();
   }
 }
 

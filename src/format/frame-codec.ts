@@ -14,6 +14,11 @@ export interface CompressTask {
   readonly attempt: boolean;
 }
 
+/** The buffers behind a compress task that are moved between threads (shared memory never is). */
+export function movable(input: Uint8Array, out: ArrayBuffer): ArrayBuffer[] {
+  return input.buffer instanceof ArrayBuffer ? [input.buffer, out] : [out];
+}
+
 export interface CompressResult {
   readonly input: Uint8Array;
   readonly out: ArrayBuffer;

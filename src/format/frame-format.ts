@@ -1,4 +1,4 @@
-import { blake3 } from '@napi-rs/blake-hash';
+import { blake3 } from './native-codecs.js';
 
 /**
  * The framed (compressed) object format. A framed file is

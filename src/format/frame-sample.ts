@@ -1,4 +1,5 @@
-import zstd from 'zstd-napi/binding.js';
+import type { CCtx } from 'zstd-napi/binding.js';
+import { zstd } from './native-codecs.js';
 
 /** A frame is stored raw unless zstd saves at least this share of it (uploads and the compress job). */
 export const MIN_FRAME_SAVING = 0.05;
@@ -8,7 +9,7 @@ const SAMPLES = 3;
 const SAMPLE_SIZE = 16 << 10;
 const SAMPLE_MIN_SAVING = 0.03;
 
-let cctx: zstd.CCtx | null = null;
+let cctx: CCtx | null = null;
 let scratch: Uint8Array | null = null;
 
 /**
@@ -21,8 +22,8 @@ let scratch: Uint8Array | null = null;
  */
 export function samplesShrink(frame: Uint8Array): boolean {
   if (frame.byteLength <= SAMPLES * SAMPLE_SIZE) return true;
-  cctx ??= new zstd.CCtx();
-  scratch ??= new Uint8Array(zstd.compressBound(SAMPLE_SIZE));
+  cctx ??= new (zstd().CCtx)();
+  scratch ??= new Uint8Array(zstd().compressBound(SAMPLE_SIZE));
   let stored = 0;
   for (let i = 0; i < SAMPLES; i++) {
     const at = Math.floor(((frame.byteLength - SAMPLE_SIZE) * i) / (SAMPLES - 1));

@@ -1,12 +1,14 @@
-import { STATUS_CODES } from 'node:http';
 import { ERROR_CODES } from '../errors/codes.js';
 import { isLfsError } from '../errors/errors.js';
 import { storageFault } from '../errors/storage-fault.js';
 import { LFS_JSON } from '../protocol/media-types.js';
 import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
+import { lazyModule } from '../util/lazy-module.js';
 
-const statusLine = (status: number): string => `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+// Node's reason phrases; node:http (and node:net beneath it, ~1 MiB) loads with the first answer.
+const nodeHttp = lazyModule<typeof import('node:http')>('node:http');
+const statusLine = (status: number): string => `${status} ${nodeHttp().STATUS_CODES[status] ?? 'Unknown'}`;
 
 /**
  * uWS's cork buffer. uWS corks the socket while it parses what one read brought, and sends what was

@@ -1,5 +1,4 @@
 import uws, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
-import { createServer } from 'node:net';
 import { lfsError } from '../errors/errors.js';
 import { StartRefusedError } from '../errors/start-refused.js';
 import type { Metrics } from '../metrics/registry.js';
@@ -153,7 +152,9 @@ function exclusiveListen(app: TemplatedApp, host: string, port: number, cb: (soc
 }
 
 /** uWS gives no reason for a failed listen: ask the system by trying the same bind once. */
-function whyNotListening(host: string, port: number): Promise<string> {
+async function whyNotListening(host: string, port: number): Promise<string> {
+  // Imported here: node:net is needed only when a listen failed.
+  const { createServer } = await import('node:net');
   return new Promise((resolve) => {
     const probe = createServer();
     probe.once('error', (e: NodeJS.ErrnoException) =>

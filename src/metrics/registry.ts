@@ -1,6 +1,11 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Counter, Gauge, Registry } from 'prom-client';
+import { lazyModule } from '../util/lazy-module.js';
 import { VERSION } from '../util/version.js';
 import { CachedFigures } from './cached-figures.js';
+
+// Loaded with the first series used (a request answered, a scrape): ~6 MiB, with the Node modules
+// it pulls in (http, https, tls, zlib for its push gateway, perf_hooks), a server at rest never needs.
+const promClient = lazyModule<typeof import('prom-client')>('prom-client');
 
 /** Server-wide store and lock figures, read from SQLite (StatsRepo) at most once a minute. */
 export interface StoreFigures {
@@ -120,16 +125,100 @@ const noSources: MetricSources = {
  * The one Prometheus registry. Every series this server exposes is declared here and nowhere else,
  * so names and labels stay consistent and documented in one place. Labels are bounded: routes are
  * the names given to HttpServer.route (templates, never an oid or a repository), statuses are HTTP
- * codes, the rest are fixed words.
+ * codes, the rest are fixed words. The registry and its series are built at their first use
+ * (Series), so a server that has answered nothing has not loaded prom-client; what /metrics shows
+ * is the same either way.
  */
 export class Metrics {
-  readonly registry = new Registry();
+  #series: Series | null = null;
   #sources: MetricSources = noSources;
-  #store = new CachedFigures(() => this.#sources.storeFigures(), STORE_FIGURES_MAX_AGE_MS);
-  #jobs = new CachedFigures(() => this.#sources.jobs(), LIVE_FIGURES_MAX_AGE_MS);
+
+  #use(): Series {
+    return (this.#series ??= new Series(() => this.#sources));
+  }
+
+  /** Wires the gauges read at scrape time (app.ts); until then they report an empty server. */
+  useSources(sources: MetricSources): void {
+    this.#sources = sources;
+  }
+
+  /** False until a series was first used: until then every counter is still at zero. */
+  get counting(): boolean {
+    return this.#series !== null;
+  }
+
+  /** The registry /metrics exposes. */
+  get registry(): Registry {
+    return this.#use().registry;
+  }
+
+  /** See Series.requests. */
+  get requests(): Series['requests'] {
+    return this.#use().requests;
+  }
+
+  /** See Series.requestSeconds. */
+  get requestSeconds(): Series['requestSeconds'] {
+    return this.#use().requestSeconds;
+  }
+
+  /** See Series.rejections. */
+  get rejections(): Series['rejections'] {
+    return this.#use().rejections;
+  }
+
+  /** See Series.transferBytes. */
+  get transferBytes(): Series['transferBytes'] {
+    return this.#use().transferBytes;
+  }
+
+  /** See Series.transferCompletedBytes. */
+  get transferCompletedBytes(): Series['transferCompletedBytes'] {
+    return this.#use().transferCompletedBytes;
+  }
+
+  /** See Series.transfers. */
+  get transfers(): Series['transfers'] {
+    return this.#use().transfers;
+  }
+
+  /** See Series.forgeLookups. */
+  get forgeLookups(): Series['forgeLookups'] {
+    return this.#use().forgeLookups;
+  }
+
+  /** See Series.authCacheHits. */
+  get authCacheHits(): Series['authCacheHits'] {
+    return this.#use().authCacheHits;
+  }
+
+  /** See Series.authCacheMisses. */
+  get authCacheMisses(): Series['authCacheMisses'] {
+    return this.#use().authCacheMisses;
+  }
+
+  /** See Series.uploadSeconds. */
+  get uploadSeconds(): Series['uploadSeconds'] {
+    return this.#use().uploadSeconds;
+  }
+
+  /** See Series.inFlight. */
+  get inFlight(): Series['inFlight'] {
+    return this.#use().inFlight;
+  }
+}
+
+/** Every series, on its own registry; built once, by Metrics at the first use. */
+class Series {
+  readonly #prom = promClient();
+  readonly registry = new this.#prom.Registry();
+  /** Where the scrape-time gauges read (Metrics.useSources may change it after this is built). */
+  readonly #sources: () => MetricSources;
+  #store = new CachedFigures(() => this.#sources().storeFigures(), STORE_FIGURES_MAX_AGE_MS);
+  #jobs = new CachedFigures(() => this.#sources().jobs(), LIVE_FIGURES_MAX_AGE_MS);
 
   /** Traffic by endpoint and outcome: the first thing to look at when clients report errors. */
-  readonly requests = new Counter({
+  readonly requests = new this.#prom.Counter({
     name: 'svc_requests_total',
     help: 'HTTP requests answered, by route name and status (499: the client went away first)',
     labelNames: ['route', 'status'] as const,
@@ -137,7 +226,7 @@ export class Metrics {
   });
 
   /** Latency by endpoint and outcome, so a slow batch (forge lookups) is told apart from a slow download. */
-  readonly requestSeconds = new Histogram({
+  readonly requestSeconds = new this.#prom.Histogram({
     name: 'svc_request_duration_seconds',
     help: 'Time from the request arriving to its answer being finished, by route name and status',
     labelNames: ['route', 'status'] as const,
@@ -146,7 +235,7 @@ export class Metrics {
   });
 
   /** Why clients are refused (causes: REJECTION_CAUSES), so an outage of the forge is told apart from policy. */
-  readonly rejections = new Counter({
+  readonly rejections = new this.#prom.Counter({
     name: 'svc_rejections_total',
     help: `Requests or objects refused, by cause (${Object.keys(REJECTION_CAUSES).join(', ')})`,
     labelNames: ['cause'] as const,
@@ -154,7 +243,7 @@ export class Metrics {
   });
 
   /** Throughput, counted chunk by chunk as bodies stream, so rate() shows a long transfer while it runs. */
-  readonly transferBytes = new Counter({
+  readonly transferBytes = new this.#prom.Counter({
     name: 'svc_transfer_bytes_total',
     help: 'Object bytes streamed through this server as they flow, by direction (failed transfers included; presigned bucket uploads counted at verify)',
     labelNames: ['direction'] as const,
@@ -162,7 +251,7 @@ export class Metrics {
   });
 
   /** What completed transfers carried (the dashboard's figures); streamed minus this is what failures wasted. */
-  readonly transferCompletedBytes = new Counter({
+  readonly transferCompletedBytes = new this.#prom.Counter({
     name: 'svc_transfer_completed_bytes_total',
     help: 'Object bytes of completed transfers: an acknowledged upload\'s size, a fully sent download',
     labelNames: ['direction'] as const,
@@ -170,7 +259,7 @@ export class Metrics {
   });
 
   /** Transfer outcomes, to alert on a rising share of failed uploads or downloads. */
-  readonly transfers = new Counter({
+  readonly transfers = new this.#prom.Counter({
     name: 'svc_transfers_total',
     help: 'Object transfers finished, by direction and outcome (ok, failed)',
     labelNames: ['direction', 'outcome'] as const,
@@ -178,7 +267,7 @@ export class Metrics {
   });
 
   /** Forge load and health: every lookup made (cache misses), by what the forge answered. */
-  readonly forgeLookups = new Counter({
+  readonly forgeLookups = new this.#prom.Counter({
     name: 'svc_forge_lookups_total',
     help: 'Forge repository lookups made (cache misses), by result (granted, denied, not_found, forge_rate_limited, forge_unreachable, …)',
     labelNames: ['result'] as const,
@@ -186,7 +275,7 @@ export class Metrics {
   });
 
   /** With the misses, the cache's hit ratio: how much forge traffic the grant cache saves. */
-  readonly authCacheHits = new Counter({
+  readonly authCacheHits = new this.#prom.Counter({
     name: 'svc_auth_cache_hits_total',
     help: 'Authorizations answered from cache, by kind (granted, refused: the access cache; identity: the token owner cache)',
     labelNames: ['kind'] as const,
@@ -194,7 +283,7 @@ export class Metrics {
   });
 
   /** A miss costs a forge call (or joins one in flight); a high rate means short TTLs or many distinct tokens. */
-  readonly authCacheMisses = new Counter({
+  readonly authCacheMisses = new this.#prom.Counter({
     name: 'svc_auth_cache_misses_total',
     help: 'Authorizations not in cache, which asked the forge or joined a lookup in flight, by kind (access, identity)',
     labelNames: ['kind'] as const,
@@ -202,7 +291,7 @@ export class Metrics {
   });
 
   /** The upload acknowledgement latency clients feel (first byte to durable 200). */
-  readonly uploadSeconds = new Histogram({
+  readonly uploadSeconds = new this.#prom.Histogram({
     name: 'svc_upload_duration_seconds',
     help: 'Time from first byte to durable acknowledgement of an upload',
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600],
@@ -210,7 +299,7 @@ export class Metrics {
   });
 
   /** Concurrency right now, to size SVC_WORKERS and see what a shutdown would cut. */
-  readonly inFlight = new Gauge({
+  readonly inFlight = new this.#prom.Gauge({
     name: 'svc_transfers_in_flight',
     help: 'Object transfers currently streaming, by direction',
     labelNames: ['direction'] as const,
@@ -295,7 +384,7 @@ export class Metrics {
    * Which build is running, the Prometheus convention (`*_build_info` = 1, the version a label), so a
    * dashboard can show it and a query can join on it. Named for the product, not the spec's `svc_`.
    */
-  readonly buildInfo = new Gauge({
+  readonly buildInfo = new this.#prom.Gauge({
     name: 'stowage_build_info',
     help: 'Always 1; the running version is the label',
     labelNames: ['version'] as const,
@@ -306,7 +395,7 @@ export class Metrics {
   readonly auditRepositories = this.#auditGauge();
 
   /** When an audit last finished clean; the time since it shows whether audits still run. */
-  readonly auditLastSuccess = new Gauge({
+  readonly auditLastSuccess = new this.#prom.Gauge({
     name: 'svc_audit_last_success_timestamp_seconds',
     help: 'Unix time the most recent audit that read every object and found none wrong finished (0: none yet)',
     registers: [this.registry],
@@ -317,7 +406,7 @@ export class Metrics {
   });
 
   /** Objects an audit set aside: each needs a good copy pushed again before clients can fetch it. */
-  readonly quarantinedObjects = new Gauge({
+  readonly quarantinedObjects = new this.#prom.Gauge({
     name: 'svc_quarantined_objects',
     help: 'Objects under quarantine (found corrupt or unreadable by an audit, not uploaded again since)',
     registers: [this.registry],
@@ -325,7 +414,7 @@ export class Metrics {
   });
 
   /** Room left for uploads and the index (statfs at scrape time, like node_filesystem_avail_bytes). */
-  readonly dataDirFree = new Gauge({
+  readonly dataDirFree = new this.#prom.Gauge({
     name: 'svc_data_dir_free_bytes',
     help: 'Bytes still writable by this server on the data directory\'s file system (statfs, read at scrape time)',
     registers: [this.registry],
@@ -333,7 +422,7 @@ export class Metrics {
   });
 
   /** The file system's size, the denominator of the disk-nearly-full alert. */
-  readonly dataDirSize = new Gauge({
+  readonly dataDirSize = new this.#prom.Gauge({
     name: 'svc_data_dir_size_bytes',
     help: 'Size of the data directory\'s file system in bytes (statfs, read at scrape time)',
     registers: [this.registry],
@@ -341,17 +430,18 @@ export class Metrics {
   });
 
   /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */
-  readonly ready = new Gauge({
+  readonly ready = new this.#prom.Gauge({
     name: 'svc_ready',
     help: '1 when the store takes a write (what GET /ready checks, run at scrape time), else 0',
     registers: [this.registry],
     collect: this.#sourced(async (s, g) => g.set((await s.ready()) ? 1 : 0)),
   });
 
-  constructor() {
+  constructor(sources: () => MetricSources) {
+    this.#sources = sources;
     // Standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes …) so stock Node.js
     // dashboards and alerts work as they are.
-    collectDefaultMetrics({ register: this.registry });
+    this.#prom.collectDefaultMetrics({ register: this.registry });
     // These three are gauges named *_total, which Prometheus' naming lint (promtool check metrics)
     // refuses; each is only the sum of its labelled twin (nodejs_active_handles{type} etc.).
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
@@ -365,22 +455,17 @@ export class Metrics {
     }
   }
 
-  /** Wires the gauges read at scrape time (app.ts); until then they report an empty server. */
-  useSources(sources: MetricSources): void {
-    this.#sources = sources;
-  }
-
   /** A collect() that reads the wired sources at scrape time (they change after construction). */
   #sourced(read: (sources: MetricSources, gauge: Gauge) => void | Promise<void>): (this: Gauge) => Promise<void> {
-    const sources = (): MetricSources => this.#sources;
+    const sources = (): MetricSources => this.#sources();
     return async function (this: Gauge) {
       await read(sources(), this);
     };
   }
 
   #auditGauge(): Gauge<'result'> {
-    const sources = (): MetricSources => this.#sources;
-    return new Gauge({
+    const sources = (): MetricSources => this.#sources();
+    return new this.#prom.Gauge({
       name: 'svc_audit_repositories',
       help: 'Repositories by the outcome of their last audit (clean, problems_found: corrupt or unreadable objects, incomplete: cut short)',
       labelNames: ['result'] as const,
@@ -396,7 +481,7 @@ export class Metrics {
 
   #storeGauge(name: string, help: string, pick: (f: StoreFigures) => number | null): Gauge {
     const store = (): CachedFigures<StoreFigures> => this.#store;
-    return new Gauge({
+    return new this.#prom.Gauge({
       name,
       help,
       registers: [this.registry],
@@ -409,8 +494,8 @@ export class Metrics {
   }
 
   #poolGauge(name: string, help: string, pick: (p: PoolLoad) => number): Gauge<'pool'> {
-    const sources = (): MetricSources => this.#sources;
-    return new Gauge({
+    const sources = (): MetricSources => this.#sources();
+    return new this.#prom.Gauge({
       name,
       help,
       labelNames: ['pool'] as const,
@@ -424,8 +509,8 @@ export class Metrics {
 
   /** A counter mirroring the journal's own running totals at scrape time. */
   #journalCounter<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JournalFlushes) => [Partial<Record<L, string>>, number][]): Counter<L> {
-    const sources = (): MetricSources => this.#sources;
-    return new Counter({
+    const sources = (): MetricSources => this.#sources();
+    return new this.#prom.Counter({
       name,
       help,
       labelNames,
@@ -439,8 +524,8 @@ export class Metrics {
   }
 
   #poolBusyCounter(): Counter<'pool'> {
-    const sources = (): MetricSources => this.#sources;
-    return new Counter({
+    const sources = (): MetricSources => this.#sources();
+    return new this.#prom.Counter({
       name: 'svc_worker_pool_busy_seconds_total',
       help: 'Time the pool\'s threads spent running tasks, by pool',
       labelNames: ['pool'] as const,
@@ -456,9 +541,9 @@ export class Metrics {
   /** A gauge summed over the jobs queued or running; every kind's series exists, at 0 when idle. */
   #jobGauge<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JobProgress) => { key: Record<L, string>; value: number }): Gauge<L> {
     const jobs = (): CachedFigures<readonly JobProgress[]> => this.#jobs;
-    const kinds = (): readonly string[] => this.#sources.jobKinds;
+    const kinds = (): readonly string[] => this.#sources().jobKinds;
     const withState = labelNames.includes('state' as L);
-    return new Gauge({
+    return new this.#prom.Gauge({
       name,
       help,
       labelNames,

@@ -385,9 +385,11 @@ export class StatsService {
   }
 
   async #readCounters(): Promise<Counters> {
+    const c: Counters = { uploads: 0, uploadBytes: 0, downloads: 0, downloadBytes: 0, rejections: {} };
+    // Nothing counted yet: reading would build the metrics (load prom-client) only to see zeros.
+    if (!this.#metrics.counting) return c;
     // Bytes of completed transfers (a cut upload streamed some bytes but brought nothing).
     const [transfers, bytes, rejections] = await Promise.all([this.#metrics.transfers.get(), this.#metrics.transferCompletedBytes.get(), this.#metrics.rejections.get()]);
-    const c: Counters = { uploads: 0, uploadBytes: 0, downloads: 0, downloadBytes: 0, rejections: {} };
     for (const v of transfers.values) {
       if (v.labels.outcome !== 'ok') continue;
       if (v.labels.direction === 'upload') c.uploads += v.value;

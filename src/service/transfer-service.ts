@@ -53,10 +53,12 @@ export class TransferService implements UploadGate {
     this.#metrics = metrics;
     this.#cluster = cluster;
     this.#legacy = store.legacy;
-    const up = metrics.transferBytes.labels({ direction: 'upload' });
-    const down = metrics.transferBytes.labels({ direction: 'download' });
-    this.countUploadBytes = (bytes) => up.inc(bytes);
-    this.countDownloadBytes = (bytes) => down.inc(bytes);
+    // Bound at the first chunk, not here: the metrics are built at their first use (Metrics).
+    type Bound = ReturnType<Metrics['transferBytes']['labels']>;
+    let up: Bound | null = null;
+    let down: Bound | null = null;
+    this.countUploadBytes = (bytes) => (up ??= metrics.transferBytes.labels({ direction: 'upload' })).inc(bytes);
+    this.countDownloadBytes = (bytes) => (down ??= metrics.transferBytes.labels({ direction: 'download' })).inc(bytes);
   }
 
   /** True while an upload of `oid` is in flight, up to and including recording its reference. */

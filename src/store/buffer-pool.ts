@@ -1,4 +1,4 @@
-import zstd from 'zstd-napi/binding.js';
+import { zstd } from '../format/native-codecs.js';
 import { FRAME_SIZE } from '../format/frame-format.js';
 
 /**
@@ -62,16 +62,26 @@ class IdleRelease {
  * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
  */
 export class BufferPool {
-  readonly size: number;
+  #size: number | (() => number);
   readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
   readonly #idle: IdleRelease;
 
-  /** `keep`: most idle buffers retained during a burst; all are left to the GC once the pool has rested `restMs`. */
-  constructor(size: number, keep: number, restMs = POOL_IDLE_MS) {
-    this.size = size;
+  /**
+   * `keep`: most idle buffers retained during a burst; all are left to the GC once the pool has
+   * rested `restMs`. `size` may be a function, called at the first use (a size a native library
+   * computes, so the library loads only when the pool is used).
+   */
+  constructor(size: number | (() => number), keep: number, restMs = POOL_IDLE_MS) {
+    this.#size = size;
     this.#keep = keep;
     this.#idle = new IdleRelease(() => (this.#free.length = 0), restMs);
+  }
+
+  /** Bytes of each buffer. */
+  get size(): number {
+    if (typeof this.#size === 'function') this.#size = this.#size();
+    return this.#size;
   }
 
   take(): ArrayBuffer {
@@ -279,4 +289,4 @@ export function blockPool(size: number): AlignedBufferPool {
 /** A download's frames, decoded (see FramedChunkSource). */
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
 /** Stored (compressed) frames: of uploads on their way down, of downloads on their way up. */
-export const compressedBuffers = new BufferPool(zstd.compressBound(FRAME_SIZE), 16);
+export const compressedBuffers = new BufferPool(() => zstd().compressBound(FRAME_SIZE), 16);

@@ -1,5 +1,5 @@
 import { read as fsRead } from 'node:fs';
-import zstd from 'zstd-napi/binding.js';
+import { zstd } from '../format/native-codecs.js';
 import { lfsError } from '../errors/errors.js';
 import type { FrameCodec } from '../format/frame-codec.js';
 import { compressedBuffers, frameBuffers } from './buffer-pool.js';
@@ -64,7 +64,7 @@ export class FramedChunkSource implements ChunkSource {
     const length = frameLength(this.#index, i);
     // Pooled buffers fit frames of the current size; an object written with another size gets its own.
     const current = this.#index.frameSize === frameBuffers.size;
-    const stored = current ? compressedBuffers.take() : new ArrayBuffer(zstd.compressBound(this.#index.frameSize));
+    const stored = current ? compressedBuffers.take() : new ArrayBuffer(zstd().compressBound(this.#index.frameSize));
     const out = current ? frameBuffers.take() : new ArrayBuffer(this.#index.frameSize);
     const p = (async (): Promise<DecodedFrame> => {
       try {

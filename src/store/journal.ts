@@ -1,4 +1,4 @@
-import { blake3 } from '@napi-rs/blake-hash';
+import { blake3 } from '../format/native-codecs.js';
 import { fdatasyncSync } from 'node:fs';
 import { mkdir, open, readdir, rename, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';

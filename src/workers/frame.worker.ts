@@ -8,7 +8,7 @@ import { blake3 } from '@napi-rs/blake-hash';
 import { Piscina } from 'piscina';
 import zstd from 'zstd-napi/binding.js';
 import { MIN_FRAME_SAVING } from '../format/frame-sample.js';
-import type { CompressResult, CompressTask, DecodeResult, DecodeTask } from '../format/frame-codec.js';
+import { movable, type CompressResult, type CompressTask, type DecodeResult, type DecodeTask } from '../format/frame-codec.js';
 
 export type { CompressResult, CompressTask, DecodeResult, DecodeTask };
 
@@ -25,11 +25,6 @@ function moveBack<T extends object>(value: T, buffers: ArrayBuffer[]): T {
       return value;
     },
   } as never) as unknown as T;
-}
-
-/** The buffers behind a compress task that are moved between threads (shared memory never is). */
-export function movable(input: Uint8Array, out: ArrayBuffer): ArrayBuffer[] {
-  return input.buffer instanceof ArrayBuffer ? [input.buffer, out] : [out];
 }
 
 export function compressFrame(task: CompressTask): CompressResult {

@@ -1,4 +1,8 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { lazyModule } from '../util/lazy-module.js';
+
+// Loaded when the thread first starts (the first large upload): a server at rest runs no thread.
+const workerThreads = lazyModule<typeof import('node:worker_threads')>('node:worker_threads');
 import type { Hasher, StreamHasher } from '../format/frame-codec.js';
 import type { HashReply, HashRequest } from './hash.worker.js';
 import { THREAD_IDLE_MS } from './pool.js';
@@ -78,7 +82,7 @@ export class HashThread implements Hasher {
   }
 
   #start(): Running {
-    const worker = new Worker(new URL('./hash.worker.js', import.meta.url));
+    const worker = new (workerThreads().Worker)(new URL('./hash.worker.js', import.meta.url));
     const streams = new Map<number, StreamHash>();
     worker.unref(); // an idle hash thread never keeps the process alive
     worker.on('message', (m: HashReply) => streams.get(m.id)?.receive(m));

@@ -1,6 +1,9 @@
-import { Piscina } from 'piscina';
-import type { CompressResult, CompressTask, DecodeResult, DecodeTask, FrameCodec } from '../format/frame-codec.js';
-import { movable } from './frame.worker.js';
+import type { Piscina } from 'piscina';
+import { movable, type CompressResult, type CompressTask, type DecodeResult, type DecodeTask, type FrameCodec } from '../format/frame-codec.js';
+import { lazyModule } from '../util/lazy-module.js';
+
+// Loaded with a pool's first task: a server at rest, or one with compression off, runs none.
+const piscina = lazyModule<typeof import('piscina')>('piscina');
 
 /**
  * How long a pool's threads stay after its last task. Each thread costs ~10 MiB of resident memory
@@ -53,7 +56,7 @@ export class WorkerPool implements FrameCodec {
 
   #open(): Piscina {
     if (this.#pool !== null) return this.#pool;
-    const pool = new Piscina({
+    const pool = new (piscina().Piscina)({
       filename: this.#filename.href,
       minThreads: 0,
       maxThreads: this.#threads,

@@ -4,10 +4,12 @@ import type { SettingsService } from '../../service/settings-service.js';
 import type { StatsService } from '../../service/stats-service.js';
 import { tokenFromAuthorization, usableToken } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { renderDashboard, renderJobs, renderSignIn } from '../pages/dashboard-page.js';
 import { collectBody, parseJson } from '../request-body.js';
 import { send } from '../respond.js';
 import type { HttpServer } from '../server.js';
+
+/** The page templates, imported at the first page asked for: of no use to a server at rest. */
+const pages = (): Promise<typeof import('../pages/dashboard-page.js')> => import('../pages/dashboard-page.js');
 
 /** Name of the session cookie; scoped to /-/ so no other route ever receives it. */
 export const SESSION_COOKIE = 'stowage_session';
@@ -90,6 +92,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
   http.route('get', '/-/', 'dashboard', async (ctx) => {
     const { session } = await sessionOf(ctx);
     if (session !== null) await settings.refresh();
+    const { renderDashboard, renderSignIn } = await pages();
     const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view(), await stats.repositoryList());
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
   });
@@ -98,7 +101,7 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
   // of reloading the whole page).
   http.route('get', '/-/jobs', 'dashboard_jobs', async (ctx) => {
     await requireAdmin(ctx, false);
-    send(ctx, 200, renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
+    send(ctx, 200, (await pages()).renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
   });
 
   http.route('post', '/-/api/session', 'session_create', async (ctx) => {

@@ -4,7 +4,6 @@ import type { AccessService } from '../../service/access-service.js';
 import type { StatsService } from '../../service/stats-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { renderRepoPage } from '../pages/repo-page.js';
 import { send } from '../respond.js';
 import type { HttpServer } from '../server.js';
 
@@ -36,6 +35,8 @@ export function registerRepoPageRoutes(http: HttpServer, deps: RepoPageDeps): vo
   http.route('get', '/:org/:repo', 'repo_page', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
+    // Imported at the first page asked for: the templates are of no use to a server at rest.
+    const { renderRepoPage } = await import('../pages/repo-page.js');
     const page = renderRepoPage(await stats.repoStats(repo));
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
   });

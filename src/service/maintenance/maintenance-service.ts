@@ -8,13 +8,8 @@ import { resolveImportSource, type ImportLayout } from '../../store/foreign-layo
 import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import type { JobView, PoolView, WorkSource } from '../stats-service.js';
-import { runAudit } from './audit-job.js';
-import { runCompress } from './compress-job.js';
-import { runDedupe } from './dedupe-job.js';
-import { runImport } from './import-job.js';
 import { JobRunner, type Job, type JobDetail } from './job-runner.js';
 import type { MaintenanceDeps, NodeIdentity, UploadGate } from './maintenance-deps.js';
-import { runRetain } from './retain-job.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
@@ -97,16 +92,17 @@ export class MaintenanceService implements WorkSource {
     return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o.importDir);
   }
 
+  // Each job's module is imported when a job of its kind starts: a server at rest runs none.
   retain(repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean): Promise<Job> {
-    return this.#runner.start('retain', repo.key, dryRun, (ctx) => runRetain(this.#deps, repo, keep, dryRun, ctx));
+    return this.#runner.start('retain', repo.key, dryRun, async (ctx) => (await import('./retain-job.js')).runRetain(this.#deps, repo, keep, dryRun, ctx));
   }
 
   dedupe(repo: RepoName): Promise<Job> {
-    return this.#runner.start('dedupe', repo.key, false, (ctx) => runDedupe(this.#deps, repo, ctx));
+    return this.#runner.start('dedupe', repo.key, false, async (ctx) => (await import('./dedupe-job.js')).runDedupe(this.#deps, repo, ctx));
   }
 
   compress(repo: RepoName, dryRun: boolean): Promise<Job> {
-    return this.#runner.start('compress', repo.key, dryRun, (ctx) => runCompress(this.#deps, repo, dryRun, ctx));
+    return this.#runner.start('compress', repo.key, dryRun, async (ctx) => (await import('./compress-job.js')).runCompress(this.#deps, repo, dryRun, ctx));
   }
 
   /**
@@ -123,7 +119,7 @@ export class MaintenanceService implements WorkSource {
     if (current !== undefined && current.from !== from && (current.job.state === 'queued' || current.job.state === 'running')) {
       throw lfsError('LFS_ERR_BAD_REQUEST', `Another import into this repository is under way (job ${current.job.id}); start this one when it ends`);
     }
-    const job = await this.#runner.start('import', repo.key, dryRun, (ctx) => runImport(this.#deps, repo, { layout, path: resolved.path, source, dryRun }, ctx));
+    const job = await this.#runner.start('import', repo.key, dryRun, async (ctx) => (await import('./import-job.js')).runImport(this.#deps, repo, { layout, path: resolved.path, source, dryRun }, ctx));
     this.#imports.set(repo.key, { from, job });
     return job;
   }
@@ -131,7 +127,7 @@ export class MaintenanceService implements WorkSource {
   /** `quarantine`: bad objects found are quarantined (the caller checked admin); otherwise only reported. */
   audit(repo: RepoName, quarantine: boolean): Promise<Job> {
     // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
-    return this.#runner.start('audit', repo.key, !quarantine, (ctx) => runAudit(this.#deps, repo, quarantine, ctx));
+    return this.#runner.start('audit', repo.key, !quarantine, async (ctx) => (await import('./audit-job.js')).runAudit(this.#deps, repo, quarantine, ctx));
   }
 
   /** A job of this repository (null for an unknown id or another repository's job). */

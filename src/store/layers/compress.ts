@@ -1,4 +1,4 @@
-import { blake3 } from '@napi-rs/blake-hash';
+import { blake3 } from '../../format/native-codecs.js';
 import { lfsError } from '../../errors/errors.js';
 import type { FrameCodec } from '../../format/frame-codec.js';
 import { Codec, FRAME_SIZE, INDEX_ENTRY_SIZE, MIN_FRAMED_SIZE, TRAILER_SIZE, encodeIndex, encodeTrailer, readFrameIndex, type FrameEntry } from '../../format/frame-format.js';
