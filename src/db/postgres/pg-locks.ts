@@ -1,27 +1,6 @@
 import type { CreateOutcome, LockIndex, LockRow, NewLock } from '../index-types.js';
+import { toLock, type RawLock } from '../index-rows.js';
 import type { Sql } from './pg-client.js';
-
-interface RawRow {
-  seq: number;
-  id: string;
-  repo: string;
-  path: string;
-  ref: string | null;
-  owner_id: string;
-  owner_name: string;
-  locked_at: number;
-}
-
-const toRow = (r: RawRow): LockRow => ({
-  seq: r.seq,
-  id: r.id,
-  repo: r.repo,
-  path: r.path,
-  ref: r.ref,
-  ownerId: r.owner_id,
-  ownerName: r.owner_name,
-  lockedAt: r.locked_at,
-});
 
 /**
  * Locks on PostgreSQL, one round trip per call. Create runs stowage_lock_create (migration 001):
@@ -35,28 +14,28 @@ export class PgLocks implements LockIndex {
   }
 
   async create(lock: NewLock, staleBefore: number | null): Promise<CreateOutcome> {
-    const rows = await this.#sql<(RawRow & { outcome: string })[]>`
+    const rows = await this.#sql<(RawLock & { outcome: string })[]>`
       SELECT * FROM stowage_lock_create(${lock.id}, ${lock.repo}, ${lock.path}, ${lock.ref}::text, ${lock.ownerId}, ${lock.ownerName},
         ${lock.lockedAt}::int8, ${staleBefore}::int8)`;
     const first = rows[0]!;
-    if (first.outcome === 'created') return { kind: 'created', lock: toRow(first) };
-    if (first.outcome === 'conflict') return { kind: 'conflict', existing: toRow(first) };
-    return { kind: 'taken_over', lock: toRow(first), previous: toRow(rows.find((r) => r.outcome === 'previous')!) };
+    if (first.outcome === 'created') return { kind: 'created', lock: toLock(first) };
+    if (first.outcome === 'conflict') return { kind: 'conflict', existing: toLock(first) };
+    return { kind: 'taken_over', lock: toLock(first), previous: toLock(rows.find((r) => r.outcome === 'previous')!) };
   }
 
   async findById(repo: string, id: string): Promise<LockRow | null> {
-    const rows = await this.#sql<RawRow[]>`SELECT * FROM locks WHERE repo = ${repo} AND id = ${id}`;
-    return rows[0] === undefined ? null : toRow(rows[0]);
+    const rows = await this.#sql<RawLock[]>`SELECT * FROM locks WHERE repo = ${repo} AND id = ${id}`;
+    return rows[0] === undefined ? null : toLock(rows[0]);
   }
 
   async findByPath(repo: string, path: string): Promise<LockRow | null> {
-    const rows = await this.#sql<RawRow[]>`SELECT * FROM locks WHERE repo = ${repo} AND path = ${path}`;
-    return rows[0] === undefined ? null : toRow(rows[0]);
+    const rows = await this.#sql<RawLock[]>`SELECT * FROM locks WHERE repo = ${repo} AND path = ${path}`;
+    return rows[0] === undefined ? null : toLock(rows[0]);
   }
 
   async page(repo: string, after: number, limit: number): Promise<LockRow[]> {
-    const rows = await this.#sql<RawRow[]>`SELECT * FROM locks WHERE repo = ${repo} AND seq > ${after}::int8 ORDER BY seq LIMIT ${limit}::int8`;
-    return rows.map(toRow);
+    const rows = await this.#sql<RawLock[]>`SELECT * FROM locks WHERE repo = ${repo} AND seq > ${after}::int8 ORDER BY seq LIMIT ${limit}::int8`;
+    return rows.map(toLock);
   }
 
   async delete(repo: string, id: string): Promise<boolean> {

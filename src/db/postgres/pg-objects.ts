@@ -1,19 +1,11 @@
 import type { Oid } from '../../protocol/oid.js';
+import type { PendingReference } from '../index-rows.js';
 import type { ObjectIndex, ObjectRow } from '../index-types.js';
 import type { Sql } from './pg-client.js';
 
 /** PostgreSQL chose this statement's transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written. */
 const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '40P01';
 const DEADLOCK_TRIES = 3;
-
-interface PendingReference {
-  readonly repo: string;
-  readonly oid: Oid;
-  readonly size: number;
-  readonly storedSize: number;
-  readonly resolve: () => void;
-  readonly reject: (e: unknown) => void;
-}
 
 /**
  * Objects and per-repository references on PostgreSQL. Every call is one statement (one round

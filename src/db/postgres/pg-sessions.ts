@@ -1,14 +1,6 @@
 import type { SessionIndex, SessionRow } from '../index-types.js';
+import { toSession, type RawSession } from '../index-rows.js';
 import type { Sql } from './pg-client.js';
-
-interface RawRow {
-  id_hash: string;
-  user_id: string;
-  user_name: string;
-  via: string;
-  created_at: number;
-  expires_at: number;
-}
 
 /** Dashboard sessions on PostgreSQL: a cookie signed in on one node works on every node. */
 export class PgSessions implements SessionIndex {
@@ -24,10 +16,10 @@ export class PgSessions implements SessionIndex {
   }
 
   async find(idHash: string, now: number): Promise<SessionRow | null> {
-    const rows = await this.#sql<RawRow[]>`SELECT * FROM sessions WHERE id_hash = ${idHash} AND expires_at > ${now}::int8`;
+    const rows = await this.#sql<RawSession[]>`SELECT * FROM sessions WHERE id_hash = ${idHash} AND expires_at > ${now}::int8`;
     const r = rows[0];
     if (r === undefined) return null;
-    return { idHash: r.id_hash, userId: r.user_id, userName: r.user_name, via: r.via, createdAt: r.created_at, expiresAt: r.expires_at };
+    return toSession(r);
   }
 
   async delete(idHash: string): Promise<boolean> {

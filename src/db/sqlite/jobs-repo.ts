@@ -1,44 +1,8 @@
 import type { Statement } from 'better-sqlite3';
 import type { Oid } from '../../protocol/oid.js';
 import type { DropOutcome, JobIndex, JobProgress, JobRow, MaintenanceIndex, RepoObjectRow } from '../index-types.js';
+import { KEEP_JOBS, toJob, type RawJob } from '../index-rows.js';
 import type { Db } from './database.js';
-
-interface RawJob {
-  id: string;
-  kind: string;
-  repo: string;
-  state: string;
-  dry_run: number;
-  objects_done: number;
-  objects_total: number | null;
-  bytes_done: number;
-  bytes_total: number | null;
-  report: string | null;
-  error: string | null;
-  started_at: number;
-  finished_at: number | null;
-  node: string;
-}
-
-const toJob = (r: RawJob): JobRow => ({
-  id: r.id,
-  kind: r.kind,
-  repo: r.repo,
-  state: r.state as JobRow['state'],
-  dryRun: r.dry_run === 1,
-  objectsDone: r.objects_done,
-  objectsTotal: r.objects_total,
-  bytesDone: r.bytes_done,
-  bytesTotal: r.bytes_total,
-  report: r.report === null ? null : (JSON.parse(r.report) as unknown),
-  error: r.error,
-  startedAt: r.started_at,
-  finishedAt: r.finished_at,
-  node: r.node,
-});
-
-/** Jobs kept for the progress endpoint and the dashboard; older finished ones are pruned. */
-const KEEP_JOBS = 500;
 
 /** The jobs table and the per-repository job leases. Every statement prepared once. */
 export class JobsRepo implements JobIndex {

@@ -1,23 +1,9 @@
 import type { Statement } from 'better-sqlite3';
 import type { CreateOutcome, LockIndex, LockRow, NewLock } from '../index-types.js';
+import { toLock, type RawLock } from '../index-rows.js';
 import type { Db } from './database.js';
 
-interface RawRow {
-  seq: number;
-  id: string;
-  repo: string;
-  path: string;
-  ref: string | null;
-  owner_id: string;
-  owner_name: string;
-  locked_at: number;
-}
-
 const COLUMNS = 'seq, id, repo, path, ref, owner_id, owner_name, locked_at';
-
-function toRow(r: RawRow): LockRow {
-  return { seq: r.seq, id: r.id, repo: r.repo, path: r.path, ref: r.ref, ownerId: r.owner_id, ownerName: r.owner_name, lockedAt: r.locked_at };
-}
 
 /** SQLite's answer when the unique (repo, path) index refuses a second lock. */
 function isUniqueViolation(e: unknown): boolean {
@@ -29,10 +15,10 @@ function isUniqueViolation(e: unknown): boolean {
  * names the repository, so an id from another repository is simply not found.
  */
 export class LocksRepo implements LockIndex {
-  readonly #byPath: Statement<[string, string], RawRow>;
-  readonly #byId: Statement<[string, string], RawRow>;
-  readonly #page: Statement<[string, number, number], RawRow>;
-  readonly #insert: Statement<[string, string, string, string | null, string, string, number], RawRow>;
+  readonly #byPath: Statement<[string, string], RawLock>;
+  readonly #byId: Statement<[string, string], RawLock>;
+  readonly #page: Statement<[string, number, number], RawLock>;
+  readonly #insert: Statement<[string, string, string, string | null, string, string, number], RawLock>;
   readonly #deleteById: Statement<[string, string]>;
   readonly #count: Statement<[string], { n: number }>;
   readonly #create: (lock: NewLock, staleBefore: number | null) => CreateOutcome;
@@ -46,11 +32,11 @@ export class LocksRepo implements LockIndex {
     );
     this.#deleteById = db.prepare('DELETE FROM locks WHERE repo = ? AND id = ?');
     this.#count = db.prepare('SELECT count(*) AS n FROM locks WHERE repo = ?');
-    const insert = (l: NewLock): LockRow => toRow(this.#insert.get(l.id, l.repo, l.path, l.ref, l.ownerId, l.ownerName, l.lockedAt)!);
+    const insert = (l: NewLock): LockRow => toLock(this.#insert.get(l.id, l.repo, l.path, l.ref, l.ownerId, l.ownerName, l.lockedAt)!);
     const tx = db.transaction((lock: NewLock, staleBefore: number | null): CreateOutcome => {
       const existing = this.#byPath.get(lock.repo, lock.path);
       if (existing === undefined) return { kind: 'created', lock: insert(lock) };
-      const previous = toRow(existing);
+      const previous = toLock(existing);
       if (staleBefore === null || previous.lockedAt >= staleBefore) return { kind: 'conflict', existing: previous };
       this.#deleteById.run(previous.repo, previous.id);
       return { kind: 'taken_over', lock: insert(lock), previous };
@@ -72,25 +58,25 @@ export class LocksRepo implements LockIndex {
       // Another writer on the same file won between our read and insert.
       const existing = this.#byPath.get(lock.repo, lock.path);
       if (existing === undefined) throw e;
-      return { kind: 'conflict', existing: toRow(existing) };
+      return { kind: 'conflict', existing: toLock(existing) };
     }
   }
 
   /** The lock `id` of `repo`, or null (also for another repository's id). */
   async findById(repo: string, id: string): Promise<LockRow | null> {
     const r = this.#byId.get(repo, id);
-    return r === undefined ? null : toRow(r);
+    return r === undefined ? null : toLock(r);
   }
 
   /** The lock on `path` in `repo`, or null. */
   async findByPath(repo: string, path: string): Promise<LockRow | null> {
     const r = this.#byPath.get(repo, path);
-    return r === undefined ? null : toRow(r);
+    return r === undefined ? null : toLock(r);
   }
 
   /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
   async page(repo: string, after: number, limit: number): Promise<LockRow[]> {
-    return this.#page.all(repo, after, limit).map(toRow);
+    return this.#page.all(repo, after, limit).map(toLock);
   }
 
   /** Releases lock `id` of `repo`; false when it was not there (already released, or not this repo's). */

@@ -1,16 +1,8 @@
 import type { Statement } from 'better-sqlite3';
 import type { Oid } from '../../protocol/oid.js';
+import type { PendingReference } from '../index-rows.js';
 import type { ObjectIndex, ObjectRow } from '../index-types.js';
 import type { Db } from './database.js';
-
-interface PendingReference {
-  readonly repo: string;
-  readonly oid: Oid;
-  readonly size: number;
-  readonly storedSize: number;
-  readonly resolve: () => void;
-  readonly reject: (e: unknown) => void;
-}
 
 /** Objects and per-repository references in SQLite. Every statement prepared once. */
 export class ObjectsRepo implements ObjectIndex {

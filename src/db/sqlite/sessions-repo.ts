@@ -1,20 +1,12 @@
 import type { Statement } from 'better-sqlite3';
 import type { SessionIndex, SessionRow } from '../index-types.js';
+import { toSession, type RawSession } from '../index-rows.js';
 import type { Db } from './database.js';
-
-interface RawRow {
-  id_hash: string;
-  user_id: string;
-  user_name: string;
-  via: string;
-  created_at: number;
-  expires_at: number;
-}
 
 /** Dashboard sign-in sessions. Every statement prepared once (design rule 9). */
 export class SessionsRepo implements SessionIndex {
   readonly #insert: Statement<[string, string, string, string, number, number]>;
-  readonly #get: Statement<[string, number], RawRow>;
+  readonly #get: Statement<[string, number], RawSession>;
   readonly #delete: Statement<[string]>;
   readonly #purge: Statement<[number]>;
 
@@ -33,7 +25,7 @@ export class SessionsRepo implements SessionIndex {
   async find(idHash: string, now: number): Promise<SessionRow | null> {
     const r = this.#get.get(idHash, now);
     if (r === undefined) return null;
-    return { idHash: r.id_hash, userId: r.user_id, userName: r.user_name, via: r.via, createdAt: r.created_at, expiresAt: r.expires_at };
+    return toSession(r);
   }
 
   async delete(idHash: string): Promise<boolean> {

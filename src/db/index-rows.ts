@@ -1,0 +1,97 @@
+import type { Oid } from '../protocol/oid.js';
+import type { JobRow, LockRow, SessionRow } from './index-types.js';
+
+/**
+ * Rows as both indexes store them (the same table and column names: index-types.ts) and their
+ * mapping to the interface's types, written once for SQLite and PostgreSQL alike.
+ */
+
+/** A `jobs` row (dry_run 0/1, report as JSON text). */
+export interface RawJob {
+  id: string;
+  kind: string;
+  repo: string;
+  state: string;
+  dry_run: number;
+  objects_done: number;
+  objects_total: number | null;
+  bytes_done: number;
+  bytes_total: number | null;
+  report: string | null;
+  error: string | null;
+  started_at: number;
+  finished_at: number | null;
+  node: string;
+}
+
+export const toJob = (r: RawJob): JobRow => ({
+  id: r.id,
+  kind: r.kind,
+  repo: r.repo,
+  state: r.state as JobRow['state'],
+  dryRun: r.dry_run === 1,
+  objectsDone: r.objects_done,
+  objectsTotal: r.objects_total,
+  bytesDone: r.bytes_done,
+  bytesTotal: r.bytes_total,
+  report: r.report === null ? null : (JSON.parse(r.report) as unknown),
+  error: r.error,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  node: r.node,
+});
+
+/** Jobs kept for the progress endpoint and the dashboard; older finished ones are pruned. */
+export const KEEP_JOBS = 500;
+
+/** A `locks` row. */
+export interface RawLock {
+  seq: number;
+  id: string;
+  repo: string;
+  path: string;
+  ref: string | null;
+  owner_id: string;
+  owner_name: string;
+  locked_at: number;
+}
+
+export const toLock = (r: RawLock): LockRow => ({
+  seq: r.seq,
+  id: r.id,
+  repo: r.repo,
+  path: r.path,
+  ref: r.ref,
+  ownerId: r.owner_id,
+  ownerName: r.owner_name,
+  lockedAt: r.locked_at,
+});
+
+/** A `sessions` row. */
+export interface RawSession {
+  id_hash: string;
+  user_id: string;
+  user_name: string;
+  via: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export const toSession = (r: RawSession): SessionRow => ({
+  idHash: r.id_hash,
+  userId: r.user_id,
+  userName: r.user_name,
+  via: r.via,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+});
+
+/** A reference waiting for its group commit, with the promise of the upload that made it. */
+export interface PendingReference {
+  readonly repo: string;
+  readonly oid: Oid;
+  readonly size: number;
+  readonly storedSize: number;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
