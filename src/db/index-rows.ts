@@ -1,5 +1,5 @@
 import type { Oid } from '../protocol/oid.js';
-import type { JobRow, LockRow, SessionRow } from './index-types.js';
+import { HISTOGRAM_BOUNDS, type HistogramBucket, type JobRow, type LockRow, type SessionRow, type StatsSample } from './index-types.js';
 
 /**
  * Rows as both indexes store them (the same table and column names: index-types.ts) and their
@@ -94,4 +94,45 @@ export interface PendingReference {
   readonly storedSize: number;
   readonly resolve: () => void;
   readonly reject: (e: unknown) => void;
+}
+
+/** A `stats_samples` row (rejections as JSON text). */
+export interface RawSample {
+  at: number;
+  repositories: number;
+  objects: number;
+  logical_bytes: number;
+  stored_bytes: number;
+  uploads: number;
+  upload_bytes: number;
+  downloads: number;
+  download_bytes: number;
+  rejections: string;
+}
+
+export const toSample = (r: RawSample): StatsSample => ({
+  at: r.at,
+  repositories: r.repositories,
+  objects: r.objects,
+  logicalBytes: r.logical_bytes,
+  storedBytes: r.stored_bytes,
+  uploads: r.uploads,
+  uploadBytes: r.upload_bytes,
+  downloads: r.downloads,
+  downloadBytes: r.download_bytes,
+  rejections: JSON.parse(r.rejections) as Record<string, number>,
+});
+
+/** The HISTOGRAM_BOUNDS bucket of `o.size` as a SQL expression both dialects read (constants, never input). */
+export const SIZE_BUCKET_SQL = `CASE ${HISTOGRAM_BOUNDS.map((b, i) => `WHEN o.size < ${b} THEN ${i}`).join(' ')} ELSE ${HISTOGRAM_BOUNDS.length} END`;
+
+/** Every bucket from the grouped rows, empty ones included, so plots and JSON always have the same shape. */
+export function fullHistogram(rows: readonly { bucket: number; count: number; bytes: number }[]): HistogramBucket[] {
+  const byBucket = new Map(rows.map((r) => [r.bucket, r]));
+  return Array.from({ length: HISTOGRAM_BOUNDS.length + 1 }, (_, i) => ({
+    min: i === 0 ? 0 : HISTOGRAM_BOUNDS[i - 1]!,
+    max: i < HISTOGRAM_BOUNDS.length ? HISTOGRAM_BOUNDS[i]! : null,
+    count: byBucket.get(i)?.count ?? 0,
+    bytes: byBucket.get(i)?.bytes ?? 0,
+  }));
 }

@@ -65,58 +65,56 @@ export class BatchService {
     found: ReadonlyMap<Oid, ObjectRow>,
     budget: UploadBudget | null,
   ): Promise<BatchResponseObject> {
-    {
-      if (o.invalid !== undefined || o.parsedOid === null) {
-        return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
-      }
-      if (req.hashAlgo !== 'sha256') {
-        // batch.md: 409 — the hash algorithm disagrees with the server's acceptable options.
-        return { oid: o.oid, size: o.size, error: { code: 409, message: `hash_algo "${req.hashAlgo}" is not supported; this server uses sha256` } };
-      }
-      const row = found.get(o.parsedOid) ?? null;
-      let held: { size: number } | null = row;
-      if (held === null && this.#legacy !== null) {
-        // The legacy file first (a cached "no legacy folder" for most repositories): the index is
-        // asked about quarantine only for a file that exists, not once per new object of a push.
-        const size = this.#legacy.legacySizeSync(repo, o.parsedOid);
-        if (size !== null && !(await this.#objects.isQuarantined(o.parsedOid))) held = { size };
-      }
-      if (held !== null && held.size !== o.size) {
-        return { oid: o.oid, size: o.size, error: { code: 422, message: `size ${o.size} does not match the stored object's size` } };
-      }
-      if (req.operation === 'download') {
-        if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
-        // Rule 15: a presigned GET of the shared key, authenticated: true (the URL carries its credentials).
-        if (this.#presign !== null) {
-          const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
-          if (signed !== null) return signed;
-        }
-        return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
-      }
-      // Spec rule 1: already present in this repository → no actions, the client skips it.
-      if (held !== null) return { oid: o.oid, size: o.size };
-      // --- access settings (issue 7): an over-size object gets 422, one past the quota 507, each in its own entry.
-      const refusal = budget?.admit(o.size) ?? null;
-      if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
-      // --- end access settings
-      // Rule 15: a presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
-      const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;
-      if (signed !== null) return signed;
-      const header: Record<string, string> = {};
-      if (o.size >= this.#links.chunkedUploadThreshold) {
-        // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the
-        // action says so (../shared/git-lfs-client.md (a), tq/basic_upload.go:58-62).
-        header['Transfer-Encoding'] = 'chunked';
-        header[EXPECTED_SIZE_HEADER] = String(o.size);
-      }
-      // No verify action: this server's PUT answers 200 only once the bytes are checked against the
-      // oid and size and are durable, so a verify request would cost the client a round trip per
-      // object to learn nothing new. The verify endpoint still answers for clients that call it.
-      return {
-        oid: o.oid,
-        size: o.size,
-        actions: { upload: Object.keys(header).length > 0 ? { href: `${base}/${o.oid}`, header } : { href: `${base}/${o.oid}` } },
-      };
+    if (o.invalid !== undefined || o.parsedOid === null) {
+      return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
     }
+    if (req.hashAlgo !== 'sha256') {
+      // batch.md: 409 — the hash algorithm disagrees with the server's acceptable options.
+      return { oid: o.oid, size: o.size, error: { code: 409, message: `hash_algo "${req.hashAlgo}" is not supported; this server uses sha256` } };
+    }
+    const row = found.get(o.parsedOid) ?? null;
+    let held: { size: number } | null = row;
+    if (held === null && this.#legacy !== null) {
+      // The legacy file first (a cached "no legacy folder" for most repositories): the index is
+      // asked about quarantine only for a file that exists, not once per new object of a push.
+      const size = this.#legacy.legacySizeSync(repo, o.parsedOid);
+      if (size !== null && !(await this.#objects.isQuarantined(o.parsedOid))) held = { size };
+    }
+    if (held !== null && held.size !== o.size) {
+      return { oid: o.oid, size: o.size, error: { code: 422, message: `size ${o.size} does not match the stored object's size` } };
+    }
+    if (req.operation === 'download') {
+      if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
+      // Rule 15: a presigned GET of the shared key, authenticated: true (the URL carries its credentials).
+      if (this.#presign !== null) {
+        const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
+        if (signed !== null) return signed;
+      }
+      return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
+    }
+    // Spec rule 1: already present in this repository → no actions, the client skips it.
+    if (held !== null) return { oid: o.oid, size: o.size };
+    // --- access settings (issue 7): an over-size object gets 422, one past the quota 507, each in its own entry.
+    const refusal = budget?.admit(o.size) ?? null;
+    if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
+    // --- end access settings
+    // Rule 15: a presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
+    const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;
+    if (signed !== null) return signed;
+    const header: Record<string, string> = {};
+    if (o.size >= this.#links.chunkedUploadThreshold) {
+      // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the
+      // action says so (../shared/git-lfs-client.md (a), tq/basic_upload.go:58-62).
+      header['Transfer-Encoding'] = 'chunked';
+      header[EXPECTED_SIZE_HEADER] = String(o.size);
+    }
+    // No verify action: this server's PUT answers 200 only once the bytes are checked against the
+    // oid and size and are durable, so a verify request would cost the client a round trip per
+    // object to learn nothing new. The verify endpoint still answers for clients that call it.
+    return {
+      oid: o.oid,
+      size: o.size,
+      actions: { upload: Object.keys(header).length > 0 ? { href: `${base}/${o.oid}`, header } : { href: `${base}/${o.oid}` } },
+    };
   }
 }

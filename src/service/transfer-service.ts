@@ -17,6 +17,13 @@ export interface IncomingPromoter {
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
 }
 
+/** With a shared index: this node, and the index where uploads in flight are recorded for every node to see. */
+export interface ClusterUploads {
+  readonly node: ClusterNode;
+  readonly ledger: MaintenanceIndex;
+  readonly log: (msg: string, fields: object) => void;
+}
+
 /** How long an upload waits for another node's delete of its oid before answering 503. */
 const DELETE_WAIT_MS = 30_000;
 /** How often the index is asked whether that delete is done. */
@@ -36,8 +43,8 @@ export class TransferService implements UploadGate {
   readonly #uploading = new Map<string, number>();
   /** The deletion gate: oids retain is deleting, each with the promise that settles with the delete. */
   readonly #deleting = new Map<string, Promise<void>>();
-  /** With a shared index: this node, and the index where uploads in flight are recorded for every node to see. */
-  readonly #cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void } | null;
+  /** Null on the one node of an embedded index. */
+  readonly #cluster: ClusterUploads | null;
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
@@ -46,7 +53,7 @@ export class TransferService implements UploadGate {
     store: BlobStore,
     objects: ObjectIndex,
     metrics: Metrics,
-    cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void } | null = null,
+    cluster: ClusterUploads | null = null,
   ) {
     this.#store = store;
     this.#objects = objects;
@@ -104,7 +111,7 @@ export class TransferService implements UploadGate {
    * while another node deletes the oid (its intent is in the index until the bytes are gone).
    */
   async #asClusterUpload<T>(
-    cluster: { readonly node: ClusterNode; readonly ledger: MaintenanceIndex; readonly log: (msg: string, fields: object) => void },
+    cluster: ClusterUploads,
     oid: Oid,
     write: (quarantined: boolean | null) => Promise<T>,
   ): Promise<T> {

@@ -1,5 +1,4 @@
 import {
-  HISTOGRAM_BOUNDS,
   type AuditRow,
   type HistogramBucket,
   type LargestObject,
@@ -10,36 +9,8 @@ import {
   type StatsIndex,
   type StatsSample,
 } from '../index-types.js';
+import { fullHistogram, SIZE_BUCKET_SQL, toSample, type RawSample } from '../index-rows.js';
 import type { Sql } from './pg-client.js';
-
-interface RawSample {
-  at: number;
-  repositories: number;
-  objects: number;
-  logical_bytes: number;
-  stored_bytes: number;
-  uploads: number;
-  upload_bytes: number;
-  downloads: number;
-  download_bytes: number;
-  rejections: string;
-}
-
-const toSample = (r: RawSample): StatsSample => ({
-  at: r.at,
-  repositories: r.repositories,
-  objects: r.objects,
-  logicalBytes: r.logical_bytes,
-  storedBytes: r.stored_bytes,
-  uploads: r.uploads,
-  uploadBytes: r.upload_bytes,
-  downloads: r.downloads,
-  downloadBytes: r.download_bytes,
-  rejections: JSON.parse(r.rejections) as Record<string, number>,
-});
-
-/** The size bucket of o.size, as a SQL expression over HISTOGRAM_BOUNDS (constants, not input). */
-const BUCKET = `CASE ${HISTOGRAM_BOUNDS.map((b, i) => `WHEN o.size < ${b} THEN ${i}`).join(' ')} ELSE ${HISTOGRAM_BOUNDS.length} END`;
 
 /** Figures over objects, references, locks and audits, and the stats time series, on PostgreSQL. */
 export class PgStats implements StatsIndex {
@@ -65,15 +36,9 @@ export class PgStats implements StatsIndex {
 
   async sizeHistogram(repo: string): Promise<HistogramBucket[]> {
     const rows = await this.#sql<{ bucket: number; count: number; bytes: number }[]>`
-      SELECT ${this.#sql.unsafe(BUCKET)} AS bucket, count(*) AS count, sum(o.size) AS bytes
+      SELECT ${this.#sql.unsafe(SIZE_BUCKET_SQL)} AS bucket, count(*) AS count, sum(o.size) AS bytes
       FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ${repo} GROUP BY 1`;
-    const byBucket = new Map(rows.map((r) => [r.bucket, r]));
-    return Array.from({ length: HISTOGRAM_BOUNDS.length + 1 }, (_, i) => ({
-      min: i === 0 ? 0 : HISTOGRAM_BOUNDS[i - 1]!,
-      max: i < HISTOGRAM_BOUNDS.length ? HISTOGRAM_BOUNDS[i]! : null,
-      count: byBucket.get(i)?.count ?? 0,
-      bytes: byBucket.get(i)?.bytes ?? 0,
-    }));
+    return fullHistogram(rows);
   }
 
   async locks(repo: string, limit: number): Promise<{ total: number; items: LockListRow[] }> {

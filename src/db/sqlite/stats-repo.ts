@@ -1,6 +1,5 @@
 import type { Statement } from 'better-sqlite3';
 import {
-  HISTOGRAM_BOUNDS,
   type AuditRow,
   type HistogramBucket,
   type LargestObject,
@@ -11,6 +10,7 @@ import {
   type StatsIndex,
   type StatsSample,
 } from '../index-types.js';
+import { fullHistogram, SIZE_BUCKET_SQL, toSample, type RawSample } from '../index-rows.js';
 import type { Db } from './database.js';
 
 /**
@@ -32,18 +32,17 @@ export class StatsRepo implements StatsIndex {
   readonly #store: Statement<[], { n: number; unique_bytes: number | null; stored: number | null }>;
   readonly #repoList: Statement<[number], { repo: string; objects: number; logical: number; finished_at: number | null; ok: number | null }>;
   readonly #insertSample: Statement<[number, number, number, number, number, number, number, number, number, string]>;
-  readonly #samplesSince: Statement<[number], Record<string, number | string>>;
-  readonly #lastSample: Statement<[], Record<string, number | string>>;
+  readonly #samplesSince: Statement<[number], RawSample>;
+  readonly #lastSample: Statement<[], RawSample>;
   readonly #pruneSamples: Statement<[number]>;
-  readonly #sampleAt: Statement<[number], Record<string, number | string>>;
+  readonly #sampleAt: Statement<[number], RawSample>;
   readonly #addSample: (s: StatsSample) => void;
 
   constructor(db: Db) {
     const join = 'FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ?';
     this.#summary = db.prepare(`SELECT COUNT(*) AS objects, SUM(o.size) AS logical, SUM(o.stored_size) AS stored ${join}`);
     this.#largest = db.prepare(`SELECT o.oid, o.size, o.stored_size, r.created_at ${join} ORDER BY o.size DESC, o.oid LIMIT ?`);
-    const bucket = `CASE ${HISTOGRAM_BOUNDS.map((b, i) => `WHEN o.size < ${b} THEN ${i}`).join(' ')} ELSE ${HISTOGRAM_BOUNDS.length} END`;
-    this.#histogram = db.prepare(`SELECT ${bucket} AS bucket, COUNT(*) AS count, SUM(o.size) AS bytes ${join} GROUP BY bucket`);
+    this.#histogram = db.prepare(`SELECT ${SIZE_BUCKET_SQL} AS bucket, COUNT(*) AS count, SUM(o.size) AS bytes ${join} GROUP BY bucket`);
     this.#locks = db.prepare('SELECT id, path, owner_name, locked_at FROM locks WHERE repo = ? ORDER BY locked_at, id LIMIT ?');
     this.#lockCount = db.prepare('SELECT COUNT(*) AS n FROM locks WHERE repo = ?');
     this.#allLocks = db.prepare('SELECT COUNT(*) AS n FROM locks');
@@ -88,13 +87,7 @@ export class StatsRepo implements StatsIndex {
 
   /** Every bucket, empty ones included, so plots and JSON always have the same shape. */
   async sizeHistogram(repo: string): Promise<HistogramBucket[]> {
-    const rows = new Map(this.#histogram.all(repo).map((r) => [r.bucket, r]));
-    return Array.from({ length: HISTOGRAM_BOUNDS.length + 1 }, (_, i) => ({
-      min: i === 0 ? 0 : HISTOGRAM_BOUNDS[i - 1]!,
-      max: i < HISTOGRAM_BOUNDS.length ? HISTOGRAM_BOUNDS[i]! : null,
-      count: rows.get(i)?.count ?? 0,
-      bytes: rows.get(i)?.bytes ?? 0,
-    }));
+    return fullHistogram(this.#histogram.all(repo));
   }
 
   async locks(repo: string, limit: number): Promise<{ total: number; items: LockListRow[] }> {
@@ -187,20 +180,5 @@ function addDeltas(prev: StatsSample, next: StatsSample): StatsSample {
     downloads: prev.downloads + next.downloads,
     downloadBytes: prev.downloadBytes + next.downloadBytes,
     rejections,
-  };
-}
-
-function toSample(r: Record<string, number | string>): StatsSample {
-  return {
-    at: r.at as number,
-    repositories: r.repositories as number,
-    objects: r.objects as number,
-    logicalBytes: r.logical_bytes as number,
-    storedBytes: r.stored_bytes as number,
-    uploads: r.uploads as number,
-    uploadBytes: r.upload_bytes as number,
-    downloads: r.downloads as number,
-    downloadBytes: r.download_bytes as number,
-    rejections: JSON.parse(r.rejections as string) as Record<string, number>,
   };
 }
