@@ -21,6 +21,14 @@ import { fmt, type Comparison } from './lib/report.js';
 import { mbps, type BenchContext } from './limits.bench.js';
 import { journalRetired, median, REPO, startStowage, TOKEN } from './server.bench.js';
 
+/**
+ * Narrowing for A/B work (the full section runs without them): BENCH_CLUSTER_SETUPS=sqlite-s3,pg-s3
+ * runs only those setups, BENCH_CLUSTER_ROUNDS=N that many rounds, BENCH_CLUSTER_BIG=0 skips the 1 GiB upload.
+ */
+const SETUPS = process.env.BENCH_CLUSTER_SETUPS?.split(',').filter(Boolean) ?? null;
+const ROUNDS = Number(process.env.BENCH_CLUSTER_ROUNDS ?? '0');
+const BIG = process.env.BENCH_CLUSTER_BIG !== '0';
+
 /** One setup under test: where its clients go and the node processes that serve them. */
 interface Setup {
   readonly key: string;
@@ -62,10 +70,12 @@ async function startSetups(ctx: BenchContext, forge: GitHubEmulator, s3: S3Serve
     return { key, label, client: s.client, pids: () => [s.pid], settled: () => journalsRetired([s.server.dataDir]), stop: () => s.stop() };
   };
   const setups: Setup[] = [];
+  const wanted = (key: string): boolean => SETUPS === null || SETUPS.includes(key);
   try {
-    setups.push(await one('sqlite-disk', '1 node, SQLite + disk', {}));
-    setups.push(await one('sqlite-s3', '1 node, SQLite + S3 (s3rver)', s3.env({ SVC_S3_PREFIX: 'sqlite' })));
-    setups.push(await one('pg-s3', '1 node, PostgreSQL + S3 (s3rver)', { ...s3.env({ SVC_S3_PREFIX: 'pg' }), SVC_DATABASE_URL: await newDatabase() }));
+    if (wanted('sqlite-disk')) setups.push(await one('sqlite-disk', '1 node, SQLite + disk', {}));
+    if (wanted('sqlite-s3')) setups.push(await one('sqlite-s3', '1 node, SQLite + S3 (s3rver)', s3.env({ SVC_S3_PREFIX: 'sqlite' })));
+    if (wanted('pg-s3')) setups.push(await one('pg-s3', '1 node, PostgreSQL + S3 (s3rver)', { ...s3.env({ SVC_S3_PREFIX: 'pg' }), SVC_DATABASE_URL: await newDatabase() }));
+    if (!wanted('cluster3')) return setups;
     const teardowns: (() => unknown)[] = [];
     const c = await startCluster({ teardown: (fn) => void teardowns.unshift(fn) }, {
       nodes: 3,
@@ -105,7 +115,7 @@ export interface ClusterFigures {
 
 /** The cluster section: every setup started, the rounds taken in turns, one row per setup and load. */
 export async function benchCluster(ctx: BenchContext, forge: GitHubEmulator): Promise<ClusterFigures> {
-  const rounds = ctx.quick ? 1 : 3;
+  const rounds = ROUNDS > 0 ? ROUNDS : ctx.quick ? 1 : 3;
   const n = ctx.quick ? 200 : 1000;
   const bigSize = ctx.quick ? 128 * MiB : GiB;
   const pgTeardowns: (() => Promise<void>)[] = [];
@@ -126,6 +136,7 @@ export async function benchCluster(ctx: BenchContext, forge: GitHubEmulator): Pr
         const { dir, pairs, batchMs } = await smallRound(ctx, s.client, () => s.settled(), `${s.key}-${r}`, n);
         small.get(s.key)!.push(await timed(s, () => parallelPuts(dir, pairs), (ms) => n / ((ms + batchMs) / 1000)));
         rmSync(dir, { recursive: true, force: true });
+        if (!BIG) continue;
         const obj = src.round(bigRound++);
         await s.settled();
         big.get(s.key)!.push(await timed(s, () => uploadBig(s.client, obj.oid, obj.size, src.path), (ms) => mbps(bigSize, ms)));
@@ -140,10 +151,10 @@ export async function benchCluster(ctx: BenchContext, forge: GitHubEmulator): Pr
       const sm = small.get(s.key)!;
       const bg = big.get(s.key)!;
       figures.small[s.key] = median(sm.map((x) => x.value));
-      figures.big[s.key] = median(bg.map((x) => x.value));
+      if (bg.length > 0) figures.big[s.key] = median(bg.map((x) => x.value));
       figures.labels[s.key] = s.label;
       ctx.record({ key: `cluster.${s.key}.par64k`, group: 'server', label: `${n} × 64 KiB, 8 curl processes: ${s.label}`, value: figures.small[s.key]!, unit: 'objects/s', detail: detail(sm, n / 1000, '1000 objects') });
-      ctx.record({ key: `cluster.${s.key}.upload1g`, group: 'server', label: `${bigSize / MiB} MiB upload (batch + curl -T): ${s.label}`, value: figures.big[s.key]!, unit: 'MB/s', detail: detail(bg, bigSize / GiB, 'GiB') });
+      if (bg.length > 0) ctx.record({ key: `cluster.${s.key}.upload1g`, group: 'server', label: `${bigSize / MiB} MiB upload (batch + curl -T): ${s.label}`, value: figures.big[s.key]!, unit: 'MB/s', detail: detail(bg, bigSize / GiB, 'GiB') });
     }
     ctx.note('cluster: nginx serves plain HTTP in this section (TLS would be in every request of the three-node figure only); PostgreSQL, s3rver and nginx CPU is not in the nodes\' CPU figures.');
     return figures;
@@ -176,7 +187,8 @@ export function compareCluster(f: ClusterFigures): Comparison[] {
       target: '—',
       pass: null,
     });
-    const big = f.big[key]!;
+    const big = f.big[key];
+    if (big === undefined) continue;
     out.push({
       label: `1 GiB upload: ${f.labels[key]}`,
       client: 'curl',

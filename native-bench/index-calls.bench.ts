@@ -27,7 +27,7 @@ const cpuPerUpload: Record<string, number[]> = { sqlite: [], postgres: [] };
 /** ms per upload for UPLOADS uploads' index calls, PARALLEL at a time. */
 async function run(ix: Index, label: string): Promise<number> {
   const cpu0 = process.cpuUsage();
-  await ix.nodes.heartbeat('bench', Date.now());
+  await ix.nodes.heartbeat('bench', Date.now(), 0, 0);
   let next = 0;
   const t0 = process.hrtime.bigint();
   await Promise.all(

@@ -5,6 +5,7 @@ import type { Config } from './config/schema.js';
 import { DataDirLock } from './db/data-dir-lock.js';
 import { openIndex } from './db/open-index.js';
 import { ClusterNode } from './service/cluster-node.js';
+import { ClusterUploads } from './service/cluster-uploads.js';
 import { sharedKey } from './service/shared-secret.js';
 import { indexReferenceLog } from './service/index-reference-log.js';
 import { ForgeHttpClient } from './forge/client.js';
@@ -65,7 +66,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const hasher = new HashThread();
   const objects = db.objects;
   // A shared index (PostgreSQL) means other nodes may run beside this one: this node heartbeats,
-  // records its uploads in flight, and takes job leases in the index (service/cluster-node.ts).
+  // records its uploads in flight while a retain sweep is open, and takes job leases in the index
+  // (service/cluster-node.ts, service/cluster-uploads.ts).
   const node = db.kind === 'postgres' ? await ClusterNode.join(db.nodes, log) : null;
   // SVC_STORE picks the backend; compose.ts builds the same stack on either. Only one node on its
   // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
@@ -129,7 +131,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
-  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : { node, ledger: db.maintenance, log });
+  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log));
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({
@@ -153,7 +155,6 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
     const enforced = await s3.probeChecksumEnforcement();
     log('presigned bucket links on', { checksumEnforced: enforced });
-    // Verify links are signed with a key every node sharing the bucket derives alike (PresignService).
     // Verify links are signed with a key every node sharing the index derives alike (PresignService).
     const verifyKey = await sharedKey(db.settings, 'stowage verify links');
     presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });

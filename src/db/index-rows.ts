@@ -1,5 +1,5 @@
 import type { Oid } from '../protocol/oid.js';
-import { HISTOGRAM_BOUNDS, type HistogramBucket, type JobRow, type LockRow, type SessionRow, type StatsSample } from './index-types.js';
+import { HISTOGRAM_BOUNDS, NO_SWEEPS, QuarantinedCopy, SettingsChanged, SweepMissed, type HistogramBucket, type JobRow, type LockRow, type SessionRow, type StatsSample, type UploadCommit } from './index-types.js';
 
 /**
  * Rows as both indexes store them (the same table and column names: index-types.ts) and their
@@ -92,8 +92,23 @@ export interface PendingReference {
   readonly oid: Oid;
   readonly size: number;
   readonly storedSize: number;
+  readonly commit: UploadCommit | undefined;
   readonly resolve: () => void;
   readonly reject: (e: unknown) => void;
+}
+
+/** What a reference recorded without an UploadCommit is held to: the caller verified the stored bytes, nothing in flight, no sweep to miss. */
+export const TRUSTED_COMMIT: UploadCommit = { storedVerified: true, ticket: null, ackedSweep: NO_SWEEPS, setting: null };
+
+/** Per-row outcome of a reference statement. */
+export type ReferenceOutcome = 'ok' | 'quarantined' | 'sweep_missed' | 'settings_changed';
+
+/** Settles a pending reference by what its statement decided for it. */
+export function settleReference(r: PendingReference, outcome: ReferenceOutcome): void {
+  if (outcome === 'ok') r.resolve();
+  else if (outcome === 'quarantined') r.reject(new QuarantinedCopy(r.oid));
+  else if (outcome === 'settings_changed') r.reject(new SettingsChanged());
+  else r.reject(new SweepMissed());
 }
 
 /** A `stats_samples` row (rejections as JSON text). */

@@ -35,6 +35,58 @@ export interface ObjectRow {
   readonly storedSize: number;
 }
 
+/**
+ * What an upload's reference statement settles besides the reference (the upload paths pass it;
+ * see docs/cluster.md "Uploads and retain"). Without it: the caller verified the stored bytes, no
+ * upload is recorded in flight, and no sweep is checked (one node on SQLite).
+ */
+export interface UploadCommit {
+  /**
+   * False when the store kept a copy it already held (PutResult.created false): nobody verified
+   * those bytes now, so a quarantined oid is refused (QuarantinedCopy) rather than healed.
+   */
+  readonly storedVerified: boolean;
+  /** The upload's in-flight row (beginUpload), ended in the same transaction; null when none was recorded. */
+  readonly ticket: number | null;
+  /** The newest sweep this node acknowledged: refused (SweepMissed) when a later one has started deleting. */
+  readonly ackedSweep: number;
+  /** The saved setting the upload was judged by: refused (SettingsChanged) unless it is still saved so; null: no check. */
+  readonly setting: SettingGuard | null;
+}
+
+/** A saved setting as a request read it: `value` its JSON text, null when none was saved. */
+export interface SettingGuard {
+  readonly key: string;
+  readonly value: string | null;
+}
+
+/** The reference was not recorded: the setting the upload was judged by has been saved anew since (judge it again). */
+export class SettingsChanged extends Error {
+  constructor() {
+    super('the access settings changed since the upload was admitted');
+    this.name = 'SettingsChanged';
+  }
+}
+
+/** The ackedSweep of a process that takes part in no sweeps (one node on SQLite): no sweep is ever later. */
+export const NO_SWEEPS = Number.MAX_SAFE_INTEGER;
+
+/** The reference was not recorded: a retain sweep this node did not acknowledge may have deleted the bytes (the node was taken for dead). */
+export class SweepMissed extends Error {
+  constructor() {
+    super('a retain sweep this node did not acknowledge has started deleting');
+    this.name = 'SweepMissed';
+  }
+}
+
+/** The reference was not recorded: the oid is quarantined and the store's copy is the one the audit found bad. */
+export class QuarantinedCopy extends Error {
+  constructor(readonly oid: Oid) {
+    super(`the stored copy of ${oid} is quarantined`);
+    this.name = 'QuarantinedCopy';
+  }
+}
+
 /** Objects and per-repository references (proof of possession: a repository sees only what it uploaded). */
 export interface ObjectIndex {
   /** The object as this repository sees it: only when the repository holds a reference and it is not quarantined. */
@@ -52,7 +104,7 @@ export interface ObjectIndex {
    * verified the bytes). Resolves once committed. References of uploads finishing together may
    * share one transaction (group commit); one row's failure never fails the others.
    */
-  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void>;
+  addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void>;
   /** Journal replay: puts back a reference the index may have lost; never lifts a quarantine. */
   restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void>;
   /** The object's bytes now take `storedSize` in the store (written out of the journal, re-encoded). */
@@ -224,7 +276,6 @@ export type DropOutcome =
 export interface MaintenanceIndex {
   repoObjects(repo: string): Promise<RepoObjectRow[]>;
   referencedElsewhere(oid: Oid, repo: string): Promise<boolean>;
-  hasObject(oid: Oid): Promise<boolean>;
   /**
    * Drops the repository's reference, in one transaction: when no repository references the oid
    * any more the object row goes too and, unless a write of the oid is in flight on a node whose
@@ -236,6 +287,12 @@ export interface MaintenanceIndex {
    * node's heartbeat is before `liveSince` or absent (a live node may still be deleting its own).
    */
   pendingDeletes(liveSince: number): Promise<Oid[]>;
+  /**
+   * Decides a leftover intent, under the oid's lock: 'stored' when the oid was recorded again since
+   * (the intent is dropped, the bytes stay), 'in_flight' when a node live since `liveSince` is
+   * writing it (left for a later run), else 'delete' (delete the bytes, then call deleted()).
+   */
+  settleIntent(oid: Oid, liveSince: number): Promise<'stored' | 'in_flight' | 'delete'>;
   /** The bytes of an intent are gone (or the intent is dropped): removes it. */
   deleted(oid: Oid): Promise<void>;
   quarantine(oid: Oid, repo: string, reason: string): Promise<void>;
@@ -365,13 +422,38 @@ export interface StatsIndex {
   pruneSamples(before: number): Promise<void>;
 }
 
+/** The retain sweeps as a heartbeat finds them. */
+export interface SweepState {
+  /** The newest sweep ever opened; 0 when none. */
+  readonly latest: number;
+  /** A sweep of a live node is open: while one is, every upload is recorded in flight (beginUpload). */
+  readonly open: boolean;
+}
+
 /**
- * Node liveness: each node writes a heartbeat every NODE_HEARTBEAT_MS; one silent for
- * NODE_STALE_MS is dead (its uploads in flight no longer hold deletes, its job leases are free,
- * its running jobs are interrupted).
+ * Node liveness, and the sweeps that let uploads skip recording themselves in flight. Each node
+ * writes a heartbeat every NODE_HEARTBEAT_MS; one silent for NODE_STALE_MS is dead (its uploads in
+ * flight no longer hold deletes, its job leases are free, its running jobs are interrupted).
+ *
+ * Only retain deletes bytes, and it does so inside a sweep: it opens one, and deletes nothing until
+ * every live node has acknowledged it. A node acknowledges a sweep only after recording its
+ * uploads then in flight, and records every upload it starts while a sweep is open; an upload's
+ * reference is refused when a sweep the node never acknowledged has started deleting. So retain
+ * always sees every upload a delete could hurt, and without a sweep an upload is one statement.
  */
 export interface NodeIndex {
-  heartbeat(node: string, now: number): Promise<void>;
+  /** Writes the node's heartbeat and the newest sweep it acknowledged; nodes live since `liveSince` keep a sweep open. */
+  heartbeat(node: string, now: number, ackedSweep: number, liveSince: number): Promise<SweepState>;
+  /** Opens a sweep for `node`'s retain; returns its number (greater than every earlier one). */
+  openSweep(node: string, now: number): Promise<number>;
+  /**
+   * The nodes live since `liveSince` that have not acknowledged `sweep`; when there are none the
+   * sweep is marked deleting in the same statement (from then on, references of nodes that missed
+   * it are refused).
+   */
+  startDeleting(sweep: number, liveSince: number): Promise<string[]>;
+  /** The sweep is over: uploads stop recording themselves once no other is open. */
+  closeSweep(sweep: number, now: number): Promise<void>;
 }
 
 /** How often a node writes its heartbeat. */

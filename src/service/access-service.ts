@@ -1,10 +1,22 @@
 import { hash } from 'node:crypto';
+import type { SettingGuard } from '../db/index-types.js';
 import { isLfsError, lfsError } from '../errors/errors.js';
 import type { ForgeAdapter, ForgeAnswer, Identity, Permissions } from '../forge/types.js';
 import type { Metrics } from '../metrics/registry.js';
+import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
 export type Need = 'pull' | 'push' | 'admin';
+
+/**
+ * The saved access settings an upload was admitted by, which its reference's statement checks are
+ * still the ones saved (UploadCommit.setting), and how to judge the upload again when they are not.
+ */
+export interface UploadJudge {
+  readonly setting: SettingGuard;
+  /** Judged again by the settings saved now, at its real size: throws the refusal, or returns the new guard. */
+  rejudge(size: number): Promise<SettingGuard>;
+}
 
 /** What a caller may do on one repository, as the forge said. */
 export interface Grant {
@@ -131,6 +143,15 @@ export class AccessService {
    * answer. Without a token, a public repository is readable (rule 10); anything else asks for
    * credentials with a 401 challenge, so a private repository looks the same as a missing one.
    */
+  /**
+   * authorize for an upload (push). Null here; with access settings shared by several nodes
+   * (PolicedAccessService) the judge the upload's reference statement holds it to.
+   */
+  async authorizeUpload(token: string | null, repo: RepoName, _oid: Oid, caller: Caller): Promise<UploadJudge | null> {
+    await this.authorize(token, repo, 'push', caller);
+    return null;
+  }
+
   async authorize(token: string | null, repo: RepoName, need: Need, caller: Caller): Promise<Grant> {
     const answer = await this.#answer(token, repo, caller);
     if (token === null) {

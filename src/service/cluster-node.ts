@@ -1,11 +1,26 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { NODE_HEARTBEAT_MS, NODE_STALE_MS, type NodeIndex } from '../db/index-types.js';
+
+/** What a node does when it learns of retain sweeps (ClusterUploads). */
+export interface SweepWatcher {
+  /** A sweep this node has not acknowledged exists: record every upload now in flight, and each new one from now on. */
+  recordInFlight(): Promise<void>;
+  /** No sweep is open: new uploads need not record themselves. */
+  sweepsClosed(): void;
+}
+
+/** How often a retain asks whether every live node acknowledged its sweep (they do on their next heartbeat). */
+const SWEEP_POLL_MS = 200;
+/** A live node that has not acknowledged a sweep by then fails the retain (its heartbeats work, its acknowledgement does not). */
+const SWEEP_ACK_WAIT_MS = 2 * NODE_STALE_MS;
 
 /**
  * This process as one node of a cluster sharing a PostgreSQL index: a random id per start and a
  * heartbeat row the other nodes read. A node silent for NODE_STALE_MS is dead to them: its uploads
  * in flight no longer hold deletes back, its job leases are free, its running jobs interrupted.
- * Only used with a shared index; one node on SQLite needs none of it.
+ * The heartbeat also carries the newest retain sweep this node acknowledged (NodeIndex explains
+ * sweeps). Only used with a shared index; one node on SQLite needs none of it.
  */
 export class ClusterNode {
   /** Random per process start, so rows a dead predecessor left are never mistaken for ours. */
@@ -14,6 +29,10 @@ export class ClusterNode {
   readonly #log: (msg: string, fields: object) => void;
   #timer: NodeJS.Timeout | null = null;
   #failing = false;
+  #acked = 0;
+  #watcher: SweepWatcher | null = null;
+  /** The heartbeat running now: beats never overlap (an acknowledgement must follow its recording). */
+  #beating: Promise<void> = Promise.resolve();
 
   private constructor(nodes: NodeIndex, log: (msg: string, fields: object) => void) {
     this.#nodes = nodes;
@@ -23,8 +42,8 @@ export class ClusterNode {
   /** Writes the first heartbeat (so this node is live before it takes any work), then one every NODE_HEARTBEAT_MS. */
   static async join(nodes: NodeIndex, log: (msg: string, fields: object) => void): Promise<ClusterNode> {
     const node = new ClusterNode(nodes, log);
-    await nodes.heartbeat(node.id, Date.now());
-    node.#timer = setInterval(() => void node.#beat(), NODE_HEARTBEAT_MS);
+    await node.beat();
+    node.#timer = setInterval(() => void node.#timedBeat(), NODE_HEARTBEAT_MS);
     node.#timer.unref();
     return node;
   }
@@ -34,9 +53,38 @@ export class ClusterNode {
     return Date.now() - NODE_STALE_MS;
   }
 
-  async #beat(): Promise<void> {
+  /** The newest sweep this node acknowledged: its uploads' references carry it (UploadCommit). */
+  get ackedSweep(): number {
+    return this.#acked;
+  }
+
+  /** Who records this node's uploads when a sweep comes (set once, before the node takes requests). */
+  watchSweeps(watcher: SweepWatcher): void {
+    this.#watcher = watcher;
+  }
+
+  /** A heartbeat now, after any running one; rejects when the index cannot be reached. */
+  beat(): Promise<void> {
+    const next = this.#beating.then(() => this.#beatOnce());
+    this.#beating = next.catch(() => undefined);
+    return next;
+  }
+
+  async #beatOnce(): Promise<void> {
+    let state = await this.#nodes.heartbeat(this.id, Date.now(), this.#acked, this.liveSince());
+    while (state.latest > this.#acked) {
+      // Record first, acknowledge after: the sweep deletes nothing before every live node acknowledged it.
+      const latest = state.latest;
+      await this.#watcher?.recordInFlight();
+      this.#acked = latest;
+      state = await this.#nodes.heartbeat(this.id, Date.now(), this.#acked, this.liveSince());
+    }
+    if (!state.open) this.#watcher?.sweepsClosed();
+  }
+
+  async #timedBeat(): Promise<void> {
     try {
-      await this.#nodes.heartbeat(this.id, Date.now());
+      await this.beat();
       if (this.#failing) this.#log('node heartbeat recovered', { node: this.id });
       this.#failing = false;
     } catch (e) {
@@ -46,10 +94,34 @@ export class ClusterNode {
     }
   }
 
+  /**
+   * Runs a retain's deletions inside a sweep: opened, acknowledged here at once and by every other
+   * live node on its next heartbeat (each records its uploads in flight first), only then `run`;
+   * closed afterwards, whatever happened.
+   */
+  async sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const sweep = await this.#nodes.openSweep(this.id, Date.now());
+    try {
+      await this.beat();
+      const until = Date.now() + SWEEP_ACK_WAIT_MS;
+      for (;;) {
+        const behind = await this.#nodes.startDeleting(sweep, this.liveSince());
+        if (behind.length === 0) break;
+        signal.throwIfAborted();
+        if (Date.now() > until) throw new Error(`live nodes ${behind.join(', ')} did not acknowledge retain sweep ${sweep} within ${SWEEP_ACK_WAIT_MS / 1000} s; nothing was deleted`);
+        await sleep(SWEEP_POLL_MS);
+      }
+      return await run();
+    } finally {
+      await this.#nodes.closeSweep(sweep, Date.now()).catch((e: unknown) => this.#log('retain sweep not closed; uploads keep recording themselves until it is', { level: 'warn', sweep, err: String(e) }));
+    }
+  }
+
   /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once (its work is drained by now). */
   async leave(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
-    await this.#nodes.heartbeat(this.id, 0).catch(() => undefined);
+    await this.#beating;
+    await this.#nodes.heartbeat(this.id, 0, this.#acked, this.liveSince()).catch(() => undefined);
   }
 }

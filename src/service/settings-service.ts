@@ -1,11 +1,11 @@
 import { ConfigError, parseBoolean, parseRepoPatterns, parseSize } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import type { ObjectIndex, SettingsIndex, StatsIndex } from '../db/index-types.js';
+import type { ObjectIndex, SettingGuard, SettingsIndex, StatsIndex } from '../db/index-types.js';
 import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import { AccessService, CHALLENGE } from './access-service.js';
+import { AccessService, CHALLENGE, type Caller, type UploadJudge } from './access-service.js';
 
 /** The access settings the dashboard edits (GET/PUT/DELETE /-/api/access). */
 export interface AccessSettings {
@@ -87,6 +87,8 @@ export class SettingsService implements UploadLimits {
   #current: AccessSettings;
   #patterns: RegExp[];
   #saved: { updatedAt: number; updatedBy: string } | null = null;
+  /** The saved row's value as stored (JSON text), null when none: what an upload's guard compares. */
+  #savedText: string | null = null;
   readonly #fresh: FreshRead | null;
 
   private constructor(repo: SettingsIndex, stats: StatsIndex, objects: ObjectIndex, metrics: Metrics, defaults: Config['access'], shared: boolean) {
@@ -110,15 +112,27 @@ export class SettingsService implements UploadLimits {
   async #load(): Promise<void> {
     const row = await this.#repo.get(SETTINGS_KEY);
     if (row === null) {
-      if (this.#saved !== null) this.#apply(this.#defaults, null);
+      if (this.#saved !== null || this.#savedText !== null) this.#apply(this.#defaults, null, null);
       return;
     }
-    if (this.#saved !== null && this.#saved.updatedAt === row.updatedAt && this.#saved.updatedBy === row.updatedBy) return;
+    // Stored by JSON.stringify (save), so parsed and stringified again it is the stored text.
+    const text = JSON.stringify(row.value);
+    if (text === this.#savedText) return;
     try {
-      this.#apply(this.#merge(this.#defaults, row.value), { updatedAt: row.updatedAt, updatedBy: row.updatedBy });
+      this.#apply(this.#merge(this.#defaults, row.value), { updatedAt: row.updatedAt, updatedBy: row.updatedBy }, text);
     } catch {
       // A row this version cannot read (written by a newer one): serve the defaults rather than refuse to start.
+      this.#apply(this.#defaults, null, text);
     }
+  }
+
+  /**
+   * With shared settings: the settings as last read, as a guard an upload's reference statement
+   * checks (UploadCommit.setting), so an upload is admitted without reading them again first and is
+   * judged again if they changed meanwhile. Null on one node, where they are always current.
+   */
+  guard(): SettingGuard | null {
+    return this.#fresh === null ? null : { key: SETTINGS_KEY, value: this.#savedText };
   }
 
   /** With a shared index: the settings as saved now (a read that starts after this call). */
@@ -148,22 +162,24 @@ export class SettingsService implements UploadLimits {
     await this.refresh();
     const next = this.#merge(this.#current, patch);
     const now = Date.now();
-    await this.#repo.put(SETTINGS_KEY, { anonymous_read: next.anonymousRead, allowed_repos: next.allowedRepos, max_object_size: next.maxObjectSize, repo_quota: next.repoQuota }, by, now);
-    this.#apply(next, { updatedAt: now, updatedBy: by });
+    const value = { anonymous_read: next.anonymousRead, allowed_repos: next.allowedRepos, max_object_size: next.maxObjectSize, repo_quota: next.repoQuota };
+    await this.#repo.put(SETTINGS_KEY, value, by, now);
+    this.#apply(next, { updatedAt: now, updatedBy: by }, JSON.stringify(value));
     return this.view();
   }
 
   /** Forgets the saved settings: the environment's defaults apply again. */
   async reset(): Promise<AccessSettingsView> {
     await this.#repo.delete(SETTINGS_KEY);
-    this.#apply(this.#defaults, null);
+    this.#apply(this.#defaults, null, null);
     return this.view();
   }
 
-  #apply(next: AccessSettings, saved: { updatedAt: number; updatedBy: string } | null): void {
+  #apply(next: AccessSettings, saved: { updatedAt: number; updatedBy: string } | null, text: string | null): void {
     this.#patterns = next.allowedRepos.map(compilePattern);
     this.#current = next;
     this.#saved = saved;
+    this.#savedText = text;
   }
 
   /** Validates a patch (wire names) over `base`; a bad field is a 422 naming it. */
@@ -211,17 +227,28 @@ export class SettingsService implements UploadLimits {
    * the allow list, then anonymous read. Runs before any forge lookup, so refused traffic costs none.
    */
   checkRepo(repo: RepoName, token: string | null): void {
+    const refusal = this.#repoRefusal(repo, token);
+    if (refusal === null) return;
+    this.#metrics.rejections.inc({ cause: refusal.cause });
+    throw refusal.error();
+  }
+
+  /** Whether checkRepo would refuse (nothing counted). */
+  refusesRepo(repo: RepoName, token: string | null): boolean {
+    return this.#repoRefusal(repo, token) !== null;
+  }
+
+  #repoRefusal(repo: RepoName, token: string | null): { cause: string; error: () => Error } | null {
     if (this.#patterns.length > 0) {
       const key = repo.key.toLowerCase();
       if (!this.#patterns.some((re) => re.test(key))) {
-        this.#metrics.rejections.inc({ cause: 'repo_not_allowed' });
-        throw lfsError('LFS_ERR_REPO_NOT_ALLOWED', `This server does not serve ${repo.key}: its operator allows only ${this.#current.allowedRepos.join(', ')}`);
+        return { cause: 'repo_not_allowed', error: () => lfsError('LFS_ERR_REPO_NOT_ALLOWED', `This server does not serve ${repo.key}: its operator allows only ${this.#current.allowedRepos.join(', ')}`) };
       }
     }
     if (token === null && !this.#current.anonymousRead) {
-      this.#metrics.rejections.inc({ cause: 'anonymous_read_disabled' });
-      throw lfsError('LFS_ERR_AUTH_REQUIRED', 'Credentials needed: anonymous access is turned off on this server', CHALLENGE);
+      return { cause: 'anonymous_read_disabled', error: () => lfsError('LFS_ERR_AUTH_REQUIRED', 'Credentials needed: anonymous access is turned off on this server', CHALLENGE) };
     }
+    return null;
   }
 
   async uploadBudget(repo: RepoName): Promise<UploadBudget> {
@@ -247,17 +274,32 @@ export class SettingsService implements UploadLimits {
   }
 
   async admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): Promise<UploadCap | null> {
+    if (this.#fresh === null) return this.#admitPut(repo, oid, expectedSize);
+    // Shared settings, as last read (authorizeUpload): a refusal, or a cap on a body of unknown
+    // size, is decided only by the settings as saved now.
+    try {
+      const cap = await this.#admitPut(repo, oid, expectedSize, false);
+      if (cap === null) return null;
+    } catch {
+      // Judged again below.
+    }
+    await this.refresh();
+    return this.#admitPut(repo, oid, expectedSize, true);
+  }
+
+  /** `count`: a refusal counts in the rejection figures (not when the settings are to be read again first). */
+  async #admitPut(repo: RepoName, oid: Oid, expectedSize: number | null, count = true): Promise<UploadCap | null> {
     const { maxObjectSize, repoQuota } = this.#current;
     // Re-sending an object the repository already holds adds nothing to its usage.
     const counts = repoQuota > 0 && (await this.#objects.findInRepo(repo.key, oid)) === null;
     const room = counts ? Math.max(0, repoQuota - (await this.#stats.repoSummary(repo.key)).logicalBytes) : Infinity;
     if (maxObjectSize === 0 && room === Infinity) return null;
     const tooLarge = (): Error => {
-      this.#metrics.rejections.inc({ cause: 'object_too_large' });
+      if (count) this.#metrics.rejections.inc({ cause: 'object_too_large' });
       return lfsError('LFS_ERR_OBJECT_TOO_LARGE', `Object is larger than the ${maxObjectSize} bytes this server accepts`);
     };
     const overQuota = (): Error => {
-      this.#metrics.rejections.inc({ cause: 'quota_exceeded' });
+      if (count) this.#metrics.rejections.inc({ cause: 'quota_exceeded' });
       return lfsError('LFS_ERR_QUOTA_EXCEEDED', `Repository quota of ${repoQuota} bytes reached`);
     };
     if (expectedSize !== null) {
@@ -289,6 +331,32 @@ export class PolicedAccessService extends AccessService {
     await this.#settings.refresh();
     this.#settings.checkRepo(args[1], args[0]);
     return super.authorize(...args);
+  }
+
+  /**
+   * With settings shared by several nodes, an upload is checked against the settings as last read
+   * (no read of its own: the reference's statement confirms them, see SettingsService.guard); one
+   * node reads nothing either way.
+   */
+  override async authorizeUpload(token: string | null, repo: RepoName, oid: Oid, caller: Caller): Promise<UploadJudge | null> {
+    if (this.#settings.guard() === null) return super.authorizeUpload(token, repo, oid, caller);
+    // Refused by the settings as last read: only the settings as saved now may refuse.
+    if (this.#settings.refusesRepo(repo, token)) await this.#settings.refresh();
+    this.#settings.checkRepo(repo, token);
+    const setting = this.#settings.guard()!;
+    await super.authorize(token, repo, 'push', caller);
+    const settings = this.#settings;
+    return {
+      setting,
+      async rejudge(size: number): Promise<SettingGuard> {
+        await settings.refresh();
+        const now = settings.guard()!;
+        settings.checkRepo(repo, token);
+        // The real size now: past the largest object or the quota is refused as a PUT would be.
+        await settings.admitPut(repo, oid, size);
+        return now;
+      },
+    };
   }
 
   /** The forge's answer without the access settings: the dashboard's admin check must never be locked out by an allow list. */

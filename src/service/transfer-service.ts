@@ -1,11 +1,12 @@
-import type { MaintenanceIndex, ObjectIndex } from '../db/index-types.js';
+import { NO_SWEEPS, QuarantinedCopy, SettingsChanged, SweepMissed, type ObjectIndex } from '../db/index-types.js';
 import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
-import type { ClusterNode } from './cluster-node.js';
-import type { UploadGate } from './maintenance/maintenance-deps.js';
+import type { UploadJudge } from './access-service.js';
+import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
+import type { UploadGate, UploadInProgress } from './maintenance/maintenance-deps.js';
 
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
@@ -17,17 +18,8 @@ export interface IncomingPromoter {
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
 }
 
-/** With a shared index: this node, and the index where uploads in flight are recorded for every node to see. */
-export interface ClusterUploads {
-  readonly node: ClusterNode;
-  readonly ledger: MaintenanceIndex;
-  readonly log: (msg: string, fields: object) => void;
-}
-
-/** How long an upload waits for another node's delete of its oid before answering 503. */
-const DELETE_WAIT_MS = 30_000;
-/** How often the index is asked whether that delete is done. */
-const DELETE_POLL_MS = 100;
+/** Saved settings changing under an upload this many times in a row answer 503: the client sends it again. */
+const SETTINGS_TRIES = 3;
 
 /**
  * Uploads, downloads and verification of single objects. The store verifies bytes; this layer
@@ -93,12 +85,12 @@ export class TransferService implements UploadGate {
    * Runs a write of `oid` (writer to recorded reference) as an upload: in flight from this call on
    * (retain skips the oid), and begun only once a deletion of the oid under way has settled.
    */
-  async asUpload<T>(oid: Oid, write: (quarantined: boolean | null) => Promise<T>): Promise<T> {
+  async asUpload<T>(oid: Oid, write: (upload: UploadInProgress) => Promise<T>): Promise<T> {
     this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
     try {
       for (let gate = this.#deleting.get(oid); gate !== undefined; gate = this.#deleting.get(oid)) await gate;
-      if (this.#cluster === null) return await write(null);
-      return await this.#asClusterUpload(this.#cluster, oid, write);
+      if (this.#cluster === null) return await write(this.#localUpload(oid));
+      return await this.#cluster.run(oid, (w) => write(this.#clusterUpload(oid, w)));
     } finally {
       const n = this.#uploading.get(oid)! - 1;
       if (n === 0) this.#uploading.delete(oid);
@@ -106,35 +98,42 @@ export class TransferService implements UploadGate {
     }
   }
 
-  /**
-   * With a shared index: the write is recorded in flight for every node's retain to see, and waits
-   * while another node deletes the oid (its intent is in the index until the bytes are gone).
-   */
-  async #asClusterUpload<T>(
-    cluster: ClusterUploads,
-    oid: Oid,
-    write: (quarantined: boolean | null) => Promise<T>,
-  ): Promise<T> {
-    const { ticket, deletePending, quarantined } = await cluster.ledger.beginUpload(oid, cluster.node.id, Date.now());
-    try {
-      if (deletePending) await this.#awaitDelete(cluster.ledger, oid);
-      return await write(quarantined);
-    } finally {
-      // Not on the response's path: a row left a moment longer only keeps retain off this oid.
-      void cluster.ledger.endUpload(ticket).catch((e: unknown) => cluster.log('upload in flight not cleared in the index', { level: 'warn', oid, err: String(e) }));
-    }
+  /** One node: the index answers in-process, and no other node deletes. */
+  #localUpload(oid: Oid): UploadInProgress {
+    return {
+      quarantined: () => this.#objects.isQuarantined(oid),
+      reference: (repo, size, storedSize, storedVerified, setting = null) =>
+        this.#reference(oid, () => this.#objects.addReference(repo, oid, size, storedSize, { storedVerified, ticket: null, ackedSweep: NO_SWEEPS, setting })),
+    };
   }
 
-  /**
-   * Another node is deleting the oid: its intent goes once the bytes are gone. Nothing announces
-   * that across nodes, so the index is asked again, at most DELETE_WAIT_MS in all; past that the
-   * client is asked to retry (503) rather than held.
-   */
-  async #awaitDelete(ledger: MaintenanceIndex, oid: Oid): Promise<void> {
-    const until = Date.now() + DELETE_WAIT_MS;
-    while (await ledger.deletePending(oid)) {
-      if (Date.now() > until) throw lfsError('LFS_ERR_NOT_READY', 'This object is being deleted by a maintenance job on another node; retry shortly', { 'Retry-After': '5' });
-      await new Promise((r) => setTimeout(r, DELETE_POLL_MS));
+  /** A node of a cluster: the quarantine is learnt on the way or checked by the reference's statement (ClusterUploads). */
+  #clusterUpload(oid: Oid, w: ClusterWrite): UploadInProgress {
+    return {
+      quarantined: async () => w.quarantined ?? false,
+      reference: (repo, size, storedSize, storedVerified, setting = null) =>
+        this.#reference(oid, async () => {
+          const commit = w.commit(storedVerified, setting);
+          await this.#objects.addReference(repo, oid, size, storedSize, commit);
+          w.committed(commit);
+        }),
+    };
+  }
+
+  /** Records a reference; what the index refused for a reason a retry resolves is a 503 the client retries. */
+  async #reference(oid: Oid, record: () => Promise<void>): Promise<void> {
+    try {
+      await record();
+    } catch (e) {
+      if (e instanceof QuarantinedCopy) {
+        // The store kept its copy, the one an audit found bad: set it aside so the retry stores these bytes.
+        await this.#store.quarantine(oid);
+        throw lfsError('LFS_ERR_NOT_READY', 'The stored copy of this object failed an audit and was set aside; send the object again', { 'Retry-After': '1' });
+      }
+      if (e instanceof SweepMissed) {
+        throw lfsError('LFS_ERR_NOT_READY', 'This node was out of touch with the cluster while a retain job ran; send the object again', { 'Retry-After': '5' });
+      }
+      throw e;
     }
   }
 
@@ -142,26 +141,26 @@ export class TransferService implements UploadGate {
    * Streams an upload into the shared store and records this repository's reference. A second
    * upload of bytes the store already holds proves possession and adds only the reference.
    */
-  async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null): Promise<number> {
+  async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, judge: UploadJudge | null = null): Promise<number> {
     const started = performance.now();
     this.#metrics.inFlight.inc({ direction: 'upload' });
     try {
-      return await this.asUpload(oid, (quarantined) => this.#upload(repo, oid, body, expectedSize, started, quarantined));
+      return await this.asUpload(oid, (upload) => this.#upload(repo, oid, body, expectedSize, started, upload, judge));
     } finally {
       this.#metrics.inFlight.dec({ direction: 'upload' });
     }
   }
 
-  async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number, quarantined: boolean | null): Promise<number> {
+  async #upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, started: number, upload: UploadInProgress, judge: UploadJudge | null): Promise<number> {
     // A quarantined oid's bad bytes must be gone before the new ones commit, or the store would keep
     // them as "already stored" (the audit moves them; this covers a crash between its mark and its
     // move). Every backend: a disk file, a bucket key, a journal entry.
-    if (quarantined ?? (await this.#objects.isQuarantined(oid))) await this.#store.quarantine(oid);
+    if (await upload.quarantined()) await this.#store.quarantine(oid);
     const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
     try {
       await body.into(writer);
       const put = await writer.finish();
-      await this.#objects.addReference(repo.key, oid, put.size, put.storedSize);
+      await this.#referenceJudged(upload, repo, put, judge);
       // The streamed bytes were counted chunk by chunk (countUploadBytes); this is the completed size.
       this.#metrics.transferCompletedBytes.inc({ direction: 'upload' }, put.size);
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'ok' });
@@ -171,6 +170,24 @@ export class TransferService implements UploadGate {
       await writer.abort();
       this.#metrics.transfers.inc({ direction: 'upload', outcome: 'failed' });
       throw e;
+    }
+  }
+
+  /**
+   * Records an upload's reference, held to the access settings it was admitted by (with settings
+   * shared by several nodes): when they were saved anew meanwhile, it is judged again by them (a
+   * refusal is the answer) and recorded under them.
+   */
+  async #referenceJudged(upload: UploadInProgress, repo: RepoName, put: PutResult, judge: UploadJudge | null): Promise<void> {
+    let setting = judge?.setting ?? null;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await upload.reference(repo.key, put.size, put.storedSize, put.created, setting);
+      } catch (e) {
+        if (!(e instanceof SettingsChanged) || judge === null) throw e;
+        if (attempt === SETTINGS_TRIES) throw lfsError('LFS_ERR_NOT_READY', 'The access settings are being changed; send the object again', { 'Retry-After': '1' });
+        setting = await judge.rejudge(put.size);
+      }
     }
   }
 
@@ -206,9 +223,9 @@ export class TransferService implements UploadGate {
     if (row === null && this.#promoter !== null) {
       const promoter = this.#promoter;
       // Promotion writes the oid into the shared keyspace: an upload, as far as retain is concerned.
-      const put = await this.asUpload(oid, async () => {
+      const put = await this.asUpload(oid, async (upload) => {
         const p = await promoter.promote(repo, oid, size);
-        await this.#objects.addReference(repo.key, oid, p.size, p.storedSize);
+        await upload.reference(repo.key, p.size, p.storedSize, p.created);
         return p;
       });
       // A presigned upload went straight to the bucket: no chunk passed here, so it is counted now.

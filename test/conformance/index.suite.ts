@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Test } from 'tap';
-import { HISTOGRAM_BOUNDS, NODE_STALE_MS, type Index, type NewLock, type StatsSample } from '../../src/db/index-types.js';
+import { HISTOGRAM_BOUNDS, NODE_STALE_MS, QuarantinedCopy, SettingsChanged, SweepMissed, type Index, type NewLock, type StatsSample } from '../../src/db/index-types.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 
 /**
@@ -354,8 +354,8 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
     await test('jobs: markInterrupted(null) and (liveSince): a live node\'s running job stays', async (t, ix) => {
       const now = Date.now();
       const liveSince = now - NODE_STALE_MS;
-      await ix.nodes.heartbeat('live', now);
-      await ix.nodes.heartbeat('dead', now - 2 * NODE_STALE_MS);
+      await ix.nodes.heartbeat('live', now, 0, 0);
+      await ix.nodes.heartbeat('dead', now - 2 * NODE_STALE_MS, 0, 0);
       await ix.jobs.insert('on-live', 'retain', 'org/a', false, now - 3, 'live');
       await ix.jobs.insert('on-dead', 'retain', 'org/b', false, now - 2, 'dead');
       await ix.jobs.insert('on-unknown', 'retain', 'org/c', false, now - 1, 'never-beat');
@@ -374,8 +374,8 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
     await test('job lease: exclusive, re-entrant, released, taken over from a dead node', async (t, ix, more) => {
       const now = Date.now();
       const liveSince = now - NODE_STALE_MS;
-      await ix.nodes.heartbeat('a', now);
-      await ix.nodes.heartbeat('b', now);
+      await ix.nodes.heartbeat('a', now, 0, 0);
+      await ix.nodes.heartbeat('b', now, 0, 0);
       t.equal(await ix.jobs.acquireLease('org/r', 'a', liveSince), true, 'free');
       t.equal(await ix.jobs.acquireLease('org/r', 'b', liveSince), false, 'held by a live node');
       t.equal(await ix.jobs.acquireLease('org/r', 'a', liveSince), true, 'already this node’s');
@@ -384,7 +384,7 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.jobs.acquireLease('org/r', 'b', liveSince), false, 'only the holder releases');
       await ix.jobs.releaseLease('org/r', 'a');
       t.equal(await ix.jobs.acquireLease('org/r', 'b', liveSince), true, 'released: another node takes it');
-      await ix.nodes.heartbeat('b', now - 2 * NODE_STALE_MS);
+      await ix.nodes.heartbeat('b', now - 2 * NODE_STALE_MS, 0, 0);
       t.equal(await ix.jobs.acquireLease('org/r', 'a', liveSince), true, 'its holder stopped beating: taken over');
       t.equal(await ix.jobs.acquireLease('org/r', 'b', liveSince), false, 'and the dead node no longer holds it');
       await ix.jobs.releaseLease('org/r', 'a');
@@ -393,7 +393,7 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
 
       const all = [ix, ...(await more(3))];
       const nodes = Array.from({ length: 12 }, (_, i) => `n${i}`);
-      for (const n of nodes) await ix.nodes.heartbeat(n, now);
+      for (const n of nodes) await ix.nodes.heartbeat(n, now, 0, 0);
       const got = await Promise.all(nodes.map((n, i) => all[i % all.length]!.jobs.acquireLease('org/race', n, liveSince)));
       t.equal(got.filter(Boolean).length, 1, 'of racing nodes exactly one holds a free lease');
     });
@@ -417,16 +417,16 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.ok(listed.every((r) => r.referencedAt >= now && r.createdAt >= now), 'timestamps in ms');
       t.equal(await ix.maintenance.referencedElsewhere(x, 'org/one'), true);
       t.equal(await ix.maintenance.referencedElsewhere(y, 'org/one'), false);
-      t.equal(await ix.maintenance.hasObject(y), true);
+      t.ok(await ix.objects.findShared(y));
       t.equal(await ix.maintenance.dropReference('org/one', x, liveSince, 'node-m'), 'kept', 'another repository still references it');
       t.ok(await ix.objects.findShared(x));
       t.equal(await ix.maintenance.dropReference('org/two', x, liveSince, 'node-m'), 'delete', 'the last reference: the bytes must go');
       t.equal(await ix.objects.findShared(x), null, 'the object row went');
       // The intent names its node: left over only once that node is dead (or unknown).
       t.same(await ix.maintenance.pendingDeletes(liveSince), [x], 'node-m never beat: its intent is left over');
-      await ix.nodes.heartbeat('node-m', now);
+      await ix.nodes.heartbeat('node-m', now, 0, 0);
       t.same(await ix.maintenance.pendingDeletes(liveSince), [], 'node-m is live: it may still be deleting');
-      await ix.nodes.heartbeat('node-m', now - 2 * NODE_STALE_MS);
+      await ix.nodes.heartbeat('node-m', now - 2 * NODE_STALE_MS, 0, 0);
       t.same(await ix.maintenance.pendingDeletes(liveSince), [x], 'node-m died: left over');
       t.equal(await ix.maintenance.deletePending(x), true);
       const up = await ix.maintenance.beginUpload(x, 'node-a', now);
@@ -438,14 +438,14 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.maintenance.deletePending(x), false);
 
       // A write in flight on a live node keeps the bytes; one on a dead node does not.
-      await ix.nodes.heartbeat('node-a', now);
-      await ix.nodes.heartbeat('node-dead', now - 2 * NODE_STALE_MS);
+      await ix.nodes.heartbeat('node-a', now, 0, 0);
+      await ix.nodes.heartbeat('node-dead', now - 2 * NODE_STALE_MS, 0, 0);
       await ix.maintenance.quarantine(y, 'org/one', 'r'.repeat(600));
       const live = await ix.maintenance.beginUpload(y, 'node-a', now);
       t.equal(live.deletePending, false);
       t.equal(live.quarantined, true, 'the upload learns the oid is quarantined in the same call');
       t.equal(await ix.maintenance.dropReference('org/one', y, liveSince, 'node-m'), 'in_flight', 'a live node is writing it');
-      t.equal(await ix.maintenance.hasObject(y), false, 'the row went anyway');
+      t.equal(await ix.objects.findShared(y), null, 'the row went anyway');
       t.equal(await ix.objects.isQuarantined(y), false, 'and its quarantine mark');
       t.same(await ix.maintenance.pendingDeletes(liveSince), [], 'no deletion intent');
       t.equal(await ix.maintenance.deletePending(y), false);
@@ -462,7 +462,7 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
     await test('handshake: racing upload and delete of one oid from two instances never both proceed', async (t, ix, more) => {
       const [other] = await more(1);
       const now = Date.now();
-      await ix.nodes.heartbeat('up', now);
+      await ix.nodes.heartbeat('up', now, 0, 0);
       const liveSince = now - NODE_STALE_MS;
       let deletes = 0;
       let inFlight = 0;
@@ -487,6 +487,116 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       }
       t.equal(violations, 0, `never both unaware (${deletes} deletes first, ${inFlight} uploads first)`);
       t.equal(deletes + inFlight, 200, 'every drop was the last reference');
+    });
+
+    await test('upload commit: the reference ends its in-flight row; an unverified copy of a quarantined oid is refused, a verified one heals', async (t, ix) => {
+      const now = Date.now();
+      const liveSince = now - NODE_STALE_MS;
+      await ix.nodes.heartbeat('node-u', now, 0, liveSince);
+      const [a, b, q] = [newOid('c'), newOid('c'), newOid('c')];
+      await ix.objects.addReference('org/old', a, 5, 5);
+      await ix.objects.addReference('org/old', q, 7, 7);
+      const ua = await ix.maintenance.beginUpload(a, 'node-u', now);
+      const ub = await ix.maintenance.beginUpload(b, 'node-u', now);
+      await ix.maintenance.quarantine(q, 'org/old', 'corrupt');
+      const uq = await ix.maintenance.beginUpload(q, 'node-u', now);
+      // Finishing together: one group commit holding a refused row beside good ones.
+      const outcomes = await Promise.allSettled([
+        ix.objects.addReference('org/new', a, 5, 5, { storedVerified: false, ticket: ua.ticket, ackedSweep: 0, setting: null }),
+        ix.objects.addReference('org/new', b, 6, 4, { storedVerified: true, ticket: ub.ticket, ackedSweep: 0, setting: null }),
+        ix.objects.addReference('org/new', q, 7, 7, { storedVerified: false, ticket: uq.ticket, ackedSweep: 0, setting: null }),
+      ]);
+      t.same(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'rejected'], 'only the quarantined oid with an unverified copy is refused');
+      t.ok(outcomes[2]!.status === 'rejected' && outcomes[2].reason instanceof QuarantinedCopy, 'as QuarantinedCopy');
+      t.ok(await ix.objects.findInRepo('org/new', a));
+      t.same(await ix.objects.findInRepo('org/new', b), { oid: b, size: 6, storedSize: 4 });
+      t.equal(await ix.objects.findInRepo('org/new', q), null, 'no reference to the bad copy');
+      t.equal(await ix.objects.isQuarantined(q), true, 'and the mark stays');
+      // The committed uploads' rows went with their references; the refused one's is still there.
+      t.equal(await ix.maintenance.dropReference('org/old', a, liveSince, 'del'), 'kept');
+      t.equal(await ix.maintenance.dropReference('org/new', a, liveSince, 'del'), 'delete', 'a\'s upload no longer in flight');
+      await ix.maintenance.deleted(a);
+      t.equal(await ix.maintenance.dropReference('org/new', b, liveSince, 'del'), 'delete', 'nor b\'s');
+      await ix.maintenance.deleted(b);
+      t.equal(await ix.maintenance.dropReference('org/old', q, liveSince, 'del'), 'in_flight', 'the refused upload is still in flight');
+      await ix.maintenance.endUpload(uq.ticket);
+      await ix.maintenance.quarantine(q, 'org/old', 'corrupt');
+      await ix.objects.addReference('org/old', q, 7, 6, { storedVerified: true, ticket: null, ackedSweep: 0, setting: null });
+      t.equal(await ix.objects.isQuarantined(q), false, 'fresh verified bytes heal it');
+      t.same(await ix.objects.findInRepo('org/old', q), { oid: q, size: 7, storedSize: 6 });
+    });
+
+    await test('sweeps: deleting only once every live node acknowledged; references of a node that missed one are refused', async (t, ix, more) => {
+      const [other] = await more(1);
+      const now = Date.now();
+      const liveSince = now - NODE_STALE_MS;
+      t.same(await ix.nodes.heartbeat('a', now, 0, liveSince), { latest: 0, open: false }, 'no sweep yet');
+      await ix.nodes.heartbeat('b', now, 0, liveSince);
+      await ix.nodes.heartbeat('dead', now - 2 * NODE_STALE_MS, 0, liveSince);
+      const s1 = await ix.nodes.openSweep('a', now);
+      t.ok(s1 > 0);
+      t.same(await other!.nodes.heartbeat('b', now, 0, liveSince), { latest: s1, open: true }, 'every instance sees it open');
+      t.same(await ix.nodes.startDeleting(s1, liveSince), ['a', 'b'], 'live nodes behind, the dead one not counted');
+      await ix.nodes.heartbeat('a', now, s1, liveSince);
+      t.same(await other!.nodes.startDeleting(s1, liveSince), ['b']);
+      // b has not acknowledged yet: its references still go in (nothing is deleted yet).
+      const x = newOid('sw');
+      await other!.objects.addReference('org/s', x, 1, 1, { storedVerified: true, ticket: null, ackedSweep: 0, setting: null });
+      t.ok(await ix.objects.findInRepo('org/s', x), 'a sweep not yet deleting refuses nothing');
+      await other!.nodes.heartbeat('b', now, s1, liveSince);
+      t.same(await ix.nodes.startDeleting(s1, liveSince), [], 'all acknowledged: deleting');
+      const y = newOid('sw');
+      await t.rejects(ix.objects.addReference('org/s', y, 1, 1, { storedVerified: true, ticket: null, ackedSweep: 0, setting: null }), SweepMissed, 'a node that missed a deleting sweep is refused');
+      t.equal(await ix.objects.findInRepo('org/s', y), null);
+      await ix.objects.addReference('org/s', y, 1, 1, { storedVerified: true, ticket: null, ackedSweep: s1, setting: null });
+      t.ok(await ix.objects.findInRepo('org/s', y), 'once acknowledged it is accepted');
+      await ix.objects.addReference('org/s', newOid('sw'), 1, 1);
+      t.pass('a reference without an upload commit is never refused by sweeps');
+      await ix.nodes.closeSweep(s1, now);
+      t.same(await ix.nodes.heartbeat('a', now, s1, liveSince), { latest: s1, open: false }, 'closed');
+      await t.rejects(other!.objects.addReference('org/s', newOid('sw'), 1, 1, { storedVerified: true, ticket: null, ackedSweep: 0, setting: null }), SweepMissed, 'closed, its deletes still count against whoever missed it');
+      const s2 = await other!.nodes.openSweep('dead', now);
+      t.ok(s2 > s1, 'numbers only grow');
+      t.same(await ix.nodes.heartbeat('a', now, s1, liveSince), { latest: s2, open: false }, 'a sweep of a dead node is not open');
+    });
+
+    await test('upload commit: refused when the setting it was judged by is no longer saved so', async (t, ix, more) => {
+      const [other] = await more(1);
+      const commit = (value: string | null) => ({ storedVerified: true, ticket: null, ackedSweep: 0, setting: { key: 'access', value } });
+      const [a, b, c, d] = [newOid('g'), newOid('g'), newOid('g'), newOid('g')];
+      await ix.objects.addReference('org/g', a, 1, 1, commit(null));
+      t.ok(await ix.objects.findInRepo('org/g', a), 'nothing saved, judged by nothing saved: accepted');
+      await other!.settings.put('access', { repo_quota: 10 }, 'admin', Date.now());
+      await t.rejects(ix.objects.addReference('org/g', b, 1, 1, commit(null)), SettingsChanged, 'saved since on another instance: refused');
+      t.equal(await ix.objects.findShared(b), null, 'and nothing recorded');
+      await ix.objects.addReference('org/g', b, 1, 1, commit(JSON.stringify({ repo_quota: 10 })));
+      t.ok(await ix.objects.findInRepo('org/g', b), 'judged by the text as saved: accepted');
+      await t.rejects(ix.objects.addReference('org/g', c, 1, 1, commit(JSON.stringify({ repo_quota: 11 }))), SettingsChanged, 'another text: refused');
+      await other!.settings.delete('access');
+      await t.rejects(ix.objects.addReference('org/g', c, 1, 1, commit(JSON.stringify({ repo_quota: 10 }))), SettingsChanged, 'deleted since: refused');
+      const together = await Promise.allSettled([ix.objects.addReference('org/g', c, 1, 1, commit(null)), ix.objects.addReference('org/g', d, 1, 1, commit('{"stale":true}'))]);
+      t.same(together.map((o) => o.status), ['fulfilled', 'rejected'], 'in one group commit each row is held to its own guard');
+    });
+
+    await test('settleIntent: stored again, being written on a live node, or to delete', async (t, ix) => {
+      const now = Date.now();
+      const liveSince = now - NODE_STALE_MS;
+      await ix.nodes.heartbeat('w', now, 0, liveSince);
+      const [x, y, z] = [newOid('i'), newOid('i'), newOid('i')];
+      for (const o of [x, y, z]) {
+        await ix.objects.addReference('org/i', o, 1, 1);
+        t.equal(await ix.maintenance.dropReference('org/i', o, liveSince, 'gone-node'), 'delete');
+      }
+      t.same((await ix.maintenance.pendingDeletes(liveSince)).sort(), [x, y, z].sort(), 'three intents left over');
+      await ix.objects.addReference('org/j', x, 1, 1);
+      t.equal(await ix.maintenance.settleIntent(x, liveSince), 'stored', 'recorded again since');
+      t.equal(await ix.maintenance.deletePending(x), false, 'its intent dropped');
+      const up = await ix.maintenance.beginUpload(y, 'w', now);
+      t.equal(await ix.maintenance.settleIntent(y, liveSince), 'in_flight');
+      t.equal(await ix.maintenance.deletePending(y), true, 'left for a later run');
+      await ix.maintenance.endUpload(up.ticket);
+      t.equal(await ix.maintenance.settleIntent(y, liveSince), 'delete');
+      t.equal(await ix.maintenance.settleIntent(z, liveSince), 'delete');
     });
 
     await test('stats: per-repository figures, histogram, locks, audits, lists, totals', async (t, ix) => {

@@ -33,7 +33,7 @@ if (!hasNginx() || !hasPostgres()) {
   const forge = new GitHubEmulator();
   await forge.start();
   t.teardown(() => forge.stop());
-  const repos = ['studio/assets', 'studio/crash', 'studio/retain'];
+  const repos = ['studio/assets', 'studio/crash', 'studio/retain', 'studio/settings'];
   for (const r of repos) forge.repos.set(r, { private: true });
   forge.tokens.set('tok-dev', { login: 'dev', repos: Object.fromEntries(repos.map((r) => [r, 'push'])) });
   forge.tokens.set('tok-root', { login: 'root', siteAdmin: true, repos: {} });
@@ -219,13 +219,18 @@ if (!hasNginx() || !hasPostgres()) {
     const strayOid = await put(stray, cluster.nodeUrl(2));
 
     const inFlight = [slowPut(1, again[0]!), slowPut(2, again[1]!)];
-    // The event: B and C have recorded their uploads in flight in the shared index.
+    // The event: B and C are each streaming their upload.
+    const uploading = async (i: number): Promise<boolean> => /svc_transfers_in_flight\{direction="upload"\} 1\b/.test((await http('GET', `${cluster.nodeUrl(i)}/metrics`)).body.toString('utf8'));
+    await waitFor(async () => (await uploading(1)) && (await uploading(2)), 'B and C to be receiving their uploads');
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => undefined });
     t.teardown(() => sql.end());
-    await waitFor(async () => (await sql<{ n: number }[]>`SELECT count(DISTINCT oid)::int AS n FROM uploads_in_flight WHERE oid = ANY(${againOids})`)[0]!.n === 2, 'B and C to record their uploads in flight');
+    const recorded = async (): Promise<number> => (await sql<{ n: number }[]>`SELECT count(DISTINCT oid)::int AS n FROM uploads_in_flight WHERE oid = ANY(${againOids})`)[0]!.n;
+    t.equal(await recorded(), 0, 'outside a retain sweep an upload is not recorded in flight (its reference is its one statement)');
+    // The retain opens a sweep; B and C record the uploads they are running before acknowledging it.
     const real = await retain(keptOids, false);
     t.equal(real.status, 200, 'retain ran on node A');
     t.match(real.json(), { dry_run: false, swept: 3, in_flight: 2, bytes: stray.length, complete: true }, 'three references dropped, only the stray object\'s bytes freed');
+    t.equal(await recorded(), 2, 'B and C recorded their running uploads for the sweep');
     t.notOk(inBucket(strayOid), 'the unreferenced object left the bucket');
     t.ok(againOids.every(inBucket), 'the bytes uploads in flight are writing stay');
     t.ok(keptOids.every(inBucket), 'listed objects stay');
@@ -236,6 +241,42 @@ if (!hasNginx() || !hasPostgres()) {
       }
       t.equal((await fetchObject(repo, strayOid, cluster.nodeUrl(i))).status, 404, `node ${i}: the stray object is gone`);
     }
+  });
+
+  t.test('access settings saved through node A apply to the next request on B and C, tightened and loosened', async (t) => {
+    const repo = 'studio/settings';
+    const signIn = await http('POST', `${cluster.nodeUrl(0)}/-/api/session`, {
+      headers: { 'content-type': 'application/json', origin: cluster.url },
+      body: JSON.stringify({ token: 'tok-root' }),
+    });
+    const setCookie = signIn.headers['set-cookie'];
+    const admin = { cookie: (Array.isArray(setCookie) ? setCookie[0]! : (setCookie ?? '')).split(';')[0]!, origin: cluster.url, 'content-type': 'application/json' };
+    const save = async (body: object | null): Promise<number> =>
+      (await http(body === null ? 'DELETE' : 'PUT', `${cluster.nodeUrl(0)}/-/api/access`, { headers: admin, body: body === null ? undefined : JSON.stringify(body) })).status;
+    const put = async (i: number, data: Buffer): Promise<{ status: number; message: string }> => {
+      const res = await http('PUT', `${cluster.nodeUrl(i)}/${repo}/objects/${sha(data)}`, { headers: auth, body: data });
+      return { status: res.status, message: res.status === 200 ? '' : String((res.json() as { message?: unknown }).message) };
+    };
+    const small = randomBytes(500);
+    const big = randomBytes(5000);
+    // B and C have served this repository under the settings as they were (none saved).
+    t.same(await put(1, small), { status: 200, message: '' }, 'B accepts under no saved settings');
+    t.equal((await put(2, randomBytes(600))).status, 200, 'so does C');
+
+    t.equal(await save({ max_object_size: 1000 }), 200, 'a largest object size saved through A');
+    t.match(await put(1, big), { status: 413, message: /larger than the 1000 bytes/ }, 'B\'s next upload past it is refused');
+    t.equal((await fetchObject(repo, sha(big), cluster.nodeUrl(1))).status, 404, 'and not recorded');
+    const batch = await http('POST', `${cluster.nodeUrl(2)}/${repo}/objects/batch`, {
+      headers: { ...auth, accept: LFS, 'content-type': LFS },
+      body: JSON.stringify({ operation: 'upload', objects: [{ oid: sha(big), size: big.length }] }),
+    });
+    t.match(batch.json(), { objects: [{ oid: sha(big), error: { code: 422 } }] }, 'C\'s next batch refuses it too');
+
+    t.equal(await save({ allowed_repos: ['studio/assets'] }), 200, 'an allow list without this repository saved through A');
+    t.match(await put(2, randomBytes(700)), { status: 403, message: /does not serve studio\/settings/ }, 'C\'s next upload is refused');
+    t.equal(await save(null), 200, 'the settings reset through A');
+    t.same(await put(2, big), { status: 200, message: '' }, 'C\'s next upload, refused a moment ago, is accepted');
+    t.equal((await fetchObject(repo, sha(big), cluster.nodeUrl(1))).sha, sha(big), 'and served by B');
   });
 
   t.test('sign-in on node A, the overview on node B with the same cookie', async (t) => {

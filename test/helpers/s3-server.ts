@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -82,6 +83,7 @@ export async function startS3Server(dir: string, port = 0): Promise<S3Server> {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const require = createRequire(import.meta.url);
   const S3rver = require('@20minutes/s3rver') as new (o: object) => { run(): Promise<{ port: number }>; middleware: S3Middleware[] };
+  atomicPuts(require('@20minutes/s3rver/lib/stores/filesystem.js') as FilesystemStore);
   const server = new S3rver({
     address: '127.0.0.1',
     port: Number(process.argv[3] ?? 0),
@@ -94,6 +96,38 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   server.middleware.unshift(multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')), ifMatchExtension());
   const { port } = await server.run();
   process.stdout.write(`listening ${port}\n`);
+}
+
+/** s3rver's store class, as far as atomicPuts patches it. */
+interface FilesystemStore {
+  prototype: { putContent(objectPath: string, content: unknown): Promise<[number, string]> };
+}
+
+/**
+ * S3 makes an object visible only once its PUT completed; s3rver writes the body straight to the
+ * object's file, so a client that dies mid-PUT (a node SIGKILLed in the cluster test) leaves a
+ * truncated object any HEAD finds. Here the body goes to a temporary file renamed into place when
+ * complete, as S3 behaves.
+ */
+function atomicPuts(store: FilesystemStore): void {
+  const put = store.prototype.putContent;
+  let n = 0;
+  store.prototype.putContent = async function (this: unknown, objectPath: string, content: unknown): Promise<[number, string]> {
+    const partial = `${objectPath}.partial-${process.pid}-${++n}`;
+    try {
+      let result: [number, string];
+      if (Buffer.isBuffer(content)) {
+        // s3rver's own path for a Buffer resolves before the file is written.
+        writeFileSync(partial, content);
+        result = [content.length, createHash('md5').update(content).digest('hex')];
+      } else result = await put.call(this, partial, content);
+      renameSync(partial, objectPath);
+      return result;
+    } catch (e) {
+      rmSync(partial, { force: true });
+      throw e;
+    }
+  };
 }
 
 type S3Middleware = (ctx: S3Context, next: () => Promise<void>) => Promise<void>;

@@ -27,9 +27,9 @@ export class PgMaintenance implements MaintenanceIndex {
     return rows[0]!.n;
   }
 
-  async hasObject(oid: Oid): Promise<boolean> {
-    const rows = await this.#sql<{ n: boolean }[]>`SELECT EXISTS (SELECT 1 FROM objects WHERE oid = ${oid}) AS n`;
-    return rows[0]!.n;
+  async settleIntent(oid: Oid, liveSince: number): Promise<'stored' | 'in_flight' | 'delete'> {
+    const rows = await this.#sql<{ outcome: 'stored' | 'in_flight' | 'delete' }[]>`SELECT stowage_settle_intent(${oid}, ${liveSince}::int8) AS outcome`;
+    return rows[0]!.outcome;
   }
 
   async dropReference(repo: string, oid: Oid, liveSince: number, node: string): Promise<DropOutcome> {

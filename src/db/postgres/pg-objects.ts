@@ -1,6 +1,6 @@
 import type { Oid } from '../../protocol/oid.js';
-import type { PendingReference } from '../index-rows.js';
-import type { ObjectIndex, ObjectRow } from '../index-types.js';
+import { settleReference, TRUSTED_COMMIT, type PendingReference, type ReferenceOutcome } from '../index-rows.js';
+import type { ObjectIndex, ObjectRow, UploadCommit } from '../index-types.js';
 import type { Sql } from './pg-client.js';
 
 /** PostgreSQL chose this statement's transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written. */
@@ -62,21 +62,34 @@ export class PgObjects implements ObjectIndex {
     return rows[0]!.n;
   }
 
-  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+  addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#pending.push({ repo, oid, size, storedSize, resolve, reject });
+      this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
       // Uploads finishing in this turn of the event loop join the same statement.
       if (this.#pending.length === 1) setImmediate(() => void this.#flush());
     });
   }
 
   async #flush(): Promise<void> {
-    // Keys taken in one order by every node: two batches sharing oids queue rather than deadlock.
-    const rows = this.#pending.sort((a, b) => (a.oid < b.oid ? -1 : a.oid > b.oid ? 1 : a.repo < b.repo ? -1 : a.repo > b.repo ? 1 : 0));
+    const pending = this.#pending;
     this.#pending = [];
+    // One statement per sweep acknowledged and setting checked (one in practice: a node's uploads
+    // carry the same, unless a sweep or a saved setting arrived among them).
+    const groups = new Map<string, PendingReference[]>();
+    for (const r of pending) {
+      const c = r.commit ?? TRUSTED_COMMIT;
+      const key = JSON.stringify([c.ackedSweep, c.setting?.key ?? null, c.setting?.value ?? null]);
+      const g = groups.get(key);
+      if (g === undefined) groups.set(key, [r]);
+      else g.push(r);
+    }
+    await Promise.all([...groups.values()].map((rows) => this.#commitGroup(rows)));
+  }
+
+  async #commitGroup(rows: PendingReference[]): Promise<void> {
     try {
-      await this.#insertReferences(rows);
-      for (const r of rows) r.resolve();
+      const outcomes = await this.#insertReferences(rows);
+      rows.forEach((r, i) => settleReference(r, outcomes[i]!));
     } catch (e) {
       if (rows.length === 1 && !isDeadlock(e)) return rows[0]!.reject(e);
       // One row's failure must not fail the others: each again in a statement of its own.
@@ -84,12 +97,12 @@ export class PgObjects implements ObjectIndex {
     }
   }
 
-  /** One reference in a statement of its own; a deadlock with another node's batch (rare: see #flush) is tried again. */
+  /** One reference in a statement of its own; a deadlock with another node's batch (rare: see the function's lock order) is tried again. */
   async #insertAlone(r: PendingReference): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.#insertReferences([r]);
-        return r.resolve();
+        const [outcome] = await this.#insertReferences([r]);
+        return settleReference(r, outcome!);
       } catch (e) {
         if (!isDeadlock(e) || attempt === DEADLOCK_TRIES) return r.reject(e);
       }
@@ -97,30 +110,20 @@ export class PgObjects implements ObjectIndex {
   }
 
   /**
-   * Objects (if new) and references of `rows`, one statement, one transaction. Good bytes of a
-   * quarantined object just arrived (the writer verified them): its mark goes and its row takes the
-   * sizes of the new copy. Data-modifying CTEs see the same snapshot, so the refresh only touches
-   * rows that existed before; a row this statement inserts already has the new sizes.
+   * Objects (if new), references and the uploads' in-flight rows ended, for `rows`: one statement,
+   * one transaction (stowage_add_references, migration 002). Returns each row's outcome, in order.
    */
-  async #insertReferences(rows: readonly PendingReference[]): Promise<void> {
-    const now = Date.now();
-    await this.#sql`
-      WITH input AS (
-        SELECT * FROM unnest(${rows.map((r) => r.repo)}::text[], ${rows.map((r) => r.oid)}::text[], ${rows.map((r) => r.size)}::int8[], ${rows.map((r) => r.storedSize)}::int8[])
-          AS t(repo, oid, size, stored_size)
-      ), new_objects AS (
-        INSERT INTO objects (oid, size, stored_size, created_at)
-        SELECT DISTINCT ON (oid) oid, size, stored_size, ${now}::int8 FROM input ORDER BY oid
-        ON CONFLICT (oid) DO NOTHING
-      ), new_refs AS (
-        INSERT INTO repo_objects (repo, oid, created_at)
-        SELECT DISTINCT ON (oid, repo) repo, oid, ${now}::int8 FROM input ORDER BY oid, repo
-        ON CONFLICT (repo, oid) DO NOTHING
-      ), healed AS (
-        DELETE FROM quarantine q WHERE q.oid IN (SELECT oid FROM input) RETURNING q.oid
-      )
-      UPDATE objects o SET size = i.size, stored_size = i.stored_size
-      FROM input i WHERE o.oid = i.oid AND o.oid IN (SELECT oid FROM healed)`;
+  async #insertReferences(rows: readonly PendingReference[]): Promise<ReferenceOutcome[]> {
+    const commits = rows.map((r) => r.commit ?? TRUSTED_COMMIT);
+    const { ackedSweep, setting } = commits[0]!; // alike across the group (#flush)
+    const result = await this.#sql<{ n: number; outcome: ReferenceOutcome }[]>`
+      SELECT n, outcome FROM stowage_add_references(
+        ${rows.map((r) => r.repo)}::text[], ${rows.map((r) => r.oid)}::text[], ${rows.map((r) => r.size)}::int8[], ${rows.map((r) => r.storedSize)}::int8[],
+        ${commits.map((c) => (c.storedVerified ? 't' : 'f'))}::text[]::bool[] /* postgres.js sends a boolean array as one boolean */, ${commits.map((c) => c.ticket)}::int8[], ${ackedSweep}::int8,
+        ${setting?.key ?? null}::text, ${setting?.value ?? null}::text, ${Date.now()}::int8)`;
+    const outcomes = new Array<ReferenceOutcome>(rows.length);
+    for (const r of result) outcomes[Number(r.n) - 1] = r.outcome;
+    return outcomes;
   }
 
   async restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {

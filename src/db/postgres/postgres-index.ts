@@ -4,6 +4,7 @@ import { connect, type Sql } from './pg-client.js';
 import { PgJobs } from './pg-jobs.js';
 import { PgLocks } from './pg-locks.js';
 import { PgMaintenance } from './pg-maintenance.js';
+import { PgNodes } from './pg-nodes.js';
 import { PgObjects } from './pg-objects.js';
 import { PgSessions } from './pg-sessions.js';
 import { PgSettings } from './pg-settings.js';
@@ -35,11 +36,7 @@ export class PostgresIndex implements Index {
     this.jobs = new PgJobs(sql);
     this.maintenance = new PgMaintenance(sql);
     this.stats = new PgStats(sql);
-    this.nodes = {
-      heartbeat: async (node: string, now: number): Promise<void> => {
-        await sql`INSERT INTO nodes (node, seen_at) VALUES (${node}, ${now}::int8) ON CONFLICT (node) DO UPDATE SET seen_at = excluded.seen_at`;
-      },
-    };
+    this.nodes = new PgNodes(sql);
   }
 
   /**

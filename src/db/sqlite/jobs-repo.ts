@@ -91,7 +91,7 @@ export class JobsRepo implements JobIndex {
 export class MaintenanceRepo implements MaintenanceIndex {
   readonly #list: Statement<[string], { oid: string; size: number; stored_size: number; ref_at: number; obj_at: number; q: number }>;
   readonly #refsElsewhere: Statement<[string, string], { n: number }>;
-  readonly #hasObject: Statement<[string], { n: number }>;
+  readonly #settle: (oid: Oid, liveSince: number) => 'stored' | 'in_flight' | 'delete';
   readonly #drop: (repo: string, oid: Oid, liveSince: number, node: string) => DropOutcome;
   readonly #quarantine: Statement<[string, string, string, number]>;
   readonly #storedSize: Statement<[number, string]>;
@@ -107,7 +107,7 @@ export class MaintenanceRepo implements MaintenanceIndex {
         'FROM repo_objects r JOIN objects o ON o.oid = r.oid LEFT JOIN quarantine q ON q.oid = r.oid WHERE r.repo = ? ORDER BY r.oid',
     );
     this.#refsElsewhere = db.prepare('SELECT COUNT(*) AS n FROM repo_objects WHERE oid = ? AND repo != ?');
-    this.#hasObject = db.prepare('SELECT COUNT(*) AS n FROM objects WHERE oid = ?');
+    const hasObject = db.prepare<[string], { n: number }>('SELECT COUNT(*) AS n FROM objects WHERE oid = ?');
     const delRef = db.prepare<[string, string]>('DELETE FROM repo_objects WHERE repo = ? AND oid = ?');
     const refs = db.prepare<[string], { n: number }>('SELECT COUNT(*) AS n FROM repo_objects WHERE oid = ?');
     const delObject = db.prepare<[string]>('DELETE FROM objects WHERE oid = ?');
@@ -127,6 +127,15 @@ export class MaintenanceRepo implements MaintenanceIndex {
       return 'delete';
     });
     this.#drop = (repo, oid, liveSince, node) => drop.immediate(repo, oid, liveSince, node);
+    const dropIntent = db.prepare<[string]>('DELETE FROM pending_deletes WHERE oid = ?');
+    const settle = db.transaction((oid: Oid, liveSince: number): 'stored' | 'in_flight' | 'delete' => {
+      if (hasObject.get(oid)!.n > 0) {
+        dropIntent.run(oid);
+        return 'stored';
+      }
+      return writing.get(oid, liveSince)!.n > 0 ? 'in_flight' : 'delete';
+    });
+    this.#settle = (oid, liveSince) => settle.immediate(oid, liveSince);
     this.#quarantine = db.prepare('INSERT OR IGNORE INTO quarantine (oid, repo, reason, at) VALUES (?, ?, ?, ?)');
     this.#storedSize = db.prepare('UPDATE objects SET stored_size = ? WHERE oid = ?');
     this.#pending = db.prepare('SELECT oid FROM pending_deletes WHERE node NOT IN (SELECT node FROM nodes WHERE seen_at >= ?)');
@@ -157,8 +166,8 @@ export class MaintenanceRepo implements MaintenanceIndex {
     return this.#refsElsewhere.get(oid, repo)!.n > 0;
   }
 
-  async hasObject(oid: Oid): Promise<boolean> {
-    return this.#hasObject.get(oid)!.n > 0;
+  async settleIntent(oid: Oid, liveSince: number): Promise<'stored' | 'in_flight' | 'delete'> {
+    return this.#settle(oid, liveSince);
   }
 
   async dropReference(repo: string, oid: Oid, liveSince: number, node: string): Promise<DropOutcome> {

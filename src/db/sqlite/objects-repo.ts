@@ -1,7 +1,7 @@
 import type { Statement } from 'better-sqlite3';
 import type { Oid } from '../../protocol/oid.js';
-import type { PendingReference } from '../index-rows.js';
-import type { ObjectIndex, ObjectRow } from '../index-types.js';
+import { settleReference, TRUSTED_COMMIT, type PendingReference, type ReferenceOutcome } from '../index-rows.js';
+import { NO_SWEEPS, type ObjectIndex, type ObjectRow, type UploadCommit } from '../index-types.js';
 import type { Db } from './database.js';
 
 /** Objects and per-repository references in SQLite. Every statement prepared once. */
@@ -10,8 +10,7 @@ export class ObjectsRepo implements ObjectIndex {
   readonly #getObject: Statement<[string], { size: number; stored_size: number }>;
   readonly #insertObject: Statement<[string, number, number, number]>;
   readonly #insertRef: Statement<[string, string, number]>;
-  readonly #addRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
-  readonly #addRefs: (rows: readonly PendingReference[]) => void;
+  readonly #addRefs: (rows: readonly PendingReference[]) => ReferenceOutcome[];
   readonly #findMany: (repo: string, oids: readonly Oid[]) => Map<Oid, ObjectRow>;
   #pending: PendingReference[] = [];
   readonly #restoreRef: (repo: string, oid: Oid, size: number, storedSize: number) => void;
@@ -36,16 +35,25 @@ export class ObjectsRepo implements ObjectIndex {
     this.#getObject = db.prepare('SELECT size, stored_size FROM objects WHERE oid = ?');
     this.#insertObject = db.prepare('INSERT OR IGNORE INTO objects (oid, size, stored_size, created_at) VALUES (?, ?, ?, ?)');
     this.#insertRef = db.prepare('INSERT OR IGNORE INTO repo_objects (repo, oid, created_at) VALUES (?, ?, ?)');
-    const addRow = (repo: string, oid: Oid, size: number, storedSize: number, now: number): void => {
-      this.#insertObject.run(oid, size, storedSize, now);
-      this.#insertRef.run(repo, oid, now);
+    const sweepMissed = db.prepare<[number], { n: number }>('SELECT COUNT(*) AS n FROM sweeps WHERE sweep > ? AND deleting = 1');
+    const endUpload = db.prepare<[number]>('DELETE FROM uploads_in_flight WHERE ticket = ?');
+    const setting = db.prepare<[string], { value: string }>('SELECT value FROM settings WHERE key = ?');
+    // The same decisions as PostgreSQL's stowage_add_references (migration 002), row by row.
+    const addRow = (r: PendingReference, now: number): ReferenceOutcome => {
+      const c = r.commit ?? TRUSTED_COMMIT;
+      if (c.ackedSweep !== NO_SWEEPS && sweepMissed.get(c.ackedSweep)!.n > 0) return 'sweep_missed';
+      if (c.setting !== null && (setting.get(c.setting.key)?.value ?? null) !== c.setting.value) return 'settings_changed';
+      if (!c.storedVerified && this.#isQuarantined.get(r.oid)!.n > 0) return 'quarantined';
+      this.#insertObject.run(r.oid, r.size, r.storedSize, now);
+      this.#insertRef.run(r.repo, r.oid, now);
       // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
-      if (this.#unquarantine.run(oid).changes > 0) this.#refresh.run(size, storedSize, oid);
+      if (this.#unquarantine.run(r.oid).changes > 0) this.#refresh.run(r.size, r.storedSize, r.oid);
+      if (c.ticket !== null) endUpload.run(c.ticket);
+      return 'ok';
     };
-    this.#addRef = db.transaction((repo: string, oid: Oid, size: number, storedSize: number) => addRow(repo, oid, size, storedSize, Date.now()));
     this.#addRefs = db.transaction((rows: readonly PendingReference[]) => {
       const now = Date.now();
-      for (const r of rows) addRow(r.repo, r.oid, r.size, r.storedSize, now);
+      return rows.map((r) => addRow(r, now));
     });
     // SQLite answers each lookup in microseconds in this process: no need for one IN (...) query. One
     // read transaction for them all: on its own each lookup takes and drops WAL read locks (two
@@ -114,9 +122,9 @@ export class ObjectsRepo implements ObjectIndex {
    * WAL commit instead of one each. Resolves once the row is in; nothing else runs in between, so a
    * request that follows the acknowledgement always sees it.
    */
-  addReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
+  addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#pending.push({ repo, oid, size, storedSize, resolve, reject });
+      this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
       if (this.#pending.length === 1) queueMicrotask(() => this.#flushPending());
     });
   }
@@ -125,14 +133,13 @@ export class ObjectsRepo implements ObjectIndex {
     const rows = this.#pending;
     this.#pending = [];
     try {
-      this.#addRefs(rows);
-      for (const r of rows) r.resolve();
+      const outcomes = this.#addRefs(rows);
+      rows.forEach((r, i) => settleReference(r, outcomes[i]!));
     } catch {
       // One row's failure must not fail the others: retry each in a transaction of its own.
       for (const r of rows) {
         try {
-          this.#addRef(r.repo, r.oid, r.size, r.storedSize);
-          r.resolve();
+          settleReference(r, this.#addRefs([r])[0]!);
         } catch (e) {
           r.reject(e);
         }

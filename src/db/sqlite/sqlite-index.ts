@@ -1,24 +1,12 @@
-import type { Index, NodeIndex } from '../index-types.js';
-import { openDatabase, type Db } from './database.js';
+import type { Index } from '../index-types.js';
+import { openDatabase } from './database.js';
 import { JobsRepo, MaintenanceRepo } from './jobs-repo.js';
 import { LocksRepo } from './locks-repo.js';
+import { NodesRepo } from './nodes-repo.js';
 import { ObjectsRepo } from './objects-repo.js';
 import { SessionsRepo } from './sessions-repo.js';
 import { SettingsRepo } from './settings-repo.js';
 import { StatsRepo } from './stats-repo.js';
-
-/** Node heartbeats in SQLite (one node in practice; the table keeps both indexes alike). */
-class NodesRepo implements NodeIndex {
-  readonly #beat;
-
-  constructor(db: Db) {
-    this.#beat = db.prepare<[string, number]>('INSERT INTO nodes (node, seen_at) VALUES (?, ?) ON CONFLICT (node) DO UPDATE SET seen_at = excluded.seen_at');
-  }
-
-  async heartbeat(node: string, now: number): Promise<void> {
-    this.#beat.run(node, now);
-  }
-}
 
 /**
  * The embedded index: one SQLite file beside the store (WAL, see database.ts), the default of

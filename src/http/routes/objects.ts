@@ -104,11 +104,11 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       if (expected !== null && expected !== n) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Content-Length ${expected} differs from ${EXPECTED_SIZE_HEADER} ${n}`);
       expected = n;
     }
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx);
+    const judge = await access.authorizeUpload(tokenFromAuthorization(ctx.header('authorization')), repo, oid, ctx);
     // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
     body.limit((await deps.limits?.admitPut(repo, oid, expected)) ?? null);
     // --- end access settings
-    await transfers.upload(repo, oid, body, expected);
+    await transfers.upload(repo, oid, body, expected, judge);
     sendJson(ctx, 200, {});
   });
 

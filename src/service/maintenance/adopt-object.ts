@@ -15,13 +15,13 @@ import type { MaintenanceDeps } from './maintenance-deps.js';
  */
 export async function adoptVerifiedFile(deps: MaintenanceDeps, legacy: LegacyLayout, repo: RepoName, oid: Oid, path: string, size: number): Promise<boolean> {
   const { store, objects } = deps;
-  const linked = await deps.uploads.asUpload(oid, async (quarantined) => {
-    if (quarantined ?? (await objects.isQuarantined(oid))) await store.quarantine(oid);
+  const linked = await deps.uploads.asUpload(oid, async (upload) => {
+    if (await upload.quarantined()) await store.quarantine(oid);
     const adopted = await legacy.adoptFile(oid, path);
     const shared = await objects.findShared(oid);
     const storedSize = adopted ? size : (shared?.storedSize ?? (await store.stat(oid))?.storedSize ?? size);
-    // addReference also lifts a quarantine mark: these bytes were just proven good.
-    await objects.addReference(repo.key, oid, size, storedSize);
+    // A reference to the adopted file lifts a quarantine mark: these bytes were just proven good.
+    await upload.reference(repo.key, size, storedSize, adopted);
     return adopted;
   });
   await legacy.purge(path);

@@ -127,10 +127,11 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
           return;
         }
         // As a write of the oid: retain (on any node) cannot take the bytes between the check and the reference.
-        const referenced = await deps.uploads.asUpload(e.oid, async (quarantined) => {
+        const referenced = await deps.uploads.asUpload(e.oid, async (upload) => {
           const shared = await objects.findShared(e.oid);
-          if (shared === null || (quarantined ?? (await objects.isQuarantined(e.oid)))) return false;
-          await objects.addReference(repo.key, e.oid, r.size, shared.storedSize);
+          if (shared === null || (await objects.isQuarantined(e.oid))) return false;
+          // The store's copy was not read here: a quarantine mark set meanwhile refuses the reference.
+          await upload.reference(repo.key, r.size, shared.storedSize, false);
           return true;
         });
         if (referenced) {
@@ -198,13 +199,13 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     }
   };
   try {
-    return await deps.uploads.asUpload(oid, async (quarantined) => {
+    return await deps.uploads.asUpload(oid, async (upload) => {
       // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
-      if (quarantined ?? (await deps.objects.isQuarantined(oid))) await deps.store.quarantine(oid);
+      if (await deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
       const writer = await deps.store.createWriter(oid, { repo: repo.key, expectedSize: null });
       const put = await pumpInto(pull, writer, () => undefined);
-      // addReference also lifts a quarantine mark: these bytes were just verified.
-      await deps.objects.addReference(repo.key, oid, put.size, put.storedSize);
+      // A reference to bytes just stored lifts a quarantine mark: they were verified on the way in.
+      await upload.reference(repo.key, put.size, put.storedSize, put.created);
       return put;
     });
   } catch (e) {

@@ -1,4 +1,4 @@
-import type { MaintenanceIndex, ObjectIndex, StatsIndex } from '../../db/index-types.js';
+import type { MaintenanceIndex, ObjectIndex, SettingGuard, StatsIndex } from '../../db/index-types.js';
 import type { Hasher } from '../../format/frame-codec.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { BlobStore } from '../../store/types.js';
@@ -22,10 +22,26 @@ export interface UploadGate {
   /**
    * Runs `write` (creating a writer, finishing it, recording the reference) as a write of `oid`:
    * counted in flight from this call (on every node, with a shared index), and started only after
-   * any deletion of the oid has settled. `write` gets whether the oid is quarantined when that was
-   * learnt on the way (null: ask the index).
+   * any deletion of the oid has settled.
    */
-  asUpload<T>(oid: Oid, write: (quarantined: boolean | null) => Promise<T>): Promise<T>;
+  asUpload<T>(oid: Oid, write: (upload: UploadInProgress) => Promise<T>): Promise<T>;
+}
+
+/** A write of one oid running under the UploadGate. */
+export interface UploadInProgress {
+  /**
+   * Whether the oid is quarantined, so its bad copy is set aside before the write: asked of the
+   * index, or learnt on the way; false on a cluster node outside a retain sweep, where the
+   * reference's statement checks instead (and a refused reference sets the copy aside, answering 503).
+   */
+  quarantined(): Promise<boolean>;
+  /**
+   * Records `repo`'s reference to the oid. `storedVerified`: the store's copy is the one this write
+   * just stored or verified (PutResult.created); false when the store kept a copy it already held.
+   * Rejects with a 503 when the index refused it for a reason a retry resolves, and with
+   * SettingsChanged when `setting` (the access settings the write was admitted by) is no longer saved so.
+   */
+  reference(repo: string, size: number, storedSize: number, storedVerified: boolean, setting?: SettingGuard | null): Promise<void>;
 }
 
 /** Who this process is to the index: a cluster node, or the one local node of an embedded index. */
@@ -34,6 +50,8 @@ export interface NodeIdentity {
   readonly id: string;
   /** Rows of nodes whose heartbeat is at or after this instant are live (see ClusterNode). */
   liveSince(): number;
+  /** Runs a retain's deletions: inside a sweep every live node acknowledged (ClusterNode.sweep); at once on one node. */
+  sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T>;
 }
 
 /** What every maintenance job works with; built once by MaintenanceService. */

@@ -15,7 +15,7 @@ import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
 
 /** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
-const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now() };
+const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now(), sweep: (run) => run() };
 
 export interface MaintenanceOptions {
   readonly index: Index;

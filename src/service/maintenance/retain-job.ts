@@ -33,9 +33,16 @@ export interface RetainReport {
  * intent unless a write of the oid is in flight on another node (the index holds those; that write
  * records the object again, so its bytes stay); then the store deletes, the intent is cleared and
  * the gate opens. Uploads on other nodes see the intent and wait. A crash leaves at worst an
- * intent, which the next retain finishes.
+ * intent, which the next retain finishes. With several nodes all of it runs inside a sweep, so that
+ * every upload in flight anywhere is recorded in the index before the first drop.
  */
 export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean, ctx: JobContext): Promise<RetainReport> {
+  // Deletes run inside a sweep (NodeIndex in index-types.ts): with several nodes, only once every
+  // live node has recorded its uploads in flight for this retain to see.
+  return dryRun ? sweepRepo(deps, repo, keep, true, ctx) : deps.node.sweep(() => sweepRepo(deps, repo, keep, false, ctx), ctx.signal);
+}
+
+async function sweepRepo(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean, ctx: JobContext): Promise<RetainReport> {
   const { store, maint, uploads } = deps;
   const cutoff = Date.now() - deps.graceMs;
   if (!dryRun) await finishIntents(deps);
@@ -129,8 +136,8 @@ async function finishIntents(deps: MaintenanceDeps): Promise<void> {
     if (uploads.isUploading(oid)) continue; // decided by the next run
     const open = uploads.markDeleting(oid);
     try {
-      if (await maint.hasObject(oid)) await maint.deleted(oid);
-      else await deleteBytes(deps, oid);
+      // Recorded again since ('stored': the intent is dropped) or being written on a live node ('in_flight': next run).
+      if ((await maint.settleIntent(oid, deps.node.liveSince())) === 'delete') await deleteBytes(deps, oid);
     } finally {
       open();
     }

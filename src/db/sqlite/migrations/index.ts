@@ -3,6 +3,7 @@ import { sql as locks } from './002-locks.js';
 import { sql as dashboard } from './003-dashboard.js';
 import { sql as maintenance } from './004-maintenance.js';
 import { sql as cluster } from './005-cluster.js';
+import { sql as sweeps } from './006-sweeps.js';
 
 /** Forward-only schema steps; the position in this list is the schema version. Append, never edit. */
 export const MIGRATIONS: readonly { name: string; sql: string }[] = [
@@ -11,4 +12,5 @@ export const MIGRATIONS: readonly { name: string; sql: string }[] = [
   { name: '003-dashboard', sql: dashboard },
   { name: '004-maintenance', sql: maintenance },
   { name: '005-cluster', sql: cluster },
+  { name: '006-sweeps', sql: sweeps },
 ];

@@ -1,0 +1,135 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { MaintenanceIndex, SettingGuard, UploadCommit } from '../db/index-types.js';
+import { lfsError } from '../errors/errors.js';
+import type { Oid } from '../protocol/oid.js';
+import type { ClusterNode, SweepWatcher } from './cluster-node.js';
+
+/** How long an upload waits for another node's delete of its oid before answering 503. */
+const DELETE_WAIT_MS = 30_000;
+/** How often the index is asked whether that delete is done. */
+const DELETE_POLL_MS = 100;
+
+/** One upload on this node, and its in-flight row once recorded. */
+interface Upload {
+  readonly oid: Oid;
+  ticket: number | null;
+  /** The row is gone (ended with the reference, or by endUpload). */
+  ended: boolean;
+  /** The upload's write is over, one way or the other. */
+  done: boolean;
+}
+
+/** What a write running as a cluster upload gets (TransferService turns it into an UploadInProgress). */
+export interface ClusterWrite {
+  /** Learnt when the upload recorded itself in flight; null when it did not (the reference's statement checks instead). */
+  readonly quarantined: boolean | null;
+  /** What the reference statement settles with the reference (index-types.ts UploadCommit). */
+  commit(storedVerified: boolean, setting: SettingGuard | null): UploadCommit;
+  /** The reference of `commit` was recorded: its in-flight row went in the same transaction. */
+  committed(commit: UploadCommit): void;
+}
+
+/**
+ * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex in index-types.ts
+ * explains sweeps). While no sweep is open an upload costs the index one statement, its reference;
+ * while one is, each upload records itself in flight first (beginUpload) and waits out another
+ * node's delete of its oid. When this node learns of a sweep it records the uploads then running
+ * before it acknowledges the sweep, so a sweep deletes nothing any upload here could still need.
+ */
+export class ClusterUploads implements SweepWatcher {
+  readonly node: ClusterNode;
+  readonly #ledger: MaintenanceIndex;
+  readonly #log: (msg: string, fields: object) => void;
+  /** Until a heartbeat says no sweep is open, uploads record themselves: the safe side. */
+  #recording = true;
+  readonly #unrecorded = new Set<Upload>();
+
+  private constructor(node: ClusterNode, ledger: MaintenanceIndex, log: (msg: string, fields: object) => void) {
+    this.node = node;
+    this.#ledger = ledger;
+    this.#log = log;
+  }
+
+  /** Watches `node`'s sweeps, and learns at once whether one is open. */
+  static async start(node: ClusterNode, ledger: MaintenanceIndex, log: (msg: string, fields: object) => void): Promise<ClusterUploads> {
+    const uploads = new ClusterUploads(node, ledger, log);
+    node.watchSweeps(uploads);
+    await node.beat();
+    return uploads;
+  }
+
+  /** Runs `write` as an upload of `oid` on this node (see the class comment). */
+  async run<T>(oid: Oid, write: (w: ClusterWrite) => Promise<T>): Promise<T> {
+    const u: Upload = { oid, ticket: null, ended: false, done: false };
+    let quarantined: boolean | null = null;
+    let deletePending = false;
+    if (this.#recording) {
+      const begun = await this.#ledger.beginUpload(oid, this.node.id, Date.now());
+      u.ticket = begun.ticket;
+      quarantined = begun.quarantined;
+      deletePending = begun.deletePending;
+    } else {
+      this.#unrecorded.add(u);
+    }
+    try {
+      if (deletePending) await this.#awaitDelete(oid);
+      return await write({
+        quarantined,
+        commit: (storedVerified, setting) => ({ storedVerified, ticket: u.ticket, ackedSweep: this.node.ackedSweep, setting }),
+        committed: (c) => {
+          if (c.ticket !== null) u.ended = true;
+        },
+      });
+    } finally {
+      u.done = true;
+      this.#unrecorded.delete(u);
+      this.#end(u);
+    }
+  }
+
+  /** A sweep came: every upload running unrecorded is recorded now, and every new one from now on. */
+  async recordInFlight(): Promise<void> {
+    this.#recording = true;
+    const running = [...this.#unrecorded];
+    this.#unrecorded.clear();
+    const failures: unknown[] = [];
+    await Promise.all(
+      running.map(async (u) => {
+        try {
+          u.ticket = (await this.#ledger.beginUpload(u.oid, this.node.id, Date.now())).ticket;
+          // Finished while being recorded: its row goes now.
+          if (u.done) this.#end(u);
+        } catch (e) {
+          if (!u.done) this.#unrecorded.add(u);
+          failures.push(e);
+        }
+      }),
+    );
+    // Not acknowledged: the next heartbeat tries again, and the sweep waits.
+    if (failures.length > 0) throw failures[0];
+  }
+
+  sweepsClosed(): void {
+    this.#recording = false;
+  }
+
+  /** Not on the response's path: a row left a moment longer only keeps retain off this oid. */
+  #end(u: Upload): void {
+    if (u.ticket === null || u.ended) return;
+    u.ended = true;
+    this.#ledger.endUpload(u.ticket).catch((e: unknown) => this.#log('upload in flight not cleared in the index', { level: 'warn', oid: u.oid, err: String(e) }));
+  }
+
+  /**
+   * Another node is deleting the oid: its intent goes once the bytes are gone. Nothing announces
+   * that across nodes, so the index is asked again, at most DELETE_WAIT_MS in all; past that the
+   * client is asked to retry (503) rather than held.
+   */
+  async #awaitDelete(oid: Oid): Promise<void> {
+    const until = Date.now() + DELETE_WAIT_MS;
+    while (await this.#ledger.deletePending(oid)) {
+      if (Date.now() > until) throw lfsError('LFS_ERR_NOT_READY', 'This object is being deleted by a maintenance job on another node; retry shortly', { 'Retry-After': '5' });
+      await sleep(DELETE_POLL_MS);
+    }
+  }
+}
