@@ -9,12 +9,14 @@ const DEADLOCK_TRIES = 3;
 
 /**
  * Objects and per-repository references on PostgreSQL. Every call is one statement (one round
- * trip); references of uploads finishing in the same turn of the event loop go in one multi-row
- * statement (arrays unnested), so a burst of small uploads costs one commit, not one each.
+ * trip); references go in multi-row statements (arrays unnested), one at a time per node, each
+ * taking every reference that finished while the previous one committed: under load a burst of
+ * small uploads costs a few commits (and WAL flushes), not one each.
  */
 export class PgObjects implements ObjectIndex {
   readonly #sql: Sql;
   #pending: PendingReference[] = [];
+  #committing = false;
 
   constructor(sql: Sql) {
     this.#sql = sql;
@@ -65,12 +67,23 @@ export class PgObjects implements ObjectIndex {
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
-      // Uploads finishing in this turn of the event loop join the same statement.
-      if (this.#pending.length === 1) setImmediate(() => void this.#flush());
+      // Uploads finishing in this turn of the event loop join the same statement; while one is
+      // being committed, those finishing meanwhile wait for it and go together in the next.
+      if (this.#pending.length === 1 && !this.#committing) setImmediate(() => void this.#flush());
     });
   }
 
+  /** Group commit: at most one reference statement in flight per node, each taking all that waits. */
   async #flush(): Promise<void> {
+    this.#committing = true;
+    try {
+      while (this.#pending.length > 0) await this.#flushPending();
+    } finally {
+      this.#committing = false;
+    }
+  }
+
+  async #flushPending(): Promise<void> {
     const pending = this.#pending;
     this.#pending = [];
     // One statement per sweep acknowledged and setting checked (one in practice: a node's uploads

@@ -9,9 +9,9 @@ export type Db = Database.Database;
  * WAL lets readers run beside the single writer; a busy timeout absorbs short write contention
  * (CLI jobs open the same file). Transactions are short and never span a byte stream.
  */
-export function openDatabase(file: string, log?: (msg: string, fields: object) => void): Db {
+export function openDatabase(file: string, log?: (msg: string, fields: object) => void, durableCommits = false): Db {
   try {
-    return open(file, false);
+    return open(file, false, durableCommits);
   } catch (e) {
     if (storageFault(e) === null) throw e;
     // A full disk: WAL mode's shared-memory index (the -shm file, 32 KiB) cannot be created, so
@@ -20,24 +20,30 @@ export function openDatabase(file: string, log?: (msg: string, fields: object) =
     // (downloads, batch) and written once space is back, without a restart. Other processes cannot
     // open the file meanwhile; the server is the only one that should (the CLI goes through HTTP).
     log?.('index opened in exclusive mode: no room for its shared-memory file', { err: String(e) });
-    return open(file, true);
+    return open(file, true, durableCommits);
   }
 }
 
-function open(file: string, exclusive: boolean): Db {
+function open(file: string, exclusive: boolean, durableCommits: boolean): Db {
   const db = new Database(file);
   try {
     if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
-    return setUp(db);
+    return setUp(db, durableCommits);
   } catch (e) {
     db.close();
     throw e;
   }
 }
 
-function setUp(db: Db): Db {
+/**
+ * WAL + NORMAL is durable across process crashes and fsyncs at checkpoints only: enough beside the
+ * disk store, whose journal holds every acknowledged reference until a checkpoint. Without that
+ * journal (objects in a bucket), `durableCommits`: FULL, a commit waits for its WAL fsync, so a
+ * reference acknowledged with a 200 survives a power cut (group commit shares one fsync).
+ */
+function setUp(db: Db, durableCommits: boolean): Db {
   db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL'); // WAL + NORMAL is durable across process crashes; fsync at checkpoint
+  db.pragma(`synchronous = ${durableCommits ? 'FULL' : 'NORMAL'}`);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
   migrate(db);

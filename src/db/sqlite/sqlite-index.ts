@@ -13,8 +13,8 @@ import { StatsRepo } from './stats-repo.js';
  * `npm start`. better-sqlite3 is synchronous, so every method answers in the same tick; the
  * interface is asynchronous for the PostgreSQL index's sake.
  */
-export function openSqliteIndex(file: string, log?: (msg: string, fields: object) => void): Index {
-  const db = openDatabase(file, log);
+export function openSqliteIndex(file: string, log?: (msg: string, fields: object) => void, durableCommits = false): Index {
+  const db = openDatabase(file, log, durableCommits);
   return {
     kind: 'sqlite',
     objects: new ObjectsRepo(db),
