@@ -454,6 +454,12 @@ export interface NodeIndex {
   startDeleting(sweep: number, liveSince: number): Promise<string[]>;
   /** The sweep is over: uploads stop recording themselves once no other is open. */
   closeSweep(sweep: number, now: number): Promise<void>;
+  /**
+   * Forgets nodes silent since before `before` (every start is a new node, so rows pile up) and
+   * the uploads they left recorded in flight; returns how many nodes. Their absence means what
+   * their silence meant: dead.
+   */
+  forget(before: number): Promise<number>;
 }
 
 /** How often a node writes its heartbeat. */

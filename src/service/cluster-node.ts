@@ -10,6 +10,10 @@ export interface SweepWatcher {
   sweepsClosed(): void;
 }
 
+/** Nodes silent this long are forgotten (their rows, and the uploads they left in flight), on a start and daily after. */
+const NODE_FORGOTTEN_MS = 7 * 24 * 3600_000;
+const FORGET_EVERY_MS = 24 * 3600_000;
+
 /** How often a retain asks whether every live node acknowledged its sweep (they do on their next heartbeat). */
 const SWEEP_POLL_MS = 200;
 /** A live node that has not acknowledged a sweep by then fails the retain (its heartbeats work, its acknowledgement does not). */
@@ -28,6 +32,7 @@ export class ClusterNode {
   readonly #nodes: NodeIndex;
   readonly #log: (msg: string, fields: object) => void;
   #timer: NodeJS.Timeout | null = null;
+  #forgetTimer: NodeJS.Timeout | null = null;
   #failing = false;
   #acked = 0;
   #watcher: SweepWatcher | null = null;
@@ -45,7 +50,20 @@ export class ClusterNode {
     await node.beat();
     node.#timer = setInterval(() => void node.#timedBeat(), NODE_HEARTBEAT_MS);
     node.#timer.unref();
+    node.#forgetTimer = setInterval(() => void node.#forgetSilent(), FORGET_EVERY_MS);
+    node.#forgetTimer.unref();
+    void node.#forgetSilent();
     return node;
+  }
+
+  /** Every start is a new node id: rows of nodes gone for good are removed now and then. */
+  async #forgetSilent(): Promise<void> {
+    try {
+      const n = await this.#nodes.forget(Date.now() - NODE_FORGOTTEN_MS);
+      if (n > 0) this.#log('forgot nodes silent for a week', { nodes: n });
+    } catch (e) {
+      this.#log('forgetting silent nodes failed; tried again tomorrow', { level: 'warn', err: String(e) });
+    }
   }
 
   /** Rows of nodes whose heartbeat is at or after this instant are live. */
@@ -120,7 +138,9 @@ export class ClusterNode {
   /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once (its work is drained by now). */
   async leave(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
+    if (this.#forgetTimer !== null) clearInterval(this.#forgetTimer);
     this.#timer = null;
+    this.#forgetTimer = null;
     await this.#beating;
     await this.#nodes.heartbeat(this.id, 0, this.#acked, this.liveSince()).catch(() => undefined);
   }

@@ -578,6 +578,23 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.same(together.map((o) => o.status), ['fulfilled', 'rejected'], 'in one group commit each row is held to its own guard');
     });
 
+    await test('nodes: forget those silent since a moment, with the uploads they left in flight', async (t, ix) => {
+      const now = Date.now();
+      const liveSince = now - NODE_STALE_MS;
+      await ix.nodes.heartbeat('old', now - 10 * NODE_STALE_MS, 0, liveSince);
+      await ix.nodes.heartbeat('new', now, 0, liveSince);
+      const o = newOid('f');
+      await ix.objects.addReference('org/f', o, 1, 1);
+      const left = await ix.maintenance.beginUpload(o, 'old', now);
+      const live = await ix.maintenance.beginUpload(o, 'new', now);
+      t.equal(await ix.nodes.forget(now - 5 * NODE_STALE_MS), 1, 'one node forgotten');
+      t.equal(await ix.nodes.forget(now - 5 * NODE_STALE_MS), 0, 'and only once');
+      t.equal(await ix.maintenance.dropReference('org/f', o, liveSince, 'del'), 'in_flight', 'the live node\'s upload still counts');
+      await ix.maintenance.endUpload(live.ticket);
+      await ix.maintenance.endUpload(left.ticket); // already gone: no error
+      t.equal(await ix.maintenance.settleIntent(o, liveSince), 'delete', 'nothing left in flight');
+    });
+
     await test('settleIntent: stored again, being written on a live node, or to delete', async (t, ix) => {
       const now = Date.now();
       const liveSince = now - NODE_STALE_MS;

@@ -41,6 +41,14 @@ export class PgNodes implements NodeIndex {
     return rows.map((r) => r.node);
   }
 
+  async forget(before: number): Promise<number> {
+    const rows = await this.#sql<{ n: number }[]>`
+      WITH gone AS (DELETE FROM nodes WHERE seen_at < ${before}::int8 RETURNING node),
+      left_over AS (DELETE FROM uploads_in_flight u WHERE u.node IN (SELECT node FROM gone))
+      SELECT count(*)::int8 AS n FROM gone`;
+    return rows[0]!.n;
+  }
+
   async closeSweep(sweep: number, now: number): Promise<void> {
     await this.#sql`UPDATE sweeps SET closed_at = ${now}::int8 WHERE sweep = ${sweep}::int8 AND closed_at IS NULL`;
   }

@@ -12,6 +12,7 @@ export class NodesRepo implements NodeIndex {
   readonly #open: (node: string, now: number) => number;
   readonly #start: (sweep: number, liveSince: number) => string[];
   readonly #close: Statement<[number, number]>;
+  readonly #forget: (before: number) => number;
 
   constructor(db: Db) {
     this.#beat = db.prepare('INSERT INTO nodes (node, seen_at, acked_sweep) VALUES (?, ?, ?) ON CONFLICT (node) DO UPDATE SET seen_at = excluded.seen_at, acked_sweep = excluded.acked_sweep');
@@ -35,6 +36,13 @@ export class NodesRepo implements NodeIndex {
     });
     this.#start = (sweep, liveSince) => start.immediate(sweep, liveSince);
     this.#close = db.prepare('UPDATE sweeps SET closed_at = ? WHERE sweep = ? AND closed_at IS NULL');
+    const forgetUploads = db.prepare<[number]>('DELETE FROM uploads_in_flight WHERE node IN (SELECT node FROM nodes WHERE seen_at < ?)');
+    const forgetNodes = db.prepare<[number]>('DELETE FROM nodes WHERE seen_at < ?');
+    const forget = db.transaction((before: number) => {
+      forgetUploads.run(before);
+      return forgetNodes.run(before).changes;
+    });
+    this.#forget = (before) => forget.immediate(before);
   }
 
   async heartbeat(node: string, now: number, ackedSweep: number, liveSince: number): Promise<SweepState> {
@@ -49,6 +57,10 @@ export class NodesRepo implements NodeIndex {
 
   async startDeleting(sweep: number, liveSince: number): Promise<string[]> {
     return this.#start(sweep, liveSince);
+  }
+
+  async forget(before: number): Promise<number> {
+    return this.#forget(before);
   }
 
   async closeSweep(sweep: number, now: number): Promise<void> {
