@@ -243,6 +243,25 @@ if (!hasNginx() || !hasPostgres()) {
     }
   });
 
+  t.test('an upload meeting a quarantine mark whose bad copy is still in the bucket sets the copy aside and answers 503; the retry stores good bytes', async (t) => {
+    const repo = 'studio/assets';
+    const data = randomBytes(3000);
+    const oid = sha(data);
+    const put = (i: number) => http('PUT', `${cluster.nodeUrl(i)}/${repo}/objects/${oid}`, { headers: auth, body: data });
+    t.equal((await put(0)).status, 200, 'stored through A');
+    // An audit marked it and stopped before moving the bytes aside (a crash between the two).
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => undefined });
+    t.teardown(() => sql.end());
+    await sql`INSERT INTO quarantine (oid, repo, reason, at) VALUES (${oid}, ${repo}, 'marked, not moved', ${Date.now()})`;
+    t.equal((await fetchObject(repo, oid, cluster.nodeUrl(2))).status, 404, 'quarantined: not served');
+    const first = await put(1);
+    t.equal(first.status, 503, 'B found the bad copy "already stored": refused rather than heal the mark with it');
+    t.equal(first.headers['retry-after'], '1', 'with Retry-After (git-lfs retries a 503 upload)');
+    t.equal((await put(2)).status, 200, 'the retry through C stores the bytes it sends');
+    t.equal((await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM quarantine WHERE oid = ${oid}`)[0]!.n, 0, 'the mark is lifted');
+    for (let i = 0; i < NODES; i++) t.equal((await fetchObject(repo, oid, cluster.nodeUrl(i))).sha, oid, `node ${i} serves it intact`);
+  });
+
   t.test('access settings saved through node A apply to the next request on B and C, tightened and loosened', async (t) => {
     const repo = 'studio/settings';
     const signIn = await http('POST', `${cluster.nodeUrl(0)}/-/api/session`, {
