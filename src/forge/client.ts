@@ -1,39 +1,48 @@
-import type { Dispatcher } from 'undici';
+import type { Agent, IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { lfsError } from '../errors/errors.js';
 import { lazyModule } from '../util/lazy-module.js';
 import { readCappedText } from '../util/read-capped.js';
 
-// Loaded with the first forge request: a server at rest has made none (and ~8 MiB stay unused).
-const undici = lazyModule<typeof import('undici')>('undici');
+// Node's own HTTP client, loaded with the first forge request. Forge calls are few (answers are
+// cached) and small, so undici's speed buys nothing here, while loading and warming it costs a
+// server 17–28 MiB of RSS against 2 for node:http (docs/performance.md, "Memory").
+const http = lazyModule<typeof import('node:http')>('node:http');
+const https = lazyModule<typeof import('node:https')>('node:https');
 
 /** One forge HTTP answer, body already read (capped) and parsed when it is JSON. */
 export interface ForgeResponse {
   readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
+  readonly headers: IncomingHttpHeaders;
   readonly body: unknown; // parsed JSON, or the text when not JSON
 }
 
+/** Idle keep-alive connections to a forge close after this long. */
+const KEEP_ALIVE_MS = 30_000;
+/** At most this many connections per forge host. */
+const MAX_SOCKETS = 64;
+
 /**
- * The one way this server talks to a forge: undici with connect/header/body timeouts, bodies
- * capped, and network failures mapped to LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7).
+ * The one way this server talks to a forge: node:http(s) with keep-alive, a deadline on the whole
+ * exchange and on silence, bodies capped, and network failures mapped to
+ * LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7).
  */
 export class ForgeHttpClient {
-  #dispatcher: Dispatcher | null = null;
+  readonly #agents = new Map<'http:' | 'https:', Agent>();
   readonly #timeoutMs: number;
 
   constructor(timeoutSeconds: number) {
     this.#timeoutMs = timeoutSeconds * 1000;
   }
 
-  /** The connection pool, made at the first request. */
-  #agent(): Dispatcher {
-    return (this.#dispatcher ??= new (undici().Agent)({
-      connect: { timeout: this.#timeoutMs },
-      headersTimeout: this.#timeoutMs,
-      bodyTimeout: this.#timeoutMs,
-      keepAliveTimeout: 30_000,
-      connections: 64,
-    }));
+  /** The connection pool of a scheme, made at its first request. */
+  #agent(protocol: 'http:' | 'https:'): Agent {
+    let agent = this.#agents.get(protocol);
+    if (agent === undefined) {
+      const options = { keepAlive: true, maxSockets: MAX_SOCKETS, timeout: KEEP_ALIVE_MS };
+      agent = protocol === 'https:' ? new (https().Agent)(options) : new (http().Agent)(options);
+      this.#agents.set(protocol, agent);
+    }
+    return agent;
   }
 
   /** A GET (repository lookups, user endpoints); never throws for an HTTP status, only for no answer. */
@@ -47,35 +56,55 @@ export class ForgeHttpClient {
   }
 
   async #send(method: 'GET' | 'POST', url: string, headers: Record<string, string>, body: string | undefined, signal?: AbortSignal): Promise<ForgeResponse> {
+    const deadline = signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs);
     try {
-      const res = await undici().request(url, {
-        method,
-        headers: { 'user-agent': 'stowage-lfs', accept: 'application/json', ...headers },
-        body,
-        dispatcher: this.#agent(),
-        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs),
-      });
-      const text = await readCappedText(res.body, 1 << 20, () => Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' }));
+      const res = await this.#request(method, new URL(url), headers, body, deadline);
+      const text = await readCappedText(res, 1 << 20, () => Object.assign(new Error('forge response too large'), { code: 'FORGE_BODY_TOO_LARGE' }));
       let parsed: unknown = text;
       try {
         parsed = JSON.parse(text);
       } catch {
         // Not JSON (a proxy's error page, GitLab's plain "Retry later"): keep the text.
       }
-      return { status: res.statusCode, headers: res.headers, body: parsed };
+      return { status: res.statusCode ?? 0, headers: res.headers, body: parsed };
     } catch (e) {
-      const code = (e as { code?: string }).code ?? (e instanceof undici().errors.UndiciError ? e.name : 'unknown');
+      const code = deadline.aborted && signal?.aborted !== true ? 'timeout' : ((e as { code?: string }).code ?? (e as Error).name ?? 'unknown');
       throw lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge could not be reached (${code})`);
     }
   }
 
+  /** The response head; its body is still to be read (a deadline reached meanwhile destroys it). */
+  #request(method: string, url: URL, headers: Record<string, string>, body: string | undefined, deadline: AbortSignal): Promise<IncomingMessage> {
+    const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
+    const send = protocol === 'https:' ? https().request : http().request;
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      const req = send(url, {
+        method,
+        agent: this.#agent(protocol),
+        signal: deadline,
+        timeout: this.#timeoutMs, // silence on the socket: connect, head or body
+        headers: {
+          'user-agent': 'stowage-lfs',
+          accept: 'application/json',
+          ...headers,
+          ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+        },
+      });
+      req.on('timeout', () => req.destroy(Object.assign(new Error('forge silent'), { code: 'timeout' })));
+      req.on('error', reject);
+      req.on('response', resolve);
+      req.end(body);
+    });
+  }
+
   async close(): Promise<void> {
-    await this.#dispatcher?.close();
+    for (const agent of this.#agents.values()) agent.destroy();
+    this.#agents.clear();
   }
 }
 
 
-/** First value of a header that undici may give as a list. */
+/** First value of a header that may come as a list. */
 export function header(headers: ForgeResponse['headers'], name: string): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
