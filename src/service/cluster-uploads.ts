@@ -23,10 +23,8 @@ interface Upload {
 export interface ClusterWrite {
   /** Learnt when the upload recorded itself in flight; null when it did not (the reference's statement checks instead). */
   readonly quarantined: boolean | null;
-  /** What the reference statement settles with the reference (index-types.ts UploadCommit). */
-  commit(storedVerified: boolean, setting: SettingGuard | null): UploadCommit;
-  /** The reference of `commit` was recorded: its in-flight row went in the same transaction. */
-  committed(commit: UploadCommit): void;
+  /** Runs `record` (the reference's statement) with what it settles besides (index-types.ts UploadCommit). */
+  reference(storedVerified: boolean, setting: SettingGuard | null, record: (commit: UploadCommit) => Promise<void>): Promise<void>;
 }
 
 /**
@@ -75,9 +73,11 @@ export class ClusterUploads implements SweepWatcher {
       if (deletePending) await this.#awaitDelete(oid);
       return await write({
         quarantined,
-        commit: (storedVerified, setting) => ({ storedVerified, ticket: u.ticket, ackedSweep: this.node.ackedSweep, setting }),
-        committed: (c) => {
-          if (c.ticket !== null) u.ended = true;
+        reference: async (storedVerified, setting, record) => {
+          const ticket = u.ticket;
+          await record({ storedVerified, ticket, ackedSweep: this.node.ackedSweep, setting });
+          // Recorded: the in-flight row went in the same transaction.
+          if (ticket !== null) u.ended = true;
         },
       });
     } finally {

@@ -112,11 +112,7 @@ export class TransferService implements UploadGate {
     return {
       quarantined: async () => w.quarantined ?? false,
       reference: (repo, size, storedSize, storedVerified, setting = null) =>
-        this.#reference(oid, async () => {
-          const commit = w.commit(storedVerified, setting);
-          await this.#objects.addReference(repo, oid, size, storedSize, commit);
-          w.committed(commit);
-        }),
+        this.#reference(oid, () => w.reference(storedVerified, setting, (commit) => this.#objects.addReference(repo, oid, size, storedSize, commit))),
     };
   }
 

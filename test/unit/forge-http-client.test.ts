@@ -25,6 +25,16 @@ async function rawServer(t: Test, onConnection: (s: Socket) => void): Promise<{ 
   return { url: `http://127.0.0.1:${port}`, connections: () => n };
 }
 
+/** Asserts that `pending` fails as LFS_ERR_FORGE_UNREACHABLE with `reason` in its message. */
+async function unreachable(t: Test, pending: Promise<unknown>, reason: RegExp, what: string): Promise<void> {
+  const err = await pending.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.ok(isLfsError(err) && err.code === 'LFS_ERR_FORGE_UNREACHABLE', `${what}: LFS_ERR_FORGE_UNREACHABLE`);
+  t.match((err as Error | null)?.message, reason, `${what}: ${String(reason)} named`);
+}
+
 const reply = (body: string, extra = ''): string => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 t.test('keep-alive: sequential requests share one connection; JSON parsed, POST body sent with its length', async (t) => {
@@ -64,36 +74,21 @@ t.test('a forge that accepts the connection and never answers is unreachable (ti
   const srv = await rawServer(t, () => undefined);
   const client = new ForgeHttpClient(0.3);
   t.teardown(() => client.close());
-  const err = await client.get(`${srv.url}/user`, {}).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  t.ok(isLfsError(err) && err.code === 'LFS_ERR_FORGE_UNREACHABLE', 'LFS_ERR_FORGE_UNREACHABLE');
-  t.match((err as Error).message, /\(timeout\)/);
+  await unreachable(t, client.get(`${srv.url}/user`, {}), /\(timeout\)/, 'GET');
 });
 
 t.test('a head sent, then a body that stops halfway: unreachable (timeout)', async (t) => {
   const srv = await rawServer(t, (s) => s.once('data', () => s.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{"par')));
   const client = new ForgeHttpClient(0.3);
   t.teardown(() => client.close());
-  const err = await client.get(`${srv.url}/user`, {}).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  t.ok(isLfsError(err) && err.code === 'LFS_ERR_FORGE_UNREACHABLE');
-  t.match((err as Error).message, /\(timeout\)/);
+  await unreachable(t, client.get(`${srv.url}/user`, {}), /\(timeout\)/, 'GET');
 });
 
 t.test('a body over 1 MiB is refused without being held', async (t) => {
   const srv = await rawServer(t, (s) => s.once('data', () => s.write(`HTTP/1.1 200 OK\r\ncontent-length: ${2 << 20}\r\n\r\n${'x'.repeat(2 << 20)}`)));
   const client = new ForgeHttpClient(30);
   t.teardown(() => client.close());
-  const err = await client.get(`${srv.url}/user`, {}).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  t.ok(isLfsError(err) && err.code === 'LFS_ERR_FORGE_UNREACHABLE');
-  t.match((err as Error).message, /FORGE_BODY_TOO_LARGE/);
+  await unreachable(t, client.get(`${srv.url}/user`, {}), /FORGE_BODY_TOO_LARGE/, 'GET');
 });
 
 t.test('a connection refused, and a caller giving up, are unreachable with their reason', async (t) => {
@@ -101,13 +96,9 @@ t.test('a connection refused, and a caller giving up, are unreachable with their
   const closed = await rawServer(t, (s) => s.destroy());
   const client = new ForgeHttpClient(30);
   t.teardown(() => client.close());
-  const reset = await client.get(`${closed.url}/user`, {}).catch((e: unknown) => e);
-  t.ok(isLfsError(reset) && reset.code === 'LFS_ERR_FORGE_UNREACHABLE', 'a connection closed at once');
-  t.match((reset as Error).message, /\(ECONNRESET\)/);
+  await unreachable(t, client.get(`${closed.url}/user`, {}), /\(ECONNRESET\)/, 'a connection closed at once');
   const caller = new AbortController();
-  const pending = client.get(`${srv.url}/user`, {}, caller.signal).catch((e: unknown) => e);
+  const pending = client.get(`${srv.url}/user`, {}, caller.signal);
   caller.abort();
-  const aborted = await pending;
-  t.ok(isLfsError(aborted) && aborted.code === 'LFS_ERR_FORGE_UNREACHABLE', 'aborted by the caller');
-  t.match((aborted as Error).message, /\(AbortError|ABORT_ERR\)/);
+  await unreachable(t, pending, /\(AbortError|ABORT_ERR\)/, 'aborted by the caller');
 });
