@@ -11,7 +11,7 @@ import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
 import type { LfsAction, LfsClient } from './lib/lfs-client.js';
 import { fmt } from './lib/report.js';
-import { ddBeside, mbps, type BenchContext } from './limits.bench.js';
+import { ddBeside, mbps, startPeer, type BenchContext } from './limits.bench.js';
 import type { ClientRound, RealClientSession } from './real-clients.bench.js';
 import { journalRetired, median, memObject, TOKEN, type MemObject } from './server.bench.js';
 
@@ -86,14 +86,21 @@ export async function smallRound(ctx: BenchContext, client: LfsClient, settled: 
   return { dir, pairs, batchMs: performance.now() - t0 };
 }
 
-/** A small-object round: the TCP connections curl opened, and the batches' time (in the figure). */
-type SmallRound = ClientRound & { connects: number; batchMs: number };
+/**
+ * A small-object round: the TCP connections curl opened, the batches' time (in the figure), and the
+ * same PUTs' figure against a server that stores nothing (null-peer.ts), run right after it.
+ */
+type SmallRound = ClientRound & { connects: number; batchMs: number; floor: number };
+
+/** The pairs' PUTs sent to the null peer instead: same files, paths and headers, another port. */
+const toFloor = (pairs: { file: string; href: string }[], port: number): { file: string; href: string }[] =>
+  pairs.map((p) => ({ file: p.file, href: p.href.replace(/^http:\/\/[^/]+/, `http://127.0.0.1:${port}`) }));
 
 const smallDetail = (rounds: SmallRound[]): string =>
   `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}`;
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
-async function seqRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
+async function seqRound(session: RealClientSession, r: number, n: number, floorPort: number): Promise<SmallRound> {
   const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `seq-${r}`, n);
   const config = join(dir, 'put.curlrc');
   writeFileSync(config, putConfig(pairs));
@@ -104,12 +111,15 @@ async function seqRound(session: RealClientSession, r: number, n: number): Promi
     connects = run.connects;
     return run;
   }, (ms) => (ms + batchMs) / n);
+  const floorConfig = join(dir, 'floor.curlrc');
+  writeFileSync(floorConfig, putConfig(toFloor(pairs, floorPort)));
+  const floor = (await checked(runClient(['curl', '--config', floorConfig]), n)).ms / n;
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs };
+  return { ...round, connects, batchMs, floor };
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
-async function parRound(session: RealClientSession, r: number, n: number): Promise<SmallRound> {
+async function parRound(session: RealClientSession, r: number, n: number, floorPort: number): Promise<SmallRound> {
   // The previous round's objects go to files of their own in a lull; not measured against this one.
   const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `par-${r}`, n);
   let connects = 0;
@@ -121,14 +131,15 @@ async function parRound(session: RealClientSession, r: number, n: number): Promi
     },
     (ms) => n / ((ms + batchMs) / 1000),
   );
+  const floor = n / ((await parallelPuts(dir, toFloor(pairs, floorPort), 'floor')).ms / 1000);
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs };
+  return { ...round, connects, batchMs, floor };
 }
 
 /** Every pair PUT by 8 curl processes at once (a keep-alive connection each); throws unless all answer 200. */
-export async function parallelPuts(dir: string, pairs: { file: string; href: string }[]): Promise<ClientRun & { connects: number }> {
+export async function parallelPuts(dir: string, pairs: { file: string; href: string }[], tag = 'put'): Promise<ClientRun & { connects: number }> {
   const configs = Array.from({ length: 8 }, (_, w) => {
-    const path = join(dir, `put-${w}.curlrc`);
+    const path = join(dir, `${tag}-${w}.curlrc`);
     writeFileSync(path, putConfig(pairs.filter((_, i) => i % 8 === w)));
     return path;
   });
@@ -154,6 +165,24 @@ async function expectProbe(session: RealClientSession): Promise<string> {
   return `curl sends Expect: 100-continue on a 64 KiB PUT: ${sent ? 'yes' : 'no'}${sent ? `; the server answers 100 Continue: ${got ? 'yes' : 'no'}` : ''}`;
 }
 
+/**
+ * The floor of the small-object rows: the same curl runs against a server that stores nothing
+ * (uWS answering every PUT at once), one right after each of our rounds, so under the same load.
+ */
+function recordFloor(session: RealClientSession, seq: SmallRound[], par: SmallRound[], n: number, curl: string): void {
+  const rounds = (xs: SmallRound[]): string => `median of ${xs.length} (${xs.map((x) => fmt(x.floor)).join(', ')}), each right after one of our rounds`;
+  if (seq.length > 0) {
+    const v = median(seq.map((x) => x.floor));
+    session.figures.curlSeqFloorMs = v;
+    session.ctx.record({ key: 'limits.curl_null_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to a server that stores nothing (uWS) [${curl}]`, value: v, unit: 'ms/object', detail: `the floor of the sequential row: curl, loopback and uWS alone; ${rounds(seq)}` });
+  }
+  if (par.length > 0) {
+    const v = median(par.map((x) => x.floor));
+    session.figures.curlParFloorPerSec = v;
+    session.ctx.record({ key: 'limits.curl_null_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to a server that stores nothing (uWS) [${curl}]`, value: v, unit: 'objects/s', detail: `the ceiling of the parallel row: curl, loopback and uWS alone; ${rounds(par)}` });
+  }
+}
+
 /** The small-object rows: sequential through one curl process, and 8 curl processes in parallel. */
 export async function benchCurlSmall(session: RealClientSession, only: (name: string) => boolean): Promise<void> {
   const ctx = session.ctx;
@@ -163,16 +192,23 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   ctx.note(probe);
   const seq: SmallRound[] = [];
   const par: SmallRound[] = [];
-  const { growth } = await session.section(async () => {
-    for (let r = 0; r < clientRounds(ctx); r++) {
-      // Taking turns, and in the other order on odd rounds, so neither always follows the other.
-      const order = r % 2 === 0 ? ['seq', 'par'] : ['par', 'seq'];
-      for (const kind of order) {
-        if (kind === 'seq' && only('curl-seq64k')) seq.push(await seqRound(session, r, n));
-        if (kind === 'par' && only('curl-par64k')) par.push(await parRound(session, r, n));
+  const floorPeer = await startPeer('null-peer.js');
+  let growth: number;
+  try {
+    ({ growth } = await session.section(async () => {
+      for (let r = 0; r < clientRounds(ctx); r++) {
+        // Taking turns, and in the other order on odd rounds, so neither always follows the other.
+        const order = r % 2 === 0 ? ['seq', 'par'] : ['par', 'seq'];
+        for (const kind of order) {
+          if (kind === 'seq' && only('curl-seq64k')) seq.push(await seqRound(session, r, n, floorPeer.port));
+          if (kind === 'par' && only('curl-par64k')) par.push(await parRound(session, r, n, floorPeer.port));
+        }
       }
-    }
-  });
+    }));
+  } finally {
+    floorPeer.stop();
+  }
+  recordFloor(session, seq, par, n, curl);
   session.figures.movedBytes += (seq.length + par.length) * n * 65536;
   const per = { name: '1000 objects', units: n / 1000 };
   if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `${smallDetail(seq)}; ${probe}`);
