@@ -30,6 +30,8 @@ export class StagingFile {
   /** Cleared if a direct write is refused; the descriptor stays open until close (see write). */
   #directUsable = true;
   #pending = 0;
+  /** One past the last byte any write reached: the file's size, as it was created empty. */
+  #end = 0;
   #error: unknown = null;
   #idle: (() => void)[] = [];
   #closed = false;
@@ -75,6 +77,7 @@ export class StagingFile {
   /** Starts a positioned write; `done` runs when it completed (the buffer may be reused then). */
   write(data: Uint8Array, position: number, done: () => void): void {
     this.#pending++;
+    this.#end = Math.max(this.#end, position + data.byteLength);
     const finished = (err: NodeJS.ErrnoException | null): void => {
       if (err && this.#error === null) this.#error = mapIoError(err);
       this.#pending--;
@@ -114,7 +117,9 @@ export class StagingFile {
   async seal(length: number): Promise<void> {
     await this.settled();
     try {
-      await this.#fh.truncate(length);
+      // Only when something was written past the end (a rewrite shorter than the first try): a
+      // truncate that changes nothing is still a threadpool round trip per object.
+      if (this.#end !== length) await this.#fh.truncate(length);
       await this.#fh.datasync();
     } catch (e) {
       throw mapIoError(e);

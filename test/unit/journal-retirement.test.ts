@@ -1,10 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
+import { CompressingBlobStore } from '../../src/store/layers/compress.js';
 import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import type { BlobStore } from '../../src/store/types.js';
+import { WorkerPool } from '../../src/workers/pool.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // Retirement writes journaled small objects to files of their own, several at a time, and deletes a
@@ -23,19 +26,22 @@ async function put(store: JournalingBlobStore, data: Buffer): Promise<Oid> {
 }
 
 /** A store in a new dir holding 40 small objects in its journal only (no files yet). */
-async function journaledStore(t: Test): Promise<{ dir: string; store: JournalingBlobStore; disk: DiskBlobStore; objs: Buffer[]; oids: Oid[]; reported: Map<Oid, number> }> {
+async function journaledStore(
+  t: Test,
+  below: (disk: DiskBlobStore) => BlobStore = (disk) => disk,
+  objs = Array.from({ length: 40 }, (_, i) => randomBytes(10_000 + i * 100)),
+): Promise<{ dir: string; store: JournalingBlobStore; disk: DiskBlobStore; objs: Buffer[]; oids: Oid[]; reported: Map<Oid, number> }> {
   const dir = tmpDir();
   const disk = await DiskBlobStore.open(dir);
   // The index's side of the port: every object is wanted; stored sizes are recorded as reported.
   const reported = new Map<Oid, number>();
-  const store = await JournalingBlobStore.open(disk, join(dir, 'journal'), {
+  const store = await JournalingBlobStore.open(below(disk), join(dir, 'journal'), {
     restore: async () => undefined,
     isWanted: async () => true,
     stored: async (oid, size) => void reported.set(oid, size),
     checkpoint: async () => undefined,
   });
   t.teardown(() => store.close());
-  const objs = Array.from({ length: 40 }, (_, i) => randomBytes(10_000 + i * 100));
   const oids: Oid[] = [];
   for (const d of objs) oids.push(await put(store, d));
   return { dir, store, disk, objs, oids, reported };
@@ -48,9 +54,30 @@ t.test('every journaled object gets its file, then the segments go', async (t) =
   t.ok((await store.retire()) >= 1, 'a segment retired');
   for (const [i, oid] of oids.entries()) {
     t.ok(readFileSync(disk.pathOf(oid)).equals(objs[i]!), `object ${i} has its own file, byte for byte`);
-    t.equal(reported.get(oid), objs[i]!.length, `object ${i}: its stored size is reported to the index`);
+    // The index was given the object's size at upload; a plain copy takes just that, nothing to write.
+    t.equal(reported.get(oid), undefined, `object ${i}: a plain copy's size is not written to the index again`);
   }
   t.same(segments(dir), [], 'no segment left');
+});
+
+t.test('a copy the layer below compressed has its stored size reported to the index', async (t) => {
+  const codec = new WorkerPool(1);
+  t.teardown(() => codec.close());
+  // Compressible (text-like) and random objects side by side: only the compressed ones changed size.
+  const objs = Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? Buffer.from('stowage '.repeat(4000 + i)) : randomBytes(30_000 + i)));
+  const { store, disk, oids, reported } = await journaledStore(t, (d) => new CompressingBlobStore(d, codec, 3), objs);
+  await idle();
+  t.ok((await store.retire()) >= 1, 'a segment retired');
+  for (const [i, oid] of oids.entries()) {
+    const onDisk = statSync(disk.pathOf(oid)).size;
+    if (i % 2 === 0) {
+      t.ok(onDisk < objs[i]!.length, `object ${i}: stored compressed (${onDisk} of ${objs[i]!.length} bytes)`);
+      t.equal(reported.get(oid), onDisk, `object ${i}: its stored size is reported`);
+    } else {
+      t.equal(onDisk, objs[i]!.length, `object ${i}: stored as it came`);
+      t.equal(reported.get(oid), undefined, `object ${i}: nothing to report`);
+    }
+  }
 });
 
 t.test('a failing object stops retirement and keeps its segment until it succeeds', async (t) => {

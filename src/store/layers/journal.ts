@@ -30,7 +30,7 @@ export interface ReferenceLog {
   restore(repo: string, oid: Oid, size: number): Promise<void>;
   /** Whether any repository still references the oid: a journaled object nobody wants is not written out. */
   isWanted(oid: Oid): Promise<boolean>;
-  /** A journaled object was written to the store below and takes `storedSize` there (compressed, maybe). */
+  /** A journaled object was written to the store below and takes `storedSize` there (compressed): asked only when that is not the object's size. */
   stored(oid: Oid, storedSize: number): Promise<void>;
   /** Makes the index durable on its own, before journal segments holding its references go. */
   checkpoint(): Promise<void>;
@@ -225,6 +225,9 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #materializeSegment(segment: number, mayGoOn: () => boolean): Promise<boolean> {
     if (!mayGoOn()) return false;
     const oids = [...(this.#segmentOids.get(segment) ?? [])];
+    // One descriptor for the whole segment: an open and a close per object were two of the dozen or
+    // so threadpool round trips each object costs here (each a thread wake-up and a loop wake-up).
+    const fh = await open(this.#journal.pathOf(segment), 'r');
     let next = 0;
     let stopped = false;
     const lane = async (): Promise<void> => {
@@ -237,7 +240,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
           return;
         }
         try {
-          if ((await this.#refs.isWanted(oid)) && (await this.inner.stat(oid)) === null) await this.#materialize(oid, at);
+          if ((await this.#refs.isWanted(oid)) && (await this.inner.stat(oid)) === null) await this.#materialize(oid, at, fh.fd);
         } catch (e) {
           stopped = true; // the other lanes stop too; the segment waits for the next try
           throw e;
@@ -246,21 +249,20 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     };
     // Every lane settles before this returns, even when one fails: no write outlives the call.
     const lanes = await Promise.allSettled(Array.from({ length: RETIRE_LANES }, lane));
+    await fh.close();
     const failed = lanes.find((l): l is PromiseRejectedResult => l.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
     return !stopped;
   }
 
-  /** Writes a journaled object below after checking its bytes still hash to its oid; reports its stored size. */
-  async #materialize(oid: Oid, at: JournalLocation): Promise<void> {
+  /**
+   * Writes a journaled object below after checking its bytes still hash to its oid, reading them from
+   * `segmentFd`; reports its stored size when it is not the size the index was given at upload.
+   */
+  async #materialize(oid: Oid, at: JournalLocation, segmentFd: number): Promise<void> {
     const data = smallBuffers.take(at.length);
     try {
-      const fh = await open(this.#journal.pathOf(at.segment), 'r');
-      try {
-        await readFully(fh.fd, data, at.offset);
-      } finally {
-        await fh.close();
-      }
+      await readFully(segmentFd, data, at.offset);
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
       const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
@@ -272,7 +274,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
         await w.abort();
         throw e;
       }
-      await this.#refs.stored(oid, r.created ? r.storedSize : ((await this.inner.stat(oid))?.storedSize ?? r.storedSize));
+      const storedSize = r.created ? r.storedSize : ((await this.inner.stat(oid))?.storedSize ?? r.storedSize);
+      // The index was told the object's own size at upload (#journalSmall): a plain copy needs no
+      // write to the index, a compressed one does.
+      if (storedSize !== at.length) await this.#refs.stored(oid, storedSize);
     } finally {
       smallBuffers.give(data);
     }
