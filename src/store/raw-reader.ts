@@ -2,21 +2,34 @@ import { read as fsRead } from 'node:fs';
 import { ioBuffers } from './buffer-pool.js';
 import type { ChunkSource } from './types.js';
 
+/**
+ * Chunks being read while the consumer sends the one it has. One was enough from the page cache;
+ * from a cold file each 1 MiB read waits on the disk, and with a single read in flight the disk
+ * idled while the event loop sent (see docs/performance.md, cold downloads). Bounded: a download
+ * holds at most READ_AHEAD + 1 pooled buffers.
+ */
+export const READ_AHEAD = 3;
+
 function readInto(fd: number, buf: ArrayBuffer, length: number, position: number): Promise<number> {
   return new Promise((resolve, reject) => {
     fsRead(fd, new Uint8Array(buf, 0, length), 0, length, position, (err, n) => (err ? reject(err) : resolve(n)));
   });
 }
 
+interface PendingRead {
+  readonly buf: ArrayBuffer;
+  readonly done: Promise<number>;
+}
+
 /**
- * Reads bytes [start, end] of a plain file in pooled 1 MiB chunks, one read ahead of the consumer:
- * while chunk k goes out on the socket, chunk k+1 is read, and at most two buffers are held.
+ * Reads bytes [start, end] of a plain file in pooled 1 MiB chunks, READ_AHEAD reads ahead of the
+ * consumer: while chunk k goes out on the socket, the next ones are read.
  */
 export class RawChunkSource implements ChunkSource {
   readonly #fd: number;
   #pos: number;
   readonly #end: number; // exclusive
-  #ahead: Promise<{ buf: ArrayBuffer; n: number }> | null = null;
+  readonly #ahead: PendingRead[] = [];
   #current: ArrayBuffer | null = null;
   #closed = false;
 
@@ -26,26 +39,20 @@ export class RawChunkSource implements ChunkSource {
     this.#end = endInclusive + 1;
   }
 
-  #startRead(): void {
-    if (this.#pos >= this.#end) {
-      this.#ahead = null;
-      return;
-    }
-    const len = Math.min(ioBuffers.size, this.#end - this.#pos);
-    const position = this.#pos;
-    this.#pos += len;
-    const buf = ioBuffers.take();
-    this.#ahead = readInto(this.#fd, buf, len, position).then(
-      (n) => {
+  /** Starts reads until READ_AHEAD are in flight or the range is all asked for. */
+  #fill(): void {
+    while (this.#ahead.length < READ_AHEAD && this.#pos < this.#end) {
+      const len = Math.min(ioBuffers.size, this.#end - this.#pos);
+      const position = this.#pos;
+      this.#pos += len;
+      const buf = ioBuffers.take();
+      const done = readInto(this.#fd, buf, len, position).then((n) => {
         if (n !== len) throw new Error(`short read at ${position}: ${n} of ${len} bytes (file truncated?)`);
-        return { buf, n };
-      },
-      (e: unknown) => {
-        ioBuffers.give(buf);
-        throw e;
-      },
-    );
-    this.#ahead.catch(() => undefined); // surfaced by next(); never an unhandled rejection meanwhile
+        return n;
+      });
+      done.catch(() => undefined); // surfaced by next(); never an unhandled rejection meanwhile
+      this.#ahead.push({ buf, done });
+    }
   }
 
   async next(): Promise<Uint8Array | null> {
@@ -54,22 +61,27 @@ export class RawChunkSource implements ChunkSource {
       ioBuffers.give(this.#current);
       this.#current = null;
     }
-    if (this.#ahead === null) {
-      this.#startRead();
-      if (this.#ahead === null) return null;
+    this.#fill();
+    const first = this.#ahead.shift();
+    if (first === undefined) return null;
+    let n: number;
+    try {
+      n = await first.done;
+    } catch (e) {
+      ioBuffers.give(first.buf);
+      throw e;
     }
-    const { buf, n } = await this.#ahead!;
-    this.#current = buf;
-    this.#startRead(); // read ahead while this one is sent
-    return new Uint8Array(buf, 0, n);
+    this.#current = first.buf;
+    this.#fill(); // the next reads go on while this one is sent
+    return new Uint8Array(first.buf, 0, n);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#current !== null) ioBuffers.give(this.#current);
     this.#current = null;
-    const ahead = this.#ahead;
-    this.#ahead = null;
-    if (ahead) await ahead.then((r) => ioBuffers.give(r.buf), () => undefined);
+    const pending = this.#ahead.splice(0);
+    // A buffer goes back only once its read is over: the kernel may still be writing into it.
+    await Promise.all(pending.map((p) => p.done.then(() => ioBuffers.give(p.buf), () => ioBuffers.give(p.buf))));
   }
 }

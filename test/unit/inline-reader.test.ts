@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { ioBuffers } from '../../src/store/buffer-pool.js';
 import { INLINE_READ_MAX, plainReads } from '../../src/store/inline-reader.js';
+import { READ_AHEAD } from '../../src/store/raw-reader.js';
 import { drainChunks } from '../helpers/data.js';
 import { tmpDir } from '../helpers/start-server.js';
 
@@ -41,4 +43,21 @@ t.test('a file cut short fails the read, in line or not', async (t) => {
     await t.rejects(drainChunks(reads.read(0, size - 1)), /short read/, `${size} B: read`);
     await t.rejects(reads.readAt(Buffer.alloc(20), size - 20), /short read/, `${size} B: readAt`);
   }
+});
+
+t.test('a large read keeps READ_AHEAD reads going and hands every buffer back when closed midway', async (t) => {
+  const size = 8 << 20;
+  const data = randomBytes(size);
+  const path = join(tmpDir(), 'large');
+  writeFileSync(path, data);
+  const fd = openSync(path, 'r');
+  t.teardown(() => closeSync(fd));
+  const source = plainReads(fd, size).read(0, size - 1);
+  const first = await source.next();
+  t.ok(first !== null && Buffer.from(first).equals(data.subarray(0, first.byteLength)), 'the first chunk');
+  const idleBefore = ioBuffers.idle;
+  await source.close();
+  // The chunk handed out and the READ_AHEAD being read all went back (some may still have been reading).
+  t.equal(ioBuffers.idle, idleBefore + READ_AHEAD + 1, `${READ_AHEAD + 1} buffers back in the pool after close`);
+  t.equal(await source.next(), null, 'nothing after close');
 });
