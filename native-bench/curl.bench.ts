@@ -9,6 +9,7 @@ import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, wr
 import { join } from 'node:path';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
+import { cpuSecondsOf } from './lib/proc-stats.js';
 import type { LfsAction, LfsClient } from './lib/lfs-client.js';
 import { fmt } from './lib/report.js';
 import { ddBeside, mbps, startPeer, type BenchContext } from './limits.bench.js';
@@ -90,14 +91,26 @@ export async function smallRound(ctx: BenchContext, client: LfsClient, settled: 
  * A small-object round: the TCP connections curl opened, the batches' time (in the figure), and the
  * same PUTs' figure against a server that stores nothing (null-peer.ts), run right after it.
  */
-type SmallRound = ClientRound & { connects: number; batchMs: number; floor: number };
+type SmallRound = ClientRound & { connects: number; batchMs: number; floor: number; laterMs: number };
 
 /** The pairs' PUTs sent to the null peer instead: same files, paths and headers, another port. */
 const toFloor = (pairs: { file: string; href: string }[], port: number): { file: string; href: string }[] =>
   pairs.map((p) => ({ file: p.file, href: p.href.replace(/^http:\/\/[^/]+/, `http://127.0.0.1:${port}`) }));
 
 const smallDetail = (rounds: SmallRound[]): string =>
-  `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}`;
+  `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}; ` +
+  `server CPU spent later writing each object out of the journal to a file of its own (not in the figure): ${rounds.map((r) => `${fmt(r.laterMs)} ms`).join(', ')} per object`;
+
+/**
+ * What the round's objects cost the server after their acknowledgement: the server's CPU from now
+ * until the journal has written them to files of their own (retirement, in the lull that follows),
+ * per object. The round's own figure leaves it out; a steady stream of small uploads pays both.
+ */
+async function writtenOutLater(session: RealClientSession, n: number): Promise<number> {
+  const before = cpuSecondsOf(session.s.pid);
+  await journalRetired(session.s.server.dataDir);
+  return ((cpuSecondsOf(session.s.pid) - before) * 1000) / n;
+}
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
 async function seqRound(session: RealClientSession, r: number, n: number, floorPort: number): Promise<SmallRound> {
@@ -114,8 +127,9 @@ async function seqRound(session: RealClientSession, r: number, n: number, floorP
   const floorConfig = join(dir, 'floor.curlrc');
   writeFileSync(floorConfig, putConfig(toFloor(pairs, floorPort)));
   const floor = (await checked(runClient(['curl', '--config', floorConfig]), n)).ms / n;
+  const laterMs = await writtenOutLater(session, n);
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs, floor };
+  return { ...round, connects, batchMs, floor, laterMs };
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
@@ -132,8 +146,9 @@ async function parRound(session: RealClientSession, r: number, n: number, floorP
     (ms) => n / ((ms + batchMs) / 1000),
   );
   const floor = n / ((await parallelPuts(dir, toFloor(pairs, floorPort), 'floor')).ms / 1000);
+  const laterMs = await writtenOutLater(session, n);
   rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs, floor };
+  return { ...round, connects, batchMs, floor, laterMs };
 }
 
 /** Every pair PUT by 8 curl processes at once (a keep-alive connection each); throws unless all answer 200. */
