@@ -121,6 +121,24 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await ix.stats.quarantinedTotal(), 0);
     });
 
+    await test('quarantine: lifting one mark leaves the others, dropping one too', async (t, ix) => {
+      const [a, b, c] = [newOid(), newOid(), newOid()];
+      for (const o of [a, b, c]) await ix.objects.addReference('acme/q', o, 10, 10);
+      t.equal(await ix.objects.isQuarantined(a), false, 'nothing marked yet');
+      await ix.maintenance.quarantine(a, 'acme/q', 'corrupt');
+      await ix.maintenance.quarantine(b, 'acme/q', 'corrupt');
+      await ix.objects.addReference('acme/q', a, 10, 10);
+      t.equal(await ix.objects.isQuarantined(a), false, 'a: lifted by good bytes');
+      t.equal(await ix.objects.isQuarantined(b), true, 'b: still marked after a was lifted');
+      await ix.maintenance.quarantine(c, 'acme/q', 'corrupt');
+      t.equal(await ix.maintenance.dropReference('acme/q', c, Date.now() - NODE_STALE_MS, 'node-q'), 'delete', 'c: its last reference dropped');
+      t.equal(await ix.objects.isQuarantined(b), true, 'b: still marked after c went');
+      await ix.objects.addReference('acme/q', b, 10, 10);
+      t.equal(await ix.objects.isQuarantined(b), false, 'b: lifted');
+      await ix.maintenance.quarantine(a, 'acme/q', 'corrupt again');
+      t.equal(await ix.objects.isQuarantined(a), true, 'a: marked again after the table was empty');
+    });
+
     await test('restoreReference: puts back a lost reference, leaves an existing one as it is', async (t, ix) => {
       const o = newOid();
       await ix.objects.restoreReference('acme/a', o, 50, 40);

@@ -60,3 +60,16 @@ t.test('a batch lookup answers for this repository only and leaves quarantined o
   await objects.addReference('acme/many', absent, 40, 40);
   t.same([...(await objects.findManyInRepo('acme/many', [absent, held])).keys()], [absent, held], 'a reference added after it is seen');
 });
+
+t.test('a quarantine mark is seen by an index opened afterwards on the same file', async (t) => {
+  const file = join(dir, 'reopened.sqlite');
+  const first = openSqliteIndex(file);
+  const o = parseOid('c'.repeat(64))!;
+  await first.objects.addReference('acme/r', o, 10, 10);
+  await first.maintenance.quarantine(o, 'acme/r', 'corrupt');
+  await first.close();
+  const second = openSqliteIndex(file);
+  t.teardown(() => second.close());
+  t.equal(await second.objects.isQuarantined(o), true, 'marked before this index was opened');
+  t.equal(await second.objects.isQuarantined(parseOid('d'.repeat(64))!), false, 'another oid is not');
+});

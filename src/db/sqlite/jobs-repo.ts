@@ -3,6 +3,7 @@ import type { Oid } from '../../protocol/oid.js';
 import type { DropOutcome, JobIndex, JobProgress, JobRow, MaintenanceIndex, RepoObjectRow } from '../index-types.js';
 import { KEEP_JOBS, toJob, type RawJob } from '../index-rows.js';
 import type { Db } from './database.js';
+import type { QuarantineHint } from './quarantine-hint.js';
 
 /** The jobs table and the per-repository job leases. Every statement prepared once. */
 export class JobsRepo implements JobIndex {
@@ -100,8 +101,10 @@ export class MaintenanceRepo implements MaintenanceIndex {
   readonly #donePending: Statement<[string]>;
   readonly #begin: (oid: Oid, node: string, now: number) => { ticket: number; deletePending: boolean; quarantined: boolean };
   readonly #end: Statement<[number]>;
+  readonly #hint: QuarantineHint;
 
-  constructor(db: Db) {
+  constructor(db: Db, hint: QuarantineHint) {
+    this.#hint = hint;
     this.#list = db.prepare(
       'SELECT r.oid, o.size, o.stored_size, r.created_at AS ref_at, o.created_at AS obj_at, (q.oid IS NOT NULL) AS q ' +
         'FROM repo_objects r JOIN objects o ON o.oid = r.oid LEFT JOIN quarantine q ON q.oid = r.oid WHERE r.repo = ? ORDER BY r.oid',
@@ -116,17 +119,26 @@ export class MaintenanceRepo implements MaintenanceIndex {
     const writing = db.prepare<[string, number], { n: number }>(
       'SELECT COUNT(*) AS n FROM uploads_in_flight u JOIN nodes n ON n.node = u.node WHERE u.oid = ? AND n.seen_at >= ?',
     );
+    let markRemoved = false;
     const drop = db.transaction((repo: string, oid: Oid, liveSince: number, node: string): DropOutcome => {
       delRef.run(repo, oid);
       if (refs.get(oid)!.n > 0) return 'kept';
       delObject.run(oid);
-      delMark.run(oid);
+      if (delMark.run(oid).changes > 0) markRemoved = true;
       // An upload recorded in flight will record the object again once its bytes are in: keep them.
       if (writing.get(oid, liveSince)!.n > 0) return 'in_flight';
       intent.run(oid, Date.now(), node);
       return 'delete';
     });
-    this.#drop = (repo, oid, liveSince, node) => drop.immediate(repo, oid, liveSince, node);
+    this.#drop = (repo, oid, liveSince, node) => {
+      markRemoved = false;
+      try {
+        return drop.immediate(repo, oid, liveSince, node);
+      } finally {
+        if (markRemoved) hint.removed(); // after the commit (or the rollback): see QuarantineHint
+        markRemoved = false;
+      }
+    };
     const dropIntent = db.prepare<[string]>('DELETE FROM pending_deletes WHERE oid = ?');
     const settle = db.transaction((oid: Oid, liveSince: number): 'stored' | 'in_flight' | 'delete' => {
       if (hasObject.get(oid)!.n > 0) {
@@ -183,6 +195,7 @@ export class MaintenanceRepo implements MaintenanceIndex {
   }
 
   async quarantine(oid: Oid, repo: string, reason: string): Promise<void> {
+    this.#hint.marking();
     this.#quarantine.run(oid, repo, reason.slice(0, 500), Date.now());
   }
 

@@ -3,6 +3,7 @@ import type { Oid } from '../../protocol/oid.js';
 import { settleReference, TRUSTED_COMMIT, type PendingReference, type ReferenceOutcome } from '../index-rows.js';
 import { NO_SWEEPS, type ObjectIndex, type ObjectRow, type UploadCommit } from '../index-types.js';
 import type { Db } from './database.js';
+import type { QuarantineHint } from './quarantine-hint.js';
 
 /** Objects and per-repository references in SQLite. Every statement prepared once. */
 export class ObjectsRepo implements ObjectIndex {
@@ -20,8 +21,12 @@ export class ObjectsRepo implements ObjectIndex {
   readonly #isQuarantined: Statement<[string], { n: number }>;
   readonly #anyObject: Statement<[], { n: number }>;
   readonly #hasRef: Statement<[string, string], { n: number }>;
+  readonly #quarantine: QuarantineHint;
+  /** A reference recorded in the transaction under way lifted a quarantine (see #flushPending). */
+  #lifted = false;
 
-  constructor(db: Db) {
+  constructor(db: Db, quarantine: QuarantineHint) {
+    this.#quarantine = quarantine;
     this.#getInRepo = db.prepare(
       'SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ? AND r.oid = ?' +
         // Quarantined objects (issue 6) are missing to batch, download and verify until good bytes arrive.
@@ -47,7 +52,10 @@ export class ObjectsRepo implements ObjectIndex {
       this.#insertObject.run(r.oid, r.size, r.storedSize, now);
       this.#insertRef.run(r.repo, r.oid, now);
       // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
-      if (this.#unquarantine.run(r.oid).changes > 0) this.#refresh.run(r.size, r.storedSize, r.oid);
+      if (this.#unquarantine.run(r.oid).changes > 0) {
+        this.#refresh.run(r.size, r.storedSize, r.oid);
+        this.#lifted = true;
+      }
       if (c.ticket !== null) endUpload.run(c.ticket);
       return 'ok';
     };
@@ -97,7 +105,7 @@ export class ObjectsRepo implements ObjectIndex {
 
   /** True when an audit found the stored bytes bad and no good copy has arrived since (issue 6). */
   async isQuarantined(oid: Oid): Promise<boolean> {
-    return this.#isQuarantined.get(oid)!.n > 0;
+    return this.#quarantine.maybeAny && this.#isQuarantined.get(oid)!.n > 0;
   }
 
   /**
@@ -133,17 +141,29 @@ export class ObjectsRepo implements ObjectIndex {
     const rows = this.#pending;
     this.#pending = [];
     try {
-      const outcomes = this.#addRefs(rows);
+      const outcomes = this.#committed(rows);
       rows.forEach((r, i) => settleReference(r, outcomes[i]!));
     } catch {
       // One row's failure must not fail the others: retry each in a transaction of its own.
       for (const r of rows) {
         try {
-          settleReference(r, this.#addRefs([r])[0]!);
+          settleReference(r, this.#committed([r])[0]!);
         } catch (e) {
           r.reject(e);
         }
       }
+    }
+  }
+
+  /** Records the rows in one transaction; once it has committed, a lifted quarantine is told to the hint. */
+  #committed(rows: readonly PendingReference[]): ReferenceOutcome[] {
+    this.#lifted = false;
+    try {
+      return this.#addRefs(rows);
+    } finally {
+      // Read after the transaction ended: a rolled-back one left the table as it was.
+      if (this.#lifted) this.#quarantine.removed();
+      this.#lifted = false;
     }
   }
 }

@@ -4,6 +4,7 @@ import { JobsRepo, MaintenanceRepo } from './jobs-repo.js';
 import { LocksRepo } from './locks-repo.js';
 import { NodesRepo } from './nodes-repo.js';
 import { ObjectsRepo } from './objects-repo.js';
+import { QuarantineHint } from './quarantine-hint.js';
 import { SessionsRepo } from './sessions-repo.js';
 import { SettingsRepo } from './settings-repo.js';
 import { StatsRepo } from './stats-repo.js';
@@ -15,14 +16,15 @@ import { StatsRepo } from './stats-repo.js';
  */
 export function openSqliteIndex(file: string, log?: (msg: string, fields: object) => void, durableCommits = false): Index {
   const db = openDatabase(file, log, durableCommits);
+  const quarantine = new QuarantineHint(db);
   return {
     kind: 'sqlite',
-    objects: new ObjectsRepo(db),
+    objects: new ObjectsRepo(db, quarantine),
     locks: new LocksRepo(db),
     sessions: new SessionsRepo(db),
     settings: new SettingsRepo(db),
     jobs: new JobsRepo(db),
-    maintenance: new MaintenanceRepo(db),
+    maintenance: new MaintenanceRepo(db, quarantine),
     stats: new StatsRepo(db),
     nodes: new NodesRepo(db),
     async ping() {
