@@ -252,11 +252,26 @@ if (!hasNginx() || !hasPostgres()) {
     // An audit marked it and stopped before moving the bytes aside (a crash between the two).
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => undefined });
     t.teardown(() => sql.end());
+    // With a retain sweep open (or one whose close B has not yet taken in) B would learn the mark on
+    // the way and set the copy aside before writing: a 200, also right, but not the path under test.
+    // A node's heartbeats run one after another, so once each node has beaten twice after the last
+    // sweep closed, the first of those answers ("none open") has been applied. The running nodes are
+    // the NODES rows beating most recently (the node killed earlier left a row that no longer moves).
+    await waitFor(async () => (await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM sweeps WHERE closed_at IS NULL`)[0]!.n === 0, 'no retain sweep open');
+    const closedAt = Number((await sql<{ t: string }[]>`SELECT coalesce(max(closed_at), 0)::text AS t FROM sweeps`)[0]!.t);
+    const beats = async (): Promise<Map<string, number>> =>
+      new Map((await sql<{ node: string; seen_at: string }[]>`SELECT node, seen_at::text FROM nodes ORDER BY seen_at DESC LIMIT ${NODES}`).map((r) => [r.node, Number(r.seen_at)]));
+    const first = await waitFor(async () => {
+      const now = await beats();
+      return now.size === NODES && [...now.values()].every((at) => at > closedAt) ? now : null;
+    }, 'a heartbeat of every running node after the last sweep closed');
+    const seenAt = async (node: string): Promise<number> => Number((await sql<{ t: string }[]>`SELECT seen_at::text AS t FROM nodes WHERE node = ${node}`)[0]?.t ?? 0);
+    for (const [node, at] of first) await waitFor(async () => (await seenAt(node)) > at, `a second heartbeat of node ${node}`);
     await sql`INSERT INTO quarantine (oid, repo, reason, at) VALUES (${oid}, ${repo}, 'marked, not moved', ${Date.now()})`;
     t.equal((await fetchObject(repo, oid, cluster.nodeUrl(2))).status, 404, 'quarantined: not served');
-    const first = await put(1);
-    t.equal(first.status, 503, 'B found the bad copy "already stored": refused rather than heal the mark with it');
-    t.equal(first.headers['retry-after'], '1', 'with Retry-After (git-lfs retries a 503 upload)');
+    const refused = await put(1);
+    t.equal(refused.status, 503, 'B found the bad copy "already stored": refused rather than heal the mark with it');
+    t.equal(refused.headers['retry-after'], '1', 'with Retry-After (git-lfs retries a 503 upload)');
     t.equal((await put(2)).status, 200, 'the retry through C stores the bytes it sends');
     t.equal((await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM quarantine WHERE oid = ${oid}`)[0]!.n, 0, 'the mark is lifted');
     for (let i = 0; i < NODES; i++) t.equal((await fetchObject(repo, oid, cluster.nodeUrl(i))).sha, oid, `node ${i} serves it intact`);

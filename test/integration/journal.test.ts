@@ -17,10 +17,10 @@ const segments = (dir: string): string[] =>
     .filter((n) => /^seg-\d+\.log$/.test(n))
     .sort();
 
-/** Where a segment's records end: walks the records (magic "STJ1" little-endian, then their length). */
+/** Where a segment's records end: walks the records (magic "STJ2", or "STJ1" before, little-endian, then their length). */
 function recordsEnd(seg: Buffer): number {
   let at = 0;
-  while (at + 8 <= seg.length && seg.readUInt32LE(at) === 0x53544a31) at += seg.readUInt32LE(at + 4);
+  while (at + 8 <= seg.length && [0x53544a32, 0x53544a31].includes(seg.readUInt32LE(at))) at += seg.readUInt32LE(at + 4);
   return at;
 }
 

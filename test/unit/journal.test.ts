@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, readdirSync, statSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, openSync, readSync, readdirSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { blake3 } from '@napi-rs/blake-hash';
 import t from 'tap';
 import { Journal, type JournalLocation } from '../../src/store/journal.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
@@ -121,4 +122,53 @@ t.test('an idle rotation has a spare prepared, and the next append goes into it'
   t.ok((await readAt(journal, at!)).equals(second), 'the record reads back');
   await journal.close();
   t.equal(statSync(journal.pathOf(at!.segment)).size, at!.offset + at!.length + 16, 'close drops the unused zeros');
+});
+
+// Records now carry a digest of their head only, the data being proven by the oid it hashes to;
+// segments an earlier version wrote ("STJ1": BLAKE3 of the whole record) must still replay.
+t.test('STJ1 records of an earlier version replay; data that does not hash to its oid ends replay', async (t) => {
+  const dir = tmpDir();
+  const repo = Buffer.from('acme/game');
+  const v1 = (data: Buffer | null, oid: Oid, size: number): Buffer => {
+    const length = 51 + repo.length + (data?.length ?? 0) + 16;
+    const rec = Buffer.alloc(length);
+    rec.writeUInt32LE(0x53544a31, 0);
+    rec.writeUInt32LE(length, 4);
+    rec.writeUInt8(data === null ? 1 : 2, 8);
+    rec.writeUInt16LE(repo.length, 9);
+    rec.write(oid, 11, 32, 'hex');
+    rec.writeBigUInt64LE(BigInt(size), 43);
+    repo.copy(rec, 51);
+    data?.copy(rec, 51 + repo.length);
+    blake3(rec.subarray(0, length - 16)).copy(rec, length - 16, 0, 16);
+    return rec;
+  };
+  const [a, b] = [randomBytes(3000), randomBytes(5000)];
+  writeFileSync(join(dir, 'seg-000000000001.log'), Buffer.concat([v1(a, oidOf(a), a.length), v1(null, oidOf(b), b.length)]));
+
+  const journal = await Journal.open(dir);
+  const old: { oid: Oid; size: number; data: boolean }[] = [];
+  for await (const r of journal.records(1)) old.push({ oid: r.oid, size: r.size, data: r.location !== null });
+  t.same(old, [{ oid: oidOf(a), size: 3000, data: true }, { oid: oidOf(b), size: 5000, data: false }], 'both STJ1 records replay');
+
+  const [c, d, e] = [randomBytes(2000), randomBytes(2000), randomBytes(2000)];
+  const at: JournalLocation[] = [];
+  for (const x of [c, d, e]) at.push((await journal.append({ repo: 'acme/game', oid: oidOf(x), size: x.length, data: x }))!);
+  await journal.close();
+  const again = await Journal.open(dir);
+  const whole: Oid[] = [];
+  for await (const r of again.records(at[0]!.segment)) whole.push(r.oid);
+  t.same(whole, [c, d, e].map(oidOf), 'new records replay whole');
+
+  // One byte of d's data changed on disk: its head still checks out, its data no longer names it.
+  const fd = openSync(again.pathOf(at[1]!.segment), 'r+');
+  const flipped = Buffer.alloc(1);
+  readSync(fd, flipped, 0, 1, at[1]!.offset + 7);
+  flipped[0] ^= 0xff;
+  writeSync(fd, flipped, 0, 1, at[1]!.offset + 7);
+  closeSync(fd);
+  const cut: Oid[] = [];
+  for await (const r of again.records(at[0]!.segment)) cut.push(r.oid);
+  t.same(cut, [oidOf(c)], 'replay stops at the record whose data does not hash to its oid');
+  await again.close();
 });
