@@ -102,14 +102,17 @@ const smallDetail = (rounds: SmallRound[]): string =>
   `server CPU spent later writing each object out of the journal to a file of its own (not in the figure): ${rounds.map((r) => `${fmt(r.laterMs)} ms`).join(', ')} per object`;
 
 /**
- * What the round's objects cost the server after their acknowledgement: the server's CPU from now
- * until the journal has written them to files of their own (retirement, in the lull that follows),
- * per object. The round's own figure leaves it out; a steady stream of small uploads pays both.
+ * Ends a small-object round: what its objects cost the server after their acknowledgement (its CPU
+ * from now until the journal has written them to files of their own, retirement, in the lull that
+ * follows, per object; the round's own figure leaves it out, a steady stream of small uploads pays
+ * both), then its files are removed.
  */
-async function writtenOutLater(session: RealClientSession, n: number): Promise<number> {
+async function endRound(session: RealClientSession, dir: string, n: number, round: Omit<SmallRound, 'laterMs'>): Promise<SmallRound> {
   const before = cpuSecondsOf(session.s.pid);
   await journalRetired(session.s.server.dataDir);
-  return ((cpuSecondsOf(session.s.pid) - before) * 1000) / n;
+  const laterMs = ((cpuSecondsOf(session.s.pid) - before) * 1000) / n;
+  rmSync(dir, { recursive: true, force: true });
+  return { ...round, laterMs };
 }
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
@@ -127,9 +130,7 @@ async function seqRound(session: RealClientSession, r: number, n: number, floorP
   const floorConfig = join(dir, 'floor.curlrc');
   writeFileSync(floorConfig, putConfig(toFloor(pairs, floorPort)));
   const floor = (await checked(runClient(['curl', '--config', floorConfig]), n)).ms / n;
-  const laterMs = await writtenOutLater(session, n);
-  rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs, floor, laterMs };
+  return endRound(session, dir, n, { ...round, connects, batchMs, floor });
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
@@ -146,9 +147,7 @@ async function parRound(session: RealClientSession, r: number, n: number, floorP
     (ms) => n / ((ms + batchMs) / 1000),
   );
   const floor = n / ((await parallelPuts(dir, toFloor(pairs, floorPort), 'floor')).ms / 1000);
-  const laterMs = await writtenOutLater(session, n);
-  rmSync(dir, { recursive: true, force: true });
-  return { ...round, connects, batchMs, floor, laterMs };
+  return endRound(session, dir, n, { ...round, connects, batchMs, floor });
 }
 
 /** Every pair PUT by 8 curl processes at once (a keep-alive connection each); throws unless all answer 200. */

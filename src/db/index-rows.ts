@@ -44,6 +44,9 @@ export const toJob = (r: RawJob): JobRow => ({
 /** Jobs kept for the progress endpoint and the dashboard; older finished ones are pruned. */
 export const KEEP_JOBS = 500;
 
+/** How long a closed retain sweep is kept: a node taken for dead during it still has its references refused if it comes back within this. */
+export const SWEEP_KEPT_MS = 24 * 3600_000;
+
 /** A `locks` row. */
 export interface RawLock {
   seq: number;

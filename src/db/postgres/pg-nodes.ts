@@ -1,8 +1,6 @@
+import { SWEEP_KEPT_MS } from '../index-rows.js';
 import type { NodeIndex, SweepState } from '../index-types.js';
 import type { Sql } from './pg-client.js';
-
-/** How long a closed sweep is kept: a node taken for dead during it still has its references refused if it comes back within this. */
-const SWEEP_KEPT_MS = 24 * 3600_000;
 
 /** Node heartbeats and retain sweeps on PostgreSQL (see NodeIndex). */
 export class PgNodes implements NodeIndex {

@@ -119,26 +119,17 @@ export class MaintenanceRepo implements MaintenanceIndex {
     const writing = db.prepare<[string, number], { n: number }>(
       'SELECT COUNT(*) AS n FROM uploads_in_flight u JOIN nodes n ON n.node = u.node WHERE u.oid = ? AND n.seen_at >= ?',
     );
-    let markRemoved = false;
     const drop = db.transaction((repo: string, oid: Oid, liveSince: number, node: string): DropOutcome => {
       delRef.run(repo, oid);
       if (refs.get(oid)!.n > 0) return 'kept';
       delObject.run(oid);
-      if (delMark.run(oid).changes > 0) markRemoved = true;
+      if (delMark.run(oid).changes > 0) hint.changed();
       // An upload recorded in flight will record the object again once its bytes are in: keep them.
       if (writing.get(oid, liveSince)!.n > 0) return 'in_flight';
       intent.run(oid, Date.now(), node);
       return 'delete';
     });
-    this.#drop = (repo, oid, liveSince, node) => {
-      markRemoved = false;
-      try {
-        return drop.immediate(repo, oid, liveSince, node);
-      } finally {
-        if (markRemoved) hint.removed(); // after the commit (or the rollback): see QuarantineHint
-        markRemoved = false;
-      }
-    };
+    this.#drop = (repo, oid, liveSince, node) => drop.immediate(repo, oid, liveSince, node);
     const dropIntent = db.prepare<[string]>('DELETE FROM pending_deletes WHERE oid = ?');
     const settle = db.transaction((oid: Oid, liveSince: number): 'stored' | 'in_flight' | 'delete' => {
       if (hasObject.get(oid)!.n > 0) {
@@ -195,7 +186,7 @@ export class MaintenanceRepo implements MaintenanceIndex {
   }
 
   async quarantine(oid: Oid, repo: string, reason: string): Promise<void> {
-    this.#hint.marking();
+    this.#hint.changed();
     this.#quarantine.run(oid, repo, reason.slice(0, 500), Date.now());
   }
 

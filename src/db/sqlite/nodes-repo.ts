@@ -1,9 +1,7 @@
 import type { Statement } from 'better-sqlite3';
+import { SWEEP_KEPT_MS } from '../index-rows.js';
 import type { NodeIndex, SweepState } from '../index-types.js';
 import type { Db } from './database.js';
-
-/** How long a closed sweep is kept (as on PostgreSQL, pg-nodes.ts). */
-const SWEEP_KEPT_MS = 24 * 3600_000;
 
 /** Node heartbeats and retain sweeps in SQLite (one node in practice; the tables keep both indexes alike). */
 export class NodesRepo implements NodeIndex {

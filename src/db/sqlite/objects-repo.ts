@@ -22,8 +22,6 @@ export class ObjectsRepo implements ObjectIndex {
   readonly #anyObject: Statement<[], { n: number }>;
   readonly #hasRef: Statement<[string, string], { n: number }>;
   readonly #quarantine: QuarantineHint;
-  /** A reference recorded in the transaction under way lifted a quarantine (see #flushPending). */
-  #lifted = false;
 
   constructor(db: Db, quarantine: QuarantineHint) {
     this.#quarantine = quarantine;
@@ -54,7 +52,7 @@ export class ObjectsRepo implements ObjectIndex {
       // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
       if (this.#unquarantine.run(r.oid).changes > 0) {
         this.#refresh.run(r.size, r.storedSize, r.oid);
-        this.#lifted = true;
+        this.#quarantine.changed();
       }
       if (c.ticket !== null) endUpload.run(c.ticket);
       return 'ok';
@@ -141,29 +139,17 @@ export class ObjectsRepo implements ObjectIndex {
     const rows = this.#pending;
     this.#pending = [];
     try {
-      const outcomes = this.#committed(rows);
+      const outcomes = this.#addRefs(rows);
       rows.forEach((r, i) => settleReference(r, outcomes[i]!));
     } catch {
       // One row's failure must not fail the others: retry each in a transaction of its own.
       for (const r of rows) {
         try {
-          settleReference(r, this.#committed([r])[0]!);
+          settleReference(r, this.#addRefs([r])[0]!);
         } catch (e) {
           r.reject(e);
         }
       }
-    }
-  }
-
-  /** Records the rows in one transaction; once it has committed, a lifted quarantine is told to the hint. */
-  #committed(rows: readonly PendingReference[]): ReferenceOutcome[] {
-    this.#lifted = false;
-    try {
-      return this.#addRefs(rows);
-    } finally {
-      // Read after the transaction ended: a rolled-back one left the table as it was.
-      if (this.#lifted) this.#quarantine.removed();
-      this.#lifted = false;
     }
   }
 }

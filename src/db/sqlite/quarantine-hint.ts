@@ -7,32 +7,28 @@ import type { Db } from './database.js';
  * because the table is nearly always empty. While it is known empty the question is answered here.
  *
  * Only this process writes the index (the data directory is locked), and every write to the table
- * goes through the repositories holding this hint: a mark sets it before its insert, so a
- * rolled-back insert leaves it set, which costs only queries; a transaction that removed a row has
- * the table read again once it has committed, never from inside it.
+ * goes through the repositories holding this hint, which call `changed()` where they write. The
+ * table is read again at the next question, never inside a transaction (better-sqlite3's run
+ * synchronously, and the question is asked outside them), so what it sees is committed, whether
+ * the write that called `changed()` committed or rolled back.
  */
 export class QuarantineHint {
   readonly #any: () => boolean;
-  #maybeAny: boolean;
+  /** Whether the table holds a row, as last read; null when a write may have changed that. */
+  #known: boolean | null = null;
 
   constructor(db: Db) {
     const any = db.prepare<[], { n: number }>('SELECT EXISTS (SELECT 1 FROM quarantine) AS n');
     this.#any = () => any.get()!.n === 1;
-    this.#maybeAny = this.#any();
   }
 
   /** False only when the table is known to be empty. */
   get maybeAny(): boolean {
-    return this.#maybeAny;
+    return (this.#known ??= this.#any());
   }
 
-  /** Called before a row is inserted. */
-  marking(): void {
-    this.#maybeAny = true;
-  }
-
-  /** Called after a committed transaction removed a row: reads the table again. */
-  removed(): void {
-    this.#maybeAny = this.#any();
+  /** A row was (or is about to be) inserted or deleted. */
+  changed(): void {
+    this.#known = null;
   }
 }
