@@ -5,14 +5,15 @@
  * every byte of an object goes through curl.
  */
 import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
-import { cpuSecondsOf } from './lib/proc-stats.js';
+import { cpuSecondsOf, machineBusySeconds } from './lib/proc-stats.js';
 import type { LfsAction, LfsClient } from './lib/lfs-client.js';
 import { fmt } from './lib/report.js';
-import { ddBeside, mbps, startPeer, type BenchContext } from './limits.bench.js';
+import { ddBesideBusy, mbps, startPeer, type BenchContext } from './limits.bench.js';
 import type { ClientRound, RealClientSession } from './real-clients.bench.js';
 import { journalRetired, median, memObject, TOKEN, type MemObject } from './server.bench.js';
 
@@ -253,8 +254,11 @@ export class BigSource {
     closeSync(fd);
   }
 
-  /** Makes the file a new object (its first 8 bytes = `round`) and returns its oid; synced to disk. */
-  round(round: number): { oid: string; size: number } {
+  /**
+   * Makes the file a new object (its first 8 bytes = `round`) and returns its oid, synced to disk,
+   * and the CPU seconds its sha256 took here (node:crypto, as the server hashes an upload).
+   */
+  round(round: number): { oid: string; size: number; hashCpuS: number } {
     this.#data.writeDoubleBE(round, 0);
     const fd = openSync(this.path, 'r+');
     try {
@@ -263,7 +267,10 @@ export class BigSource {
     } finally {
       closeSync(fd);
     }
-    return { oid: memObject(this.#data).oid, size: this.#data.length };
+    const cpu0 = process.cpuUsage();
+    const { oid } = memObject(this.#data);
+    const cpu = process.cpuUsage(cpu0);
+    return { oid, size: this.#data.length, hashCpuS: (cpu.user + cpu.system) / 1e6 };
   }
 }
 
@@ -279,7 +286,8 @@ export async function uploadBig(client: LfsClient, oid: string, size: number, fi
 
 /**
  * 1 GiB durable uploads through curl, each beside `dd conv=fdatasync` of the same size (before it on
- * even rounds, after it on odd ones; the dd is the faster of two back to back, see ddBeside).
+ * even rounds, after it on odd ones; the dd is the faster of two back to back, see ddBeside), and
+ * the most this machine's cores allow (see recordUploadCeiling).
  */
 export async function benchCurlUpload(session: RealClientSession): Promise<BigObject> {
   const ctx = session.ctx;
@@ -287,22 +295,85 @@ export async function benchCurlUpload(session: RealClientSession): Promise<BigOb
   const src = new BigSource(ctx, size);
   const rounds: ClientRound[] = [];
   const dds: number[] = [];
+  const ceilings: UploadCeiling[] = [];
   let last = { oid: '', size };
-  const { growth } = await session.section(async () => {
-    for (let r = 0; r < clientRounds(ctx); r++) {
-      const obj = src.round(r);
-      const before = r % 2 === 0 ? await ddBeside(ctx, size / MiB) : null;
-      rounds.push(await session.round(() => uploadBig(session.s.client, obj.oid, obj.size, src.path), (ms) => mbps(size, ms)));
-      dds.push(before ?? (await ddBeside(ctx, size / MiB)));
-      last = obj;
-    }
-  });
+  const nullPeer = await startPeer('null-peer.js');
+  let growth: number;
+  try {
+    ({ growth } = await session.section(async () => {
+      for (let r = 0; r < clientRounds(ctx); r++) {
+        const obj = src.round(r);
+        const before = r % 2 === 0 ? await ddBesideBusy(ctx, size / MiB) : null;
+        let oursBusyS = 0;
+        rounds.push(
+          await session.round(async () => {
+            const busy0 = machineBusySeconds();
+            const run = await uploadBig(session.s.client, obj.oid, obj.size, src.path);
+            oursBusyS = machineBusySeconds() - busy0;
+            return run;
+          }, (ms) => mbps(size, ms)),
+        );
+        const dd = before ?? (await ddBesideBusy(ctx, size / MiB));
+        dds.push(dd.rate);
+        // The same curl command into a server that stores nothing: what curl, loopback and uWS cost.
+        const busy0 = machineBusySeconds();
+        const floor = await curlPut(src.path, { href: `http://127.0.0.1:${nullPeer.port}/null`, header: { 'Transfer-Encoding': 'chunked' } });
+        ceilings.push({ size, nullBusyS: machineBusySeconds() - busy0, nullRate: mbps(size, floor.ms), ddBusyS: dd.busyS, hashCpuS: obj.hashCpuS, ddRate: dd.rate, oursBusyS });
+        last = obj;
+      }
+    }));
+  } finally {
+    nullPeer.stop();
+  }
   session.figures.movedBytes += rounds.length * size;
   const pairs = rounds.map((r, i) => `${fmt(r.value)}/${fmt(dds[i]!)}`).join(', ');
   const ratio = median(rounds.map((r, i) => r.value / dds[i]!));
   const rate = session.recordRow('real.curl_upload_1g', `durable upload of ${size / MiB} MiB: batch + curl -T (chunked, as the action asks)`, `curl ${session.figures.curlVersion ?? ''}`.trim(), 'MB/s', rounds, { name: 'GiB', units: size / GiB }, growth, `beside dd (upload/dd MB/s): ${pairs}; median ratio ${(ratio * 100).toFixed(0)}%`);
-  session.figures.curlUpload = { ratio, pairs, rate, ms: median(rounds.map((r) => r.ms)) };
+  const ceilingRatio = recordUploadCeiling(session, ceilings);
+  session.figures.curlUpload = { ratio, pairs, rate, ms: median(rounds.map((r) => r.ms)), ceilingRatio };
   return { ...last, file: src.path };
+}
+
+/** One round's figures for the upload's ceiling: machine-wide busy CPU seconds and rates (MB/s). */
+interface UploadCeiling {
+  readonly size: number;
+  /** curl -T of the file into the null peer: curl, loopback and uWS receiving. */
+  readonly nullBusyS: number;
+  readonly nullRate: number;
+  /** The dd beside it: writing the bytes into the page cache and flushing them, writeback included. */
+  readonly ddBusyS: number;
+  readonly ddRate: number;
+  /** sha256 of the bytes (node:crypto, one core). */
+  readonly hashCpuS: number;
+  /** Our upload, the same way. */
+  readonly oursBusyS: number;
+}
+
+/**
+ * The most a durable, verified upload through curl can reach on this machine, from CPU alone: it
+ * must at least do what the null peer's upload did (curl reading and sending, loopback, receiving),
+ * what dd did (the bytes into the page cache and onto the disk) and a sha256 of the bytes; with every
+ * core busy all the time it takes (their CPU seconds) ÷ (cores). That time beside dd's says whether
+ * "≥ 90% of dd" is within the machine's reach at all, and how far from it our figure is.
+ */
+function recordUploadCeiling(session: RealClientSession, rounds: UploadCeiling[]): number {
+  const cores = availableParallelism();
+  const ceiling = (c: UploadCeiling): number => mbps(c.size, ((c.nullBusyS + c.ddBusyS + c.hashCpuS) / cores) * 1000);
+  const perGiB = (s: number, c: UploadCeiling): string => `${fmt((s * GiB) / c.size * 1000)}`;
+  const ratio = median(rounds.map((c) => ceiling(c) / c.ddRate));
+  session.ctx.record({
+    key: 'limits.curl_upload_ceiling',
+    group: 'limits',
+    label: `the most a durable, verified curl upload can reach here from CPU alone (${cores} cores), ÷ dd beside it`,
+    value: ratio * 100,
+    unit: '% of dd',
+    detail:
+      `median of ${rounds.length} (${rounds.map((c) => `${fmt(ceiling(c))}/${fmt(c.ddRate)} MB/s`).join(', ')}); ` +
+      `busy CPU ms per GiB, machine-wide: curl into a server that stores nothing ${rounds.map((c) => perGiB(c.nullBusyS, c)).join(', ')} (at ${rounds.map((c) => fmt(c.nullRate)).join(', ')} MB/s), ` +
+      `dd ${rounds.map((c) => perGiB(c.ddBusyS, c)).join(', ')}, sha256 ${rounds.map((c) => perGiB(c.hashCpuS, c)).join(', ')}; ` +
+      `our upload ${rounds.map((c) => perGiB(c.oursBusyS, c)).join(', ')}`,
+  });
+  return ratio;
 }
 
 /** Empties the page cache (root), or else drops the one file's pages (posix_fadvise DONTNEED through dd). */

@@ -13,7 +13,9 @@
  * time, the CPU of git and of git-lfs (a PATH shim times each git-lfs process with /usr/bin/time),
  * the server's CPU (all threads, and its event loop) and, with --log-requests, the requests' time
  * inside the server summed (÷ wall: how many of the client's requests the server holds on average).
- * Server CPU is utime + stime from /proc (10 ms ticks).
+ * Server CPU is utime + stime from /proc (10 ms ticks). `--node-args="…"` starts each server with
+ * these node options (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds),
+ * `--node-args-NAME="…"` only build NAME's (the same dist under two names: an A/B of node options).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -39,7 +41,7 @@ const N = Number(opt('n', '1000'));
 const ROUNDS = Number(opt('rounds', mode === 'clone' ? '3' : '4'));
 const builds = new Map(args.slice(1).filter((a) => !a.startsWith('--') && a.includes('=')).map((a) => a.split('=') as [string, string]));
 if ((mode !== 'curl' && mode !== 'clone') || builds.size === 0) {
-  process.stderr.write('usage: small-ab.js curl|clone [--n=N] [--rounds=R] [--only=seq,par,get] [--no-retire] [--log-requests] NAME=DIST …\n');
+  process.stderr.write('usage: small-ab.js curl|clone [--n=N] [--rounds=R] [--only=seq,par,get] [--no-retire] [--log-requests] [--node-args="…"] NAME=DIST …\n');
   process.exit(2);
 }
 const scratch = mkdtempSync(join(tmpdir(), 'small-ab-'));
@@ -50,11 +52,12 @@ forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
 const load = (): number => loadavg()[0]!;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function start(dist: string): Promise<Server> {
+async function start(name: string, dist: string): Promise<Server> {
   const data = mkdtempSync(join(scratch, 'data-'));
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, SVC_HOST: '127.0.0.1', SVC_PORT: '0', SVC_DATA_DIR: data, SVC_FORGE_A_API_URL: forge.url };
   if (args.includes('--log-requests')) env.SVC_LOG_REQUESTS = 'true';
-  const child = spawn(process.execPath, [join(dist, 'src/main.js')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const nodeArgs = opt(`node-args-${name}`, opt('node-args', '')).split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, join(dist, 'src/main.js')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   let rest = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -131,9 +134,9 @@ async function timed(s: Server, run: () => Promise<void>): Promise<{ wall: numbe
 
 const split = (oids: readonly string[], k: number): string[][] => Array.from({ length: k }, (_, w) => oids.slice((w * oids.length) / k, ((w + 1) * oids.length) / k));
 
-async function curlRound(dist: string): Promise<Row> {
+async function curlRound(name: string, dist: string): Promise<Row> {
   const only = opt('only', 'seq,par,get').split(',');
-  const s = await start(dist);
+  const s = await start(name, dist);
   try {
     // Not timed: the forge lookup, V8's first compilations, the first journal segment.
     const warm = objects(64);
@@ -169,7 +172,7 @@ async function curlRound(dist: string): Promise<Row> {
 async function cloneSetup(): Promise<{ servers: Map<string, Server & { remote: string }>; env: NodeJS.ProcessEnv }> {
   const servers = new Map<string, Server & { remote: string }>();
   const started = new Map<string, Server>();
-  for (const [name, dist] of builds) started.set(name, await start(dist));
+  for (const [name, dist] of builds) started.set(name, await start(name, dist));
   const home = join(scratch, 'home');
   const sb = await GitSandbox.create(home, `http://127.0.0.1:${[...started.values()][0]!.port}`, 'tok');
   writeFileSync(join(home, '.git-credentials'), [...started.values()].map((s) => `http://git:tok@127.0.0.1:${s.port}\n`).join(''), { mode: 0o600 });
@@ -232,7 +235,7 @@ let clone: Awaited<ReturnType<typeof cloneSetup>> | null = null;
 if (mode === 'clone') clone = await cloneSetup();
 for (let r = 0; r < ROUNDS; r++) {
   for (const name of r % 2 === 0 ? names : [...names].reverse()) {
-    const row = clone === null ? await curlRound(builds.get(name)!) : await cloneRound(clone.servers.get(name)!, clone.env, `${name}-${r}`);
+    const row = clone === null ? await curlRound(name, builds.get(name)!) : await cloneRound(clone.servers.get(name)!, clone.env, `${name}-${r}`);
     if (!results.has(name)) results.set(name, []);
     results.get(name)!.push(row);
     process.stdout.write(`${name} round ${r + 1}: ${Object.entries(row).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(', ')}\n`);

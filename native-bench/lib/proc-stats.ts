@@ -31,6 +31,16 @@ export function mainThreadCpuSecondsOf(pid: number): number {
   return cpuFromStat(`/proc/${pid}/task/${pid}/stat`);
 }
 
+/**
+ * CPU seconds the whole machine has been busy so far, all cores and processes (user, nice, system,
+ * irq and softirq of /proc/stat; idle, iowait and steal left out): what a run costs the machine,
+ * the kernel's writeback and loopback work included.
+ */
+export function machineBusySeconds(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]!) / CLK_TCK;
+}
+
 function cpuFromStat(path: string): number {
   const stat = readFileSync(path, 'utf8');
   // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
