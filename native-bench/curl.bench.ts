@@ -92,7 +92,12 @@ export async function smallRound(ctx: BenchContext, client: LfsClient, settled: 
  * A small-object round: the TCP connections curl opened, the batches' time (in the figure), and the
  * same PUTs' figure against a server that stores nothing (null-peer.ts), run right after it.
  */
-type SmallRound = ClientRound & { connects: number; batchMs: number; floor: number; laterMs: number };
+type SmallRound = ClientRound & { connects: number; batchMs: number; floor: number; durable: number; laterMs: number };
+/** The yardstick peers' ports: the null peer (stores nothing) and the durable minimum (durable-peer.ts). */
+interface Peers {
+  readonly floor: number;
+  readonly durable: number;
+}
 
 /** The pairs' PUTs sent to the null peer instead: same files, paths and headers, another port. */
 const toFloor = (pairs: { file: string; href: string }[], port: number): { file: string; href: string }[] =>
@@ -117,7 +122,7 @@ async function endRound(session: RealClientSession, dir: string, n: number, roun
 }
 
 /** One round of n × 64 KiB through one curl process: ms per object, batches included. */
-async function seqRound(session: RealClientSession, r: number, n: number, floorPort: number): Promise<SmallRound> {
+async function seqRound(session: RealClientSession, r: number, n: number, peers: Peers): Promise<SmallRound> {
   const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `seq-${r}`, n);
   const config = join(dir, 'put.curlrc');
   writeFileSync(config, putConfig(pairs));
@@ -128,14 +133,18 @@ async function seqRound(session: RealClientSession, r: number, n: number, floorP
     connects = run.connects;
     return run;
   }, (ms) => (ms + batchMs) / n);
-  const floorConfig = join(dir, 'floor.curlrc');
-  writeFileSync(floorConfig, putConfig(toFloor(pairs, floorPort)));
-  const floor = (await checked(runClient(['curl', '--config', floorConfig]), n)).ms / n;
-  return endRound(session, dir, n, { ...round, connects, batchMs, floor });
+  const peerMs = async (port: number, tag: string): Promise<number> => {
+    const config = join(dir, `${tag}.curlrc`);
+    writeFileSync(config, putConfig(toFloor(pairs, port)));
+    return (await checked(runClient(['curl', '--config', config]), n)).ms / n;
+  };
+  const floor = await peerMs(peers.floor, 'floor');
+  const durable = await peerMs(peers.durable, 'durable');
+  return endRound(session, dir, n, { ...round, connects, batchMs, floor, durable });
 }
 
 /** One round of n × 64 KiB through 8 curl processes at once: objects per second, batches included. */
-async function parRound(session: RealClientSession, r: number, n: number, floorPort: number): Promise<SmallRound> {
+async function parRound(session: RealClientSession, r: number, n: number, peers: Peers): Promise<SmallRound> {
   // The previous round's objects go to files of their own in a lull; not measured against this one.
   const { dir, pairs, batchMs } = await smallRound(session.ctx, session.s.client, () => journalRetired(session.s.server.dataDir), `par-${r}`, n);
   let connects = 0;
@@ -147,8 +156,9 @@ async function parRound(session: RealClientSession, r: number, n: number, floorP
     },
     (ms) => n / ((ms + batchMs) / 1000),
   );
-  const floor = n / ((await parallelPuts(dir, toFloor(pairs, floorPort), 'floor')).ms / 1000);
-  return endRound(session, dir, n, { ...round, connects, batchMs, floor });
+  const floor = n / ((await parallelPuts(dir, toFloor(pairs, peers.floor), 'floor')).ms / 1000);
+  const durable = n / ((await parallelPuts(dir, toFloor(pairs, peers.durable), 'durable')).ms / 1000);
+  return endRound(session, dir, n, { ...round, connects, batchMs, floor, durable });
 }
 
 /** Every pair PUT by 8 curl processes at once (a keep-alive connection each); throws unless all answer 200. */
@@ -181,20 +191,27 @@ async function expectProbe(session: RealClientSession): Promise<string> {
 }
 
 /**
- * The floor of the small-object rows: the same curl runs against a server that stores nothing
- * (uWS answering every PUT at once), one right after each of our rounds, so under the same load.
+ * The yardsticks of the small-object rows, the same curl runs right after each of our rounds, so
+ * under the same load: a server that stores nothing (uWS answering every PUT at once: the floor of
+ * curl, loopback and uWS), and the durable minimum (durable-peer.ts: sha256, a journal append
+ * flushed by group commit and a SQLite row, nothing else), what this machine allows a server that
+ * keeps its promise of durability.
  */
 function recordFloor(session: RealClientSession, seq: SmallRound[], par: SmallRound[], n: number, curl: string): void {
-  const rounds = (xs: SmallRound[]): string => `median of ${xs.length} (${xs.map((x) => fmt(x.floor)).join(', ')}), each right after one of our rounds`;
+  const rounds = (xs: SmallRound[], of: (x: SmallRound) => number): string => `median of ${xs.length} (${xs.map((x) => fmt(of(x))).join(', ')}), each right after one of our rounds`;
+  const floor = (x: SmallRound): number => x.floor;
+  const durable = (x: SmallRound): number => x.durable;
   if (seq.length > 0) {
-    const v = median(seq.map((x) => x.floor));
-    session.figures.curlSeqFloorMs = v;
-    session.ctx.record({ key: 'limits.curl_null_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to a server that stores nothing (uWS) [${curl}]`, value: v, unit: 'ms/object', detail: `the floor of the sequential row: curl, loopback and uWS alone; ${rounds(seq)}` });
+    session.figures.curlSeqFloorMs = median(seq.map(floor));
+    session.figures.curlSeqDurableMs = median(seq.map(durable));
+    session.ctx.record({ key: 'limits.curl_null_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to a server that stores nothing (uWS) [${curl}]`, value: session.figures.curlSeqFloorMs, unit: 'ms/object', detail: `the floor of the sequential row: curl, loopback and uWS alone; ${rounds(seq, floor)}` });
+    session.ctx.record({ key: 'limits.curl_durable_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlSeqDurableMs, unit: 'ms/object', detail: `sha256, journal append + fdatasync, SQLite row per object and nothing else; ${rounds(seq, durable)}` });
   }
   if (par.length > 0) {
-    const v = median(par.map((x) => x.floor));
-    session.figures.curlParFloorPerSec = v;
-    session.ctx.record({ key: 'limits.curl_null_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to a server that stores nothing (uWS) [${curl}]`, value: v, unit: 'objects/s', detail: `the ceiling of the parallel row: curl, loopback and uWS alone; ${rounds(par)}` });
+    session.figures.curlParFloorPerSec = median(par.map(floor));
+    session.figures.curlParDurablePerSec = median(par.map(durable));
+    session.ctx.record({ key: 'limits.curl_null_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to a server that stores nothing (uWS) [${curl}]`, value: session.figures.curlParFloorPerSec, unit: 'objects/s', detail: `the ceiling of the parallel row: curl, loopback and uWS alone; ${rounds(par, floor)}` });
+    session.ctx.record({ key: 'limits.curl_durable_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlParDurablePerSec, unit: 'objects/s', detail: `sha256, journal append + group-committed fdatasync, SQLite rows per turn and nothing else; ${rounds(par, durable)}` });
   }
 }
 
@@ -208,6 +225,11 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   const seq: SmallRound[] = [];
   const par: SmallRound[] = [];
   const floorPeer = await startPeer('null-peer.js');
+  const durablePeer = await startPeer('durable-peer.js', [join(ctx.scratch, 'durable-peer')]).catch((e: unknown) => {
+    floorPeer.stop();
+    throw e;
+  });
+  const peers = { floor: floorPeer.port, durable: durablePeer.port };
   let growth: number;
   try {
     ({ growth } = await session.section(async () => {
@@ -215,13 +237,14 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
         // Taking turns, and in the other order on odd rounds, so neither always follows the other.
         const order = r % 2 === 0 ? ['seq', 'par'] : ['par', 'seq'];
         for (const kind of order) {
-          if (kind === 'seq' && only('curl-seq64k')) seq.push(await seqRound(session, r, n, floorPeer.port));
-          if (kind === 'par' && only('curl-par64k')) par.push(await parRound(session, r, n, floorPeer.port));
+          if (kind === 'seq' && only('curl-seq64k')) seq.push(await seqRound(session, r, n, peers));
+          if (kind === 'par' && only('curl-par64k')) par.push(await parRound(session, r, n, peers));
         }
       }
     }));
   } finally {
     floorPeer.stop();
+    durablePeer.stop();
   }
   recordFloor(session, seq, par, n, curl);
   session.figures.movedBytes += (seq.length + par.length) * n * 65536;

@@ -369,9 +369,9 @@ async function parallelDurableFiles(ctx: BenchContext, body: Buffer, writers: nu
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** Starts a peer process of this folder (loopback-peer.js, null-peer.js); resolves with its port and a stopper. */
-export async function startPeer(script = 'loopback-peer.js'): Promise<{ port: number; stop: () => void }> {
-  const child = spawn(process.execPath, [resolve(here, script)], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** Starts a peer process of this folder (loopback-peer.js, null-peer.js, durable-peer.js); resolves with its port and a stopper. */
+export async function startPeer(script = 'loopback-peer.js', args: readonly string[] = []): Promise<{ port: number; stop: () => void }> {
+  const child = spawn(process.execPath, [resolve(here, script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((ok, fail) => {
     createInterface({ input: child.stdout! }).once('line', (l) => ok((JSON.parse(l) as { port: number }).port));
     child.once('exit', (c) => fail(new Error(`${script} exited ${c}`)));
