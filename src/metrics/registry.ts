@@ -339,7 +339,7 @@ class Series {
    * Group commit at work: records / flushes is how many uploads share one fdatasync (near 1 with a
    * sequential client, whose flushes run in line; higher under parallel uploads).
    */
-  readonly journalFlushes = this.#journalCounter('svc_journal_flushes_total', 'Journal fdatasyncs, by mode (inline: a lone upload, on the event loop; pooled: on the threadpool)', ['mode'], (j) => [
+  readonly journalFlushes = this.#journalCounter('svc_journal_flushes_total', 'Journal fdatasyncs, by mode (inline: on the event loop, for a lone upload or small ones while flushes are quick; pooled: on the threadpool)', ['mode'], (j) => [
     [{ mode: 'inline' }, j.inLine],
     [{ mode: 'pooled' }, j.pooled],
   ]);

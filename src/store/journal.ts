@@ -103,10 +103,18 @@ interface Segment {
   readonly unsettled: Set<number>;
 }
 
+/** What the caller knows of the uploads in flight, asked when a flush is due (see #flush). */
+export interface FlushHints {
+  /** Whether the caller's upload is the only one in flight. */
+  readonly alone?: () => boolean;
+  /** Whether every upload in flight is a small journaled one: no other file's data is on its way to the disk. */
+  readonly smallOnly?: () => boolean;
+}
+
 interface PendingAppend {
   readonly segment: Segment;
   readonly offset: number;
-  readonly alone: (() => boolean) | null;
+  readonly hints: FlushHints;
   readonly written: Promise<void>;
   readonly resolve: () => void;
   readonly reject: (e: unknown) => void;
@@ -121,6 +129,14 @@ interface PendingAppend {
  * objects/s on average, for 2.2 times as many fdatasyncs (2.4 records each instead of 5.5).
  */
 const MAX_FLUSHES = 2;
+
+/**
+ * A flush may hold the event loop (run in line) while recent flushes took less than this, on
+ * average: the requests it delays wait about as long as a threadpool round trip would have cost.
+ */
+const IN_LINE_FLUSH_MAX_MS = 2;
+/** Weight of the newest flush in that average. */
+const FLUSH_AVERAGE_WEIGHT = 0.25;
 
 export class Journal {
   readonly #dir: string;
@@ -141,6 +157,8 @@ export class Journal {
   #spareFailedAt = -Infinity;
   #switching: Promise<void> | null = null;
   #stats = { inLine: 0, pooled: 0, records: 0 };
+  /** Recent flushes' duration, a moving average (see IN_LINE_FLUSH_MAX_MS). */
+  #flushMs = 0;
 
   private constructor(dir: string, nextNo: number, existing: number[]) {
     this.#dir = dir;
@@ -170,10 +188,9 @@ export class Journal {
 
   /**
    * Appends a record and resolves once it is durable; data records resolve with where the bytes are.
-   * `alone`: whether the caller's upload is the only one in flight, asked when its flush is due
-   * (see #flush).
+   * `hints` say what the caller knows of the uploads in flight, asked when its flush is due (see #flush).
    */
-  async append(rec: JournalRecord, options: { alone?: () => boolean } = {}): Promise<JournalLocation | null> {
+  async append(rec: JournalRecord, hints: FlushHints = {}): Promise<JournalLocation | null> {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
     const length = HEADER + repo.length + dataLen + DIGEST;
@@ -236,7 +253,7 @@ export class Journal {
     written.catch(() => undefined);
     seg.unsettled.add(offset);
     await new Promise<void>((resolve, reject) => {
-      this.#queue.push({ segment: seg, offset, written, resolve, reject, alone: options.alone ?? null });
+      this.#queue.push({ segment: seg, offset, written, resolve, reject, hints });
       if (this.#flushes < MAX_FLUSHES) void this.#flush();
     });
     return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
@@ -246,26 +263,38 @@ export class Journal {
    * Group commit: one fdatasync covers every append whose write finished before it started; up to
    * MAX_FLUSHES of these loops run at once, each taking whatever is queued when it turns.
    *
-   * The flush of an upload that is alone runs in line: through the threadpool the same fdatasync
-   * costs about 0.2 ms more here (a thread wake-up and an event-loop wake-up, each a cross-CPU
-   * interrupt in this VM: 0.54 vs 0.33 ms measured from JavaScript), the whole of a sequential
-   * client's wait. Alone means the store has no other upload in flight and, after one turn of the
-   * event loop that reads whatever requests are already waiting in the sockets, no other record has
-   * joined the queue. Without that turn an upload is handled from its request to its flush without
-   * reading the sockets again, so parallel uploaders would each look alone and be flushed one by
-   * one in line (measured: 8 parallel uploaders lost a quarter of their rate). Concurrent uploads
-   * keep the asynchronous group commit, so their bodies are read and hashed while the disk works.
+   * A flush runs in line (on the event loop) when that is cheap: through the threadpool the same
+   * fdatasync costs a thread wake-up and an event-loop wake-up (cross-CPU interrupts in this VM, and
+   * the resolution of a promise per flush): 0.54 vs 0.33 ms measured from JavaScript for a lone
+   * upload, the whole of a sequential client's wait, and with 8 curl processes uploading 64 KiB
+   * objects, 0.48 vs 0.39 ms of server CPU per object and 1,877 vs 2,166 objects/s (docs/performance.md).
+   * In line means either
+   * - the upload is alone: the store has no other upload in flight and, after one turn of the event
+   *   loop that reads whatever requests are already waiting in the sockets, no other record has
+   *   joined the queue; or
+   * - every upload in flight is a small journaled one (no other file's data on its way to the disk,
+   *   which a flush of the device's cache would wait for) and recent flushes were quick
+   *   (IN_LINE_FLUSH_MAX_MS): after one turn of the event loop, the batch is what has queued.
+   * The turn matters: without it an upload is handled from its request to its flush without reading
+   * the sockets again, so parallel uploaders would each be flushed one by one (measured: 8 parallel
+   * uploaders lost a quarter of their rate). Otherwise (a large upload in flight, a slow disk) the
+   * flush goes to the threadpool, so bodies are read and hashed while the disk works, and one slow
+   * flush holds the event loop at most once before the average sends the next ones there.
    */
   async #flush(): Promise<void> {
     this.#flushes++;
     while (this.#queue.length > 0) {
-      if (this.#queue.length === 1 && this.#queue[0]!.alone?.() === true) await afterNextPoll();
+      const head = this.#queue[0]!.hints;
+      const lone = this.#queue.length === 1 && head.alone?.() === true;
+      if (lone || this.#cheapInLine(head)) await afterNextPoll();
       const batch = this.#queue.splice(0);
       if (batch.length === 0) break; // the other flush took them during that turn
       // Each record settles on its own: a failed one (and those behind it in its segment) must not
       // take down the records of the batch that are good.
       const results = await Promise.allSettled(batch.map((b) => b.written));
-      const inLine = batch.length === 1 && batch[0]!.alone?.() === true;
+      const hints = batch[0]!.hints;
+      const inLine = (batch.length === 1 && hints.alone?.() === true) || this.#cheapInLine(hints);
+      const started = performance.now();
       for (const seg of new Set(batch.map((b) => b.segment))) {
         try {
           if (inLine) fdatasyncSync(seg.fh.fd);
@@ -280,6 +309,7 @@ export class Journal {
           });
         }
       }
+      this.#flushMs += FLUSH_AVERAGE_WEIGHT * (performance.now() - started - this.#flushMs);
       if (inLine) this.#stats.inLine++;
       else this.#stats.pooled++;
       batch.forEach((b, i) => {
@@ -295,6 +325,11 @@ export class Journal {
       });
     }
     this.#flushes--;
+  }
+
+  /** Whether a flush of records appended with these hints may run in line although others are in flight (see #flush). */
+  #cheapInLine(hints: FlushHints): boolean {
+    return this.#flushMs < IN_LINE_FLUSH_MAX_MS && hints.smallOnly?.() === true;
   }
 
   /** The current segment if `length` more bytes go into it now; null when a switch is needed first. */

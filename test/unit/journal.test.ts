@@ -100,6 +100,25 @@ t.test('appends flushed in line and group-committed ones replay alike', async (t
   t.same(replayed, [alone, ...together].map(oidOf), 'every record replays, in order');
 });
 
+// Uploads that are not alone are flushed in line only while every upload in flight is a small
+// journaled one and recent flushes were quick (a new journal has no slow one yet): then one flush on
+// the event loop takes the whole group. With a file upload in flight (its data on its way to the
+// disk, which a flush of the device's cache would wait for) they go to the threadpool, however
+// quick the disk.
+t.test('concurrent appends: one flush in line while only small uploads are in flight, on the threadpool beside a file upload', async (t) => {
+  const journal = await Journal.open(tmpDir());
+  t.teardown(() => journal.close());
+  const group = (hints: { alone: () => boolean; smallOnly: () => boolean }): Promise<unknown[]> =>
+    Promise.all(Array.from({ length: 6 }, () => randomBytes(20_000)).map((d) => journal.append({ repo: 'acme/game', oid: oidOf(d), size: d.length, data: d }, hints)));
+  await group({ alone: () => false, smallOnly: () => true });
+  t.same(journal.flushStats, { inLine: 1, pooled: 0, records: 6 }, 'six small uploads: one flush, in line');
+  await group({ alone: () => false, smallOnly: () => false });
+  const { inLine, pooled, records } = journal.flushStats;
+  t.equal(inLine, 1, 'none in line while a file upload is in flight');
+  t.ok(pooled >= 1 && pooled <= 6, `flushed on the threadpool (${pooled} flushes)`);
+  t.equal(records, 12);
+});
+
 // A lull prepares the next segment, so a sequential client's first objects after it append into
 // written blocks (cheaper flushes) instead of growing a new file; a journal that took no append
 // since start does not spend a segment of zeros on it.

@@ -59,6 +59,8 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   #unrestored: { repo: string; oid: Oid; size: number }[] = [];
   /** Uploads between createWriter and their finish or abort. */
   #uploads = 0;
+  /** Those of them written to a file of their own (not journaled whole): their data is on its way to the disk. */
+  #fileUploads = 0;
   /** Small objects whose bytes are being appended (see #journalSmall). */
   readonly #appending = new Map<Oid, Promise<unknown>>();
 
@@ -74,19 +76,27 @@ export class JournalingBlobStore extends ForwardingBlobStore {
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
   readonly #alone = (): boolean => this.#uploads === 1;
+  /** Whether no upload in flight writes a file of its own, so a flush waits on small records only (see Journal). */
+  readonly #smallOnly = (): boolean => this.#fileUploads === 0;
+  readonly #flushHints = { alone: this.#alone, smallOnly: this.#smallOnly };
 
   override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // A maintenance rewrite of stored bytes: no new reference to record.
     if (options.replace === true) return this.inner.createWriter(oid, options);
+    const size = options.expectedSize;
+    const small = size !== null && size <= SMALL_OBJECT_MAX;
     this.#uploads++;
+    if (!small) this.#fileUploads++;
     let counted = true;
     const done = (): void => {
-      if (counted) this.#uploads--;
+      if (counted) {
+        this.#uploads--;
+        if (!small) this.#fileUploads--;
+      }
       counted = false;
     };
     try {
-      const size = options.expectedSize;
-      const w = size !== null && size <= SMALL_OBJECT_MAX ? new SmallObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
+      const w = small ? new SmallObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
       return { write: (c, r) => w.write(c, r), onDrain: (l) => w.onDrain(l), finish: () => w.finish().finally(done), abort: () => w.abort().finally(done) };
     } catch (e) {
       done();
@@ -102,7 +112,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       onDrain: (l) => inner.onDrain(l),
       finish: async () => {
         const r = await inner.finish();
-        await this.#journal.append({ repo: options.repo, oid, size: r.size, data: null }, { alone: this.#alone });
+        await this.#journal.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
         return r;
       },
       abort: () => inner.abort(),
@@ -119,10 +129,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     // No existence check below (a round trip on the hot path): if the object is stored already, the
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
-      await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, { alone: this.#alone });
+      await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
       return { size: data.byteLength, storedSize: data.byteLength, created: false };
     }
-    const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, { alone: this.#alone });
+    const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
     this.#appending.set(oid, appended);
     try {
       this.#remember(oid, (await appended)!);
