@@ -49,8 +49,9 @@ export class ObjectsRepo implements ObjectIndex {
       if (!c.storedVerified && this.#isQuarantined.get(r.oid)!.n > 0) return 'quarantined';
       this.#insertObject.run(r.oid, r.size, r.storedSize, now);
       this.#insertRef.run(r.repo, r.oid, now);
-      // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
-      if (this.#unquarantine.run(r.oid).changes > 0) {
+      // Good bytes of a quarantined object just arrived (verified by the writer): it is healed. (An
+      // upload asks isQuarantined first, so the hint is usually fresh: no statement while none is.)
+      if (!this.#quarantine.knownEmpty && this.#unquarantine.run(r.oid).changes > 0) {
         this.#refresh.run(r.size, r.storedSize, r.oid);
         this.#quarantine.changed();
       }

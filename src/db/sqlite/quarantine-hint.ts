@@ -27,6 +27,11 @@ export class QuarantineHint {
     return (this.#known ??= this.#any());
   }
 
+  /** True only when the table is known empty from an earlier read: asks nothing, so it may be asked inside a transaction. */
+  get knownEmpty(): boolean {
+    return this.#known === false;
+  }
+
   /** A row was (or is about to be) inserted or deleted. */
   changed(): void {
     this.#known = null;
