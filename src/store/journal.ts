@@ -268,7 +268,7 @@ export class Journal {
    * fdatasync costs a thread wake-up and an event-loop wake-up (cross-CPU interrupts in this VM, and
    * the resolution of a promise per flush): 0.54 vs 0.33 ms measured from JavaScript for a lone
    * upload, the whole of a sequential client's wait, and with 8 curl processes uploading 64 KiB
-   * objects, 0.48 vs 0.39 ms of server CPU per object and 1,877 vs 2,166 objects/s (docs/performance.md).
+   * objects, 0.52 vs 0.46 ms of server CPU per object and 1,776 vs 1,979 objects/s (docs/performance.md).
    * In line means either
    * - the upload is alone: the store has no other upload in flight and, after one turn of the event
    *   loop that reads whatever requests are already waiting in the sockets, no other record has
