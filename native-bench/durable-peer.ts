@@ -8,8 +8,8 @@
  *   same turn of the event loop (group commit);
  * - then record it in SQLite (WAL, synchronous = NORMAL, our schema's objects and repo_objects
  *   tables), all of the turn's uploads in one transaction, and answer each.
- * Bodies over 1 MiB or without a Content-Length are refused (413): it serves the small rows only. The journal wraps around when
- * full; the probe keeps nothing.
+ * Bodies over 1 MiB or without a Content-Length are refused (413): it serves the small rows only.
+ * The journal wraps around when full; the probe keeps nothing.
  *
  * Usage: node durable-peer.js DIR. Prints `{"port": N}` on stdout once listening; SIGTERM stops it.
  */
@@ -90,8 +90,7 @@ app.put('/*', (res, req) => {
   let at = 0;
   res.onData((chunk, last) => {
     const bytes = new Uint8Array(chunk);
-    if (at + bytes.length > length) at = length + 1;
-    else body.set(bytes, at);
+    if (at + bytes.length <= length) body.set(bytes, at); // past the length: refused below
     at += bytes.length;
     if (!last) return;
     if (at !== length || hash('sha256', body, 'hex') !== oid) {

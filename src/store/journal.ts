@@ -285,16 +285,13 @@ export class Journal {
   async #flush(): Promise<void> {
     this.#flushes++;
     while (this.#queue.length > 0) {
-      const head = this.#queue[0]!.hints;
-      const lone = this.#queue.length === 1 && head.alone?.() === true;
-      if (lone || this.#cheapInLine(head)) await afterNextPoll();
+      if (this.#runsInLine(this.#queue)) await afterNextPoll();
       const batch = this.#queue.splice(0);
       if (batch.length === 0) break; // the other flush took them during that turn
       // Each record settles on its own: a failed one (and those behind it in its segment) must not
       // take down the records of the batch that are good.
       const results = await Promise.allSettled(batch.map((b) => b.written));
-      const hints = batch[0]!.hints;
-      const inLine = (batch.length === 1 && hints.alone?.() === true) || this.#cheapInLine(hints);
+      const inLine = this.#runsInLine(batch); // asked again: others may have come during the turn
       const started = performance.now();
       for (const seg of new Set(batch.map((b) => b.segment))) {
         try {
@@ -328,9 +325,10 @@ export class Journal {
     this.#flushes--;
   }
 
-  /** Whether a flush of records appended with these hints may run in line although others are in flight (see #flush). */
-  #cheapInLine(hints: FlushHints): boolean {
-    return this.#flushMs < IN_LINE_FLUSH_MAX_MS && hints.smallOnly?.() === true;
+  /** Whether the flush of these queued records runs in line (see #flush): a lone upload's, or a quick one beside small uploads only. */
+  #runsInLine(pending: readonly PendingAppend[]): boolean {
+    const hints = pending[0]!.hints;
+    return (pending.length === 1 && hints.alone?.() === true) || (this.#flushMs < IN_LINE_FLUSH_MAX_MS && hints.smallOnly?.() === true);
   }
 
   /** The current segment if `length` more bytes go into it now; null when a switch is needed first. */
