@@ -87,6 +87,12 @@ export interface JournalFlushes {
   readonly pooled: number;
   /** Records made durable by those flushes. */
   readonly records: number;
+  /** Segments begun in a retired segment written over (see Journal). */
+  readonly recycledSegments: number;
+  /** Segments begun in a spare written full of zeros. */
+  readonly zeroedSegments: number;
+  /** Segments grown as records arrived (no spare was ready). */
+  readonly plainSegments: number;
 }
 
 /** Store figures are recomputed at most this often (issue 7 item 4). */
@@ -346,6 +352,13 @@ class Series {
 
   readonly journalRecords = this.#journalCounter('svc_journal_records_total', 'Journal records made durable (one per acknowledged upload)', [], (j) => [[{}, j.records]]);
 
+  /** Recycled segments save 16 MiB of zero writes each: a burst that outgrows them shows as zeroed ones. */
+  readonly journalSegments = this.#journalCounter('svc_journal_segments_total', 'Journal segments begun, by how their blocks were readied (recycled: a retired segment written over; zeroed: a spare written full of zeros; plain: grown as records arrive)', ['start'], (j) => [
+    [{ start: 'recycled' }, j.recycledSegments],
+    [{ start: 'zeroed' }, j.zeroedSegments],
+    [{ start: 'plain' }, j.plainSegments],
+  ]);
+
   /** Tasks waiting for a thread: a growing queue means work arrives faster than the pool does it. */
   readonly poolQueued = this.#poolGauge('svc_worker_pool_queued_tasks', 'Tasks waiting for a worker thread, by pool', (p) => p.queued);
 
@@ -517,7 +530,7 @@ class Series {
       registers: [this.registry],
       collect() {
         this.reset();
-        const j = sources().journal() ?? { inLine: 0, pooled: 0, records: 0 };
+        const j = sources().journal() ?? { inLine: 0, pooled: 0, records: 0, recycledSegments: 0, zeroedSegments: 0, plainSegments: 0 };
         for (const [labels, value] of pick(j)) this.inc(labels as never, value);
       },
     });

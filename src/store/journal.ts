@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
-import { fdatasyncSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync } from 'node:fs';
 import { blake3 } from '../format/native-codecs.js';
-import { mkdir, open, readdir, rename, statfs, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, stat, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFlushes } from '../metrics/registry.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
@@ -27,17 +27,28 @@ import { mapIoError } from './staging-file.js';
  * (`next.spare`), then renamed into place when the current one fills or the next burst starts.
  * Appending into blocks that are already allocated and written lets each group commit's fdatasync
  * skip the file-system journal commit that growing a file needs (measured here: 0.13–0.19 ms instead
- * of 0.25–0.32 ms per flush). The price is 16 MiB of zero writes after each burst, in its lull.
- * Replay stops at the zeros after the last record, as it does at a torn tail.
+ * of 0.25–0.32 ms per flush). Replay stops at the zeros after the last record, as it does at a torn
+ * tail.
+ *
+ * Retired segments are recycled rather than deleted (up to RECYCLED_MAX of them, while the file
+ * system has room): renamed `recycled-<no>.spare`, then renamed into place as a later segment and
+ * written over. Their blocks are allocated and written as a spare's are, without another 16 MiB of
+ * zeros: a small object was written three times (zeros, its record, its own file), now twice. Old
+ * records stay behind the new ones, so each record's digest covers its segment's number: replay of
+ * segment N stops at the first record written for another segment, as at a torn one. Segment
+ * numbers only grow, also across restarts (the next is above every segment and recycled file), so
+ * no old record can pass for a new one. A segment that a download still reads (openSegment) is
+ * deleted instead: its bytes must not change under that reader.
  *
  * Record: magic u32 | length u32 | kind u8 | repo length u16 | oid 32 | size u64 | repo | data |
- * digest (16 bytes). "STJ2" records: the digest is the first 16 bytes of sha256(everything before
- * the data), and a data record's data must hash to its oid, which it does because only verified
- * bytes reach the journal: so appending costs no pass over the data (a BLAKE3 of 64 KiB was 14 µs on
- * the event loop per small upload), and replay proves the data with the hash that names it.
- * "STJ1" records, written before, carry BLAKE3-128 of everything before the digest; replay reads
- * both. A torn tail (crash mid-append) fails its digest or its data's hash and ends replay of that
- * segment.
+ * digest (16 bytes). "STJ3" records: the digest is the first 16 bytes of sha256(everything before
+ * the data, then the segment's number as u64), and a data record's data must hash to its oid, which
+ * it does because only verified bytes reach the journal: so appending costs no pass over the data (a
+ * BLAKE3 of 64 KiB was 14 µs on the event loop per small upload), and replay proves the data with the
+ * hash that names it. Written before: "STJ2" records (the digest of the head alone) and "STJ1"
+ * (BLAKE3-128 of everything before the digest); replay reads all three. Segments of an earlier run
+ * are never recycled, so STJ1/STJ2 records are only ever found in the files that wrote them. A torn
+ * tail (crash mid-append) fails its digest or its data's hash and ends replay of that segment.
  *
  * Because replay ends a segment at its first bad record, a record is acknowledged only once every
  * record before it in its segment is written and flushed: a failed write or flush (a full disk)
@@ -68,11 +79,16 @@ export interface ReplayedRecord {
   readonly location: JournalLocation | null;
 }
 
-const MAGIC = 0x53544a32; // "STJ2": digest of the head; the data proven by its oid
+const MAGIC = 0x53544a33; // "STJ3": digest of the head and the segment's number; the data proven by its oid
+const MAGIC_V2 = 0x53544a32; // "STJ2": digest of the head alone (read, no longer written)
 const MAGIC_V1 = 0x53544a31; // "STJ1": BLAKE3 of the whole record (read, no longer written)
-/** An STJ2 record's digest: sha256 of its head (fields and repository name), the first DIGEST bytes used. */
+/**
+ * A record's digest: sha256 of its head (fields and repository name), for STJ3 followed by its
+ * segment's number (u64 LE, NUMBER bytes); the first DIGEST bytes used.
+ */
 const headDigest = (head: Buffer): Buffer => hash('sha256', head, 'buffer');
 const HEADER = 4 + 4 + 1 + 2 + 32 + 8;
+const NUMBER = 8;
 const DIGEST = 16;
 const KIND_REF = 1;
 const KIND_DATA = 2;
@@ -83,8 +99,15 @@ const SPARE_NAME = 'next.spare';
 /** After a failed preparation (a full disk), segments are created plainly for this long. */
 const SPARE_RETRY_MS = 10_000;
 const ZEROS = Buffer.alloc(1 << 20);
-/** Free space below which no spare is prepared (see #prepareSpare): a few segments' worth. */
+/** Free space below which no spare is prepared (see #prepareSpare), nor a retired segment kept: a few segments' worth. */
 const SPARE_HEADROOM = 4 * SEGMENT_MAX;
+/**
+ * Retired segments kept for reuse (128 MiB of disk): the 1,000 × 64 KiB objects of a burst fill four;
+ * a longer burst goes on in zeroed spares as before.
+ */
+const RECYCLED_MAX = 8;
+const RECYCLED_NAME = /^recycled-(\d{12})\.spare$/;
+const SEGMENT_NAME = /^seg-(\d{12})\.log$/;
 /** Records up to this size are written synchronously on the calling thread. */
 const INLINE_WRITE_MAX = 256 << 10;
 
@@ -93,7 +116,7 @@ interface Segment {
   readonly path: string;
   readonly fh: FileHandle;
   tail: number;
-  /** Written full of zeros and synced before its first record (see the class comment). */
+  /** Its blocks were written in full before its first record: a zeroed spare, or a recycled segment. */
   readonly prepared: boolean;
   /** Settles once every write started in this segment has; rejects if any of them failed. */
   written: Promise<void>;
@@ -157,29 +180,60 @@ export class Journal {
   #preparing: Promise<void> | null = null;
   #spareFailedAt = -Infinity;
   #switching: Promise<void> | null = null;
-  #stats = { inLine: 0, pooled: 0, records: 0 };
+  #stats = { inLine: 0, pooled: 0, records: 0, recycledSegments: 0, zeroedSegments: 0, plainSegments: 0 };
+  /** Numbers of the recycled files ready for reuse (`recycled-<no>.spare`). */
+  readonly #recycled: number[];
+  /** Sealed segments that may be recycled: prepared in this run (so written in full, STJ3 only) and never torn. */
+  readonly #recyclable = new Set<number>();
+  /** Open readers per segment (openSegment). */
+  readonly #readers = new Map<number, number>();
   /** Recent flushes' duration, a moving average (see IN_LINE_FLUSH_MAX_MS). */
   #flushMs = 0;
 
-  private constructor(dir: string, nextNo: number, existing: number[]) {
+  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[]) {
     this.#dir = dir;
     this.#nextNo = nextNo;
     this.#sealed.push(...existing);
+    this.#recycled = recycled;
   }
 
   static async open(dir: string): Promise<Journal> {
     await mkdir(dir, { recursive: true });
     await unlink(join(dir, SPARE_NAME)).catch(() => undefined);
-    const existing = (await readdir(dir))
-      .map((n) => /^seg-(\d{12})\.log$/.exec(n))
-      .filter((m): m is RegExpExecArray => m !== null)
-      .map((m) => Number(m[1]))
-      .sort((a, b) => a - b);
-    return new Journal(dir, (existing.at(-1) ?? 0) + 1, existing);
+    const names = await readdir(dir);
+    const numbered = (pattern: RegExp): number[] =>
+      names
+        .map((n) => pattern.exec(n))
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => Number(m[1]))
+        .sort((a, b) => a - b);
+    const existing = numbered(SEGMENT_NAME);
+    const recycled: number[] = [];
+    for (const no of numbered(RECYCLED_NAME)) {
+      const path = join(dir, recycledName(no));
+      const whole = await stat(path).then((s) => s.size === SEGMENT_MAX, () => false);
+      if (whole && recycled.length < RECYCLED_MAX) recycled.push(no);
+      else await unlink(path).catch(() => undefined);
+    }
+    // Above every number in use, recycled files included: each holds records of its own number and
+    // lower ones, which must never pass for records of a new segment.
+    const highest = Math.max(0, ...existing, ...recycled);
+    return new Journal(dir, highest + 1, existing, recycled);
   }
 
   pathOf(segment: number): string {
     return join(this.#dir, `seg-${String(segment).padStart(12, '0')}.log`);
+  }
+
+  /** Retired segments kept for reuse, ready now. */
+  get recycledSegments(): number {
+    return this.#recycled.length;
+  }
+
+  /** Resolves once a spare being prepared is ready (or its preparation failed): whether one is. */
+  async spareReady(): Promise<boolean> {
+    await this.#preparing;
+    return this.#spare !== null;
   }
 
   /** Segments that receive no more appends, oldest first (all of them right after open). */
@@ -203,10 +257,6 @@ export class Journal {
     buf.write(rec.oid, 11, 32, 'hex');
     buf.writeBigUInt64LE(BigInt(rec.size), 43);
     repo.copy(buf, HEADER);
-    // fill() is one native memcpy; set() from the verify layer's shared blocks takes V8's slow
-    // element-wise path (measured: 32 µs per 64 KiB instead of under 2).
-    if (dataLen > 0) buf.fill(rec.data!, HEADER + repo.length, HEADER + repo.length + dataLen);
-    headDigest(buf.subarray(0, HEADER + repo.length)).copy(buf, length - DIGEST, 0, DIGEST);
 
     let seg = this.#roomFor(length);
     while (seg === null) {
@@ -219,6 +269,15 @@ export class Journal {
       seg = this.#roomFor(length);
     }
     // From finding room to queueing the flush nothing awaits, so no seal can come in between.
+    // The segment's number goes where the data starts, for the digest only (DIGEST ≥ NUMBER bytes
+    // follow the head in any record, and the data and digest are written over it).
+    const head = HEADER + repo.length;
+    buf.writeBigUInt64LE(BigInt(seg.no), head);
+    const digest = headDigest(buf.subarray(0, head + NUMBER));
+    // fill() is one native memcpy; set() from the verify layer's shared blocks takes V8's slow
+    // element-wise path (measured: 32 µs per 64 KiB instead of under 2).
+    if (dataLen > 0) buf.fill(rec.data!, head, head + dataLen);
+    digest.copy(buf, length - DIGEST, 0, DIGEST);
     const offset = seg.tail;
     seg.tail += length;
     this.#lastAppend = Date.now();
@@ -336,7 +395,8 @@ export class Journal {
     const cur = this.#current;
     if (this.#switching !== null || cur === null || cur.tornAt !== null) return null;
     // A plain segment (made while no spare was ready) gives way as soon as a prepared one is.
-    if (cur.tail > 0 && (cur.tail + length > SEGMENT_MAX || (!cur.prepared && this.#spare !== null))) return null;
+    const preparedReady = this.#spare !== null || this.#recycled.length > 0;
+    if (cur.tail > 0 && (cur.tail + length > SEGMENT_MAX || (!cur.prepared && preparedReady))) return null;
     // A burst that has filled half a segment gets the next one prepared now (the lull's spare, if
     // any, is already in use).
     if (cur.tail >= SEGMENT_MAX / 2) this.#prepareSpare();
@@ -359,10 +419,23 @@ export class Journal {
     if (sealCurrent) await this.#seal();
     const no = this.#nextNo++;
     const path = this.pathOf(no);
-    const spare = this.#spare;
-    this.#spare = null;
+    const reuse = this.#recycled.pop();
+    const spare = reuse === undefined ? this.#spare : null;
+    if (spare !== null) this.#spare = null;
     let seg: Segment;
-    if (spare !== null) {
+    if (reuse !== undefined) {
+      // Its old records stay behind the new ones: they carry another segment's number (see the class comment).
+      let fh: FileHandle;
+      try {
+        await rename(join(this.#dir, recycledName(reuse)), path);
+        fh = await open(path, 'r+');
+      } catch (e) {
+        await unlink(path).catch(() => undefined);
+        throw e;
+      }
+      seg = { no, path, fh, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      this.#stats.recycledSegments++;
+    } else if (spare !== null) {
       try {
         await rename(join(this.#dir, SPARE_NAME), path);
       } catch (e) {
@@ -370,8 +443,10 @@ export class Journal {
         throw e;
       }
       seg = { no, path, fh: spare, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      this.#stats.zeroedSegments++;
     } else {
       seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      this.#stats.plainSegments++;
     }
     try {
       await this.#dirs.sync(this.#dir); // the segment's name must survive a crash too
@@ -383,9 +458,9 @@ export class Journal {
     this.#current = seg;
   }
 
-  /** Starts writing the next segment's zeros in the background, unless a spare exists or is coming. */
+  /** Starts writing the next segment's zeros in the background, unless a spare or a recycled segment exists or is coming. */
   #prepareSpare(): void {
-    if (this.#spare !== null || this.#preparing !== null || Date.now() - this.#spareFailedAt < SPARE_RETRY_MS) return;
+    if (this.#recycled.length > 0 || this.#spare !== null || this.#preparing !== null || Date.now() - this.#spareFailedAt < SPARE_RETRY_MS) return;
     this.#preparing = (async () => {
       // On a nearly full disk the spare's zeros would take the room that uploads need (and fail
       // anyway): segments are then created plainly, and grow only as records arrive.
@@ -428,7 +503,8 @@ export class Journal {
   async rotateIfIdle(idleMs: number): Promise<void> {
     if (!this.idleFor(idleMs)) return;
     if (this.#current !== null && this.#current.tail > 0 && !this.#flushing) await this.#seal();
-    if (this.#lastAppend > 0 && this.#current === null) this.#prepareSpare();
+    // Sealed segments that retirement will recycle serve the next burst as well as zeros would.
+    if (this.#lastAppend > 0 && this.#current === null && this.#recyclable.size === 0) this.#prepareSpare();
   }
 
   async #seal(): Promise<void> {
@@ -440,14 +516,15 @@ export class Journal {
   }
 
   /**
-   * A prepared segment loses its unused zeros (replay would stop at them anyway); a torn one is cut
-   * back to its last good record, so its failed and refused records are gone from disk too. Never
-   * throws: if the cut fails, replay still stops at the torn record, and nothing after it was
-   * acknowledged. The caller has waited for the flushes, so no write to it is in flight.
+   * A torn segment is cut back to its last good record, so its failed and refused records are gone
+   * from disk too. Never throws: if the cut fails, replay still stops at the torn record, and nothing
+   * after it was acknowledged. A prepared one keeps its length (replay stops after its last record)
+   * so that it can be recycled whole. The caller has waited for the flushes, so no write to it is in flight.
    */
   async #closeSegment(seg: Segment): Promise<void> {
     await seg.written.catch(() => undefined);
-    if (seg.prepared || seg.tornAt !== null) await seg.fh.truncate(seg.tornAt ?? seg.tail).catch(() => undefined);
+    if (seg.tornAt !== null) await seg.fh.truncate(seg.tornAt).catch(() => undefined);
+    else if (seg.prepared) this.#recyclable.add(seg.no);
     await seg.fh.close().catch(() => undefined);
   }
 
@@ -466,7 +543,7 @@ export class Journal {
         await fh.read(head, 0, HEADER, at);
         const length = head.readUInt32LE(4);
         const magic = head.readUInt32LE(0);
-        if ((magic !== MAGIC && magic !== MAGIC_V1) || length < HEADER + DIGEST || at + length > size) break;
+        if ((magic !== MAGIC && magic !== MAGIC_V2 && magic !== MAGIC_V1) || length < HEADER + DIGEST || at + length > size) break;
         const whole = Buffer.alloc(length);
         await fh.read(whole, 0, length, at);
         const kind = whole.readUInt8(8);
@@ -479,7 +556,9 @@ export class Journal {
         if (magic === MAGIC_V1) {
           if (!blake3(whole.subarray(0, length - DIGEST)).subarray(0, DIGEST).equals(digest)) break;
         } else {
-          if (!headDigest(whole.subarray(0, HEADER + repoLen)).subarray(0, DIGEST).equals(digest)) break;
+          const head = whole.subarray(0, HEADER + repoLen);
+          const signed = magic === MAGIC_V2 ? head : Buffer.concat([head, segmentNumber(segment)]);
+          if (!headDigest(signed).subarray(0, DIGEST).equals(digest)) break;
           if (kind === KIND_REF ? data.byteLength !== 0 : hash('sha256', data, 'hex') !== oid) break;
         }
         const repo = whole.toString('utf8', HEADER, HEADER + repoLen);
@@ -497,12 +576,52 @@ export class Journal {
     }
   }
 
-  /** Deletes a sealed segment whose records are all safe elsewhere. */
+  /**
+   * Opens a segment to read journaled bytes, on the calling thread (a few µs). The descriptor keeps
+   * the bytes it reads until `close`, even if the segment retires meanwhile: a segment with a reader
+   * open is deleted, never recycled (written over). Throws ENOENT once the segment is gone.
+   */
+  openSegment(segment: number): { fd: number; close: () => void } {
+    const fd = openSync(this.pathOf(segment), 'r');
+    this.#readers.set(segment, (this.#readers.get(segment) ?? 0) + 1);
+    let open = true;
+    return {
+      fd,
+      close: () => {
+        if (!open) return;
+        open = false;
+        const n = this.#readers.get(segment)! - 1;
+        if (n === 0) this.#readers.delete(segment);
+        else this.#readers.set(segment, n);
+        closeSync(fd);
+      },
+    };
+  }
+
+  /**
+   * Removes a sealed segment whose records are all safe elsewhere: recycled when it was prepared in
+   * this run, no reader has it open (openSegment), fewer than RECYCLED_MAX wait and the file system
+   * has room; deleted otherwise.
+   */
   async remove(segment: number): Promise<void> {
     const i = this.#sealed.indexOf(segment);
     if (i >= 0) this.#sealed.splice(i, 1);
-    await unlink(this.pathOf(segment)).catch(() => undefined);
+    const path = this.pathOf(segment);
+    let kept = false;
+    // The caller no longer serves its bytes from here, so no reader comes any more; one still open
+    // must keep reading what it opened.
+    if (this.#recyclable.delete(segment) && this.#recycled.length < RECYCLED_MAX && (await this.#hasRoom()) && !this.#readers.has(segment)) {
+      kept = await rename(path, join(this.#dir, recycledName(segment))).then(() => true, () => false);
+    }
+    if (kept) this.#recycled.push(segment);
+    else await unlink(path).catch(() => undefined);
     await this.#dirs.sync(this.#dir);
+  }
+
+  /** Whether the file system keeps SPARE_HEADROOM free beside a kept segment. */
+  async #hasRoom(): Promise<boolean> {
+    const fs = await statfs(this.#dir).catch(() => null);
+    return fs !== null && fs.bavail * fs.bsize >= SPARE_HEADROOM;
   }
 
   async close(): Promise<void> {
@@ -520,6 +639,15 @@ export class Journal {
       this.#current = null;
     }
   }
+}
+
+const recycledName = (segment: number): string => `recycled-${String(segment).padStart(12, '0')}.spare`;
+
+/** A segment's number as STJ3 digests cover it. */
+function segmentNumber(segment: number): Buffer {
+  const b = Buffer.alloc(NUMBER);
+  b.writeBigUInt64LE(BigInt(segment));
+  return b;
 }
 
 /** Marks a segment torn at `offset`: no record from there on is acknowledged or appended to. */

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { lfsError } from '../../errors/errors.js';
 import { storageFault } from '../../errors/storage-fault.js';
@@ -298,11 +297,11 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     if (below !== null) return below;
     const at = this.#journaled.get(oid);
     if (at === undefined) return null;
-    // Its own descriptor: the segment may be retired (unlinked) while this download runs. Opened
-    // and read in line, as the disk's objects are (see inline-reader.ts).
-    let fd: number;
+    // Its own descriptor, which keeps the bytes if the segment retires while this download runs
+    // (Journal.openSegment). Opened and read in line, as the disk's objects are (see inline-reader.ts).
+    let segment: { fd: number; close: () => void };
     try {
-      fd = openSync(this.#journal.pathOf(at.segment), 'r');
+      segment = this.#journal.openSegment(at.segment);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
@@ -311,8 +310,8 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       size: at.length,
       storedSize: at.length,
       framed: false,
-      ...plainReads(fd, at.length, at.offset),
-      close: async () => closeSync(fd),
+      ...plainReads(segment.fd, at.length, at.offset),
+      close: async () => segment.close(),
     };
   }
 
