@@ -2,13 +2,17 @@
  * A/B of the small-object paths through the clients users have, builds taking turns round by round
  * (run it under the bench lock: `flock /work/bench.lock node dist/native-bench/small-ab.js …`).
  *
- *   node dist/native-bench/small-ab.js curl  [--n=1000] [--rounds=4] [--only=seq,par,get] [--no-retire] NAME=DIST …
+ *   node dist/native-bench/small-ab.js curl  [--n=1000] [--rounds=4] [--only=seq,par,get] [--no-retire] [--warm] NAME=DIST …
  *   node dist/native-bench/small-ab.js clone [--n=1000] [--rounds=3] [--log-requests] NAME=DIST …
  *
  * DIST is a build's dist directory (a copy of `dist/` placed where `node_modules` resolves, e.g.
  * beside a symlink to this checkout's). `curl`: per build and round a fresh server; N × 64 KiB PUT
  * through one curl process (seq), N more through 8 (par), then the first N fetched back by 8 curl
- * processes (get; after the journal retired, as a clone finds them, unless --no-retire). `clone`: one
+ * processes (get; after the journal retired, as a clone finds them, unless --no-retire). With --warm,
+ * one server per build serves all its rounds, after a first round of each kind that is not counted:
+ * what a server that has been up does (V8 has compiled the request path, the journal has retired
+ * segments to recycle), as the bench's small-object rows measure it; each round waits for the
+ * previous one's objects to retire, as in the bench. `clone`: one
  * server per build holding a pushed repository of N × 64 KiB LFS files, cloned in turn; the wall
  * time, the CPU of git and of git-lfs (a PATH shim times each git-lfs process with /usr/bin/time),
  * the server's CPU (all threads, and its event loop) and, with --log-requests, the requests' time
@@ -134,14 +138,28 @@ async function timed(s: Server, run: () => Promise<void>): Promise<{ wall: numbe
 
 const split = (oids: readonly string[], k: number): string[][] => Array.from({ length: k }, (_, w) => oids.slice((w * oids.length) / k, ((w + 1) * oids.length) / k));
 
+/** --warm: the server each build keeps for all its rounds. */
+const kept = new Map<string, Server>();
+
 async function curlRound(name: string, dist: string): Promise<Row> {
   const only = opt('only', 'seq,par,get').split(',');
-  const s = await start(name, dist);
+  const warmServer = args.includes('--warm');
+  const reused = kept.get(name);
+  const s = reused ?? (await start(name, dist));
+  if (warmServer) kept.set(name, s);
   try {
-    // Not timed: the forge lookup, V8's first compilations, the first journal segment.
-    const warm = objects(64);
-    await curls([curlConfig(join(warm.dir, 'put'), s.port, warm.dir, warm.oids, true)]);
-    await curls([curlConfig(join(warm.dir, 'get'), s.port, warm.dir, warm.oids, false)]);
+    if (reused === undefined) {
+      // Not timed: the forge lookup, V8's first compilations, the first journal segment.
+      const warm = objects(64);
+      await curls([curlConfig(join(warm.dir, 'put'), s.port, warm.dir, warm.oids, true)]);
+      await curls([curlConfig(join(warm.dir, 'get'), s.port, warm.dir, warm.oids, false)]);
+      if (warmServer) {
+        const first = objects(N);
+        await curls([curlConfig(join(first.dir, 'seq'), s.port, first.dir, first.oids.slice(0, N / 2), true)]);
+        await curls(split(first.oids.slice(N / 2), 8).map((part, w) => curlConfig(join(first.dir, `par-${w}`), s.port, first.dir, part, true)));
+      }
+    }
+    if (warmServer) await journalRetired(s);
     const a = objects(N);
     const row: Row = { load0: load() };
     const putA = curlConfig(join(a.dir, 'put'), s.port, a.dir, a.oids, true);
@@ -164,7 +182,7 @@ async function curlRound(name: string, dist: string): Promise<Row> {
     row.load1 = load();
     return row;
   } finally {
-    await stop(s);
+    if (!warmServer) await stop(s);
   }
 }
 
@@ -246,6 +264,6 @@ for (const [name, rows] of results) {
   const keys = Object.keys(rows[0]!).filter((k) => !k.startsWith('load'));
   process.stdout.write(`${name} medians of ${rows.length}: ${keys.map((k) => `${k} ${median(rows.map((x) => x[k]!)).toFixed(3)}`).join(', ')}; load ${rows.map((x) => `${x.load0!.toFixed(1)}–${x.load1!.toFixed(1)}`).join(', ')}\n`);
 }
-for (const s of clone?.servers.values() ?? []) await stop(s);
+for (const s of [...(clone?.servers.values() ?? []), ...kept.values()]) await stop(s);
 await forge.stop();
 rmSync(scratch, { recursive: true, force: true });

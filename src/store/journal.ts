@@ -584,12 +584,12 @@ export class Journal {
   openSegment(segment: number): { fd: number; close: () => void } {
     const fd = openSync(this.pathOf(segment), 'r');
     this.#readers.set(segment, (this.#readers.get(segment) ?? 0) + 1);
-    let open = true;
+    let isOpen = true;
     return {
       fd,
       close: () => {
-        if (!open) return;
-        open = false;
+        if (!isOpen) return;
+        isOpen = false;
         const n = this.#readers.get(segment)! - 1;
         if (n === 0) this.#readers.delete(segment);
         else this.#readers.set(segment, n);
