@@ -1,14 +1,13 @@
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
-import { lfsError } from '../../errors/errors.js';
 import { storageFault } from '../../errors/storage-fault.js';
 import type { JournalFlushes } from '../../metrics/registry.js';
 import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
-import { readFully } from '../framed-reader.js';
 import { Journal, type JournalLocation } from '../journal.js';
 import { plainReads } from '../inline-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
+import { WholeObjectWriter } from '../whole-object-writer.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
 /** Objects up to this size, with a known size, go to the journal instead of a file of their own. */
@@ -95,7 +94,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       counted = false;
     };
     try {
-      const w = small ? new SmallObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
+      const w = small ? new WholeObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
       return { write: (c, r) => w.write(c, r), onDrain: (l) => w.onDrain(l), finish: () => w.finish().finally(done), abort: () => w.abort().finally(done) };
     } catch (e) {
       done();
@@ -271,7 +270,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #materialize(oid: Oid, at: JournalLocation, segmentFd: number): Promise<void> {
     const data = smallBuffers.take(at.length);
     try {
-      await readFully(segmentFd, data, at.offset);
+      await plainReads(segmentFd, at.length, at.offset).readAt(data, 0); // in line when small (inline-reader.ts)
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
       const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
@@ -346,76 +345,5 @@ export class JournalingBlobStore extends ForwardingBlobStore {
 
   async close(): Promise<void> {
     await this.#journal.close();
-  }
-}
-
-/**
- * Collects a small object of known size (at most SMALL_OBJECT_MAX) for its journal record: a single
- * block handed down with `release` is kept as it is, anything else is copied into a pooled buffer.
- */
-class SmallObjectWriter implements ObjectWriter {
-  readonly #size: number;
-  readonly #store: (data: Uint8Array) => Promise<PutResult>;
-  /** The whole object, once it arrived as one released block. */
-  #held: { data: Uint8Array; release: () => void } | null = null;
-  #buf: Buffer | null = null;
-  #fill = 0;
-  #failed: unknown = null;
-
-  constructor(size: number, store: (data: Uint8Array) => Promise<PutResult>) {
-    this.#size = size;
-    this.#store = store;
-  }
-
-  write(chunk: Uint8Array, release?: () => void): boolean {
-    if (this.#failed !== null || this.#fill + chunk.byteLength > this.#size) {
-      release?.();
-      throw (this.#failed ??= lfsError('LFS_ERR_SIZE_MISMATCH', `Object is larger than the announced ${this.#size} bytes`));
-    }
-    if (release !== undefined && this.#fill === 0 && chunk.byteLength === this.#size) {
-      this.#held = { data: chunk, release };
-      this.#fill = chunk.byteLength;
-      return true;
-    }
-    this.#buf ??= smallBuffers.take(this.#size);
-    if (this.#held !== null) this.#unhold();
-    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see Journal.append)
-    this.#fill += chunk.byteLength;
-    release?.();
-    return true;
-  }
-
-  /** Copies a held block into the buffer (a later chunk followed it: only a caller not ours does that). */
-  #unhold(): void {
-    const held = this.#held!;
-    this.#held = null;
-    this.#buf!.fill(held.data, 0, held.data.byteLength);
-    held.release();
-  }
-
-  onDrain(): void {
-    // Never asks the caller to wait: the whole object fits in memory.
-  }
-
-  async finish(): Promise<PutResult> {
-    if (this.#failed !== null) throw this.#failed;
-    if (this.#fill !== this.#size) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#fill} bytes; the announced size is ${this.#size}`);
-    try {
-      return await this.#store(this.#held?.data ?? this.#buf?.subarray(0, this.#size) ?? new Uint8Array(0));
-    } finally {
-      this.#release(); // the journal copied the bytes into its record
-    }
-  }
-
-  async abort(): Promise<void> {
-    this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
-    this.#release();
-  }
-
-  #release(): void {
-    this.#held?.release();
-    this.#held = null;
-    if (this.#buf !== null) smallBuffers.give(this.#buf);
-    this.#buf = null;
   }
 }
