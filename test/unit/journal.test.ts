@@ -11,16 +11,6 @@ import { tmpDir } from '../helpers/start-server.js';
 const oidOf = (data: Buffer): Oid => parseOid(createHash('sha256').update(data).digest('hex'))!;
 const segmentsIn = (dir: string): string[] => readdirSync(dir).filter((n) => n.startsWith('seg-'));
 
-/** Waits until the journal's spare segment is written in full and synced (at most 20 s). */
-async function spareReady(dir: string): Promise<void> {
-  const spare = join(dir, 'next.spare');
-  for (let waited = 0; waited < 20_000; waited += 50) {
-    if (existsSync(spare) && statSync(spare).size === 16 << 20) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  await new Promise((r) => setTimeout(r, 500)); // its fdatasync, after the last write
-}
-
 async function readAt(journal: Journal, at: JournalLocation): Promise<Buffer> {
   const fh = await open(journal.pathOf(at.segment), 'r');
   try {
@@ -44,7 +34,7 @@ t.test('concurrent appends across segment switches all replay, bytes intact', as
   for (let i = 0; i < objects.length; i += 16) {
     // Halfway, wait for the spare that the first half asked for, so the next wave goes into a
     // prepared segment whatever the disk's speed (a plain segment gives way as soon as one is ready).
-    if (i === 160) await spareReady(dir);
+    if (i === 160) await journal.spareReady();
     const wave = objects.slice(i, i + 16);
     const locations = await Promise.all(wave.map((data) => journal.append({ repo: 'acme/game', oid: oidOf(data), size: data.length, data })));
     wave.forEach((data, k) => written.set(oidOf(data), { data, at: locations[k]! }));
@@ -126,14 +116,14 @@ t.test('an idle rotation has a spare prepared, and the next append goes into it'
   const dir = tmpDir();
   const journal = await Journal.open(dir);
   await journal.rotateIfIdle(0);
-  await new Promise((r) => setTimeout(r, 300));
-  t.notOk(existsSync(join(dir, 'next.spare')), 'no spare before the first append');
+  t.notOk(await journal.spareReady(), 'no spare before the first append');
+  t.notOk(existsSync(join(dir, 'next.spare')));
   const first = randomBytes(1000);
   await journal.append({ repo: 'acme/game', oid: oidOf(first), size: first.length, data: first });
   await journal.rotateIfIdle(0);
   t.same(journal.sealed.length, 1, 'the idle segment is sealed');
-  await spareReady(dir);
-  t.ok(existsSync(join(dir, 'next.spare')), 'a spare is prepared in the lull');
+  t.ok(await journal.spareReady(), 'a spare is prepared in the lull');
+  t.ok(existsSync(join(dir, 'next.spare')));
   const second = randomBytes(1000);
   const at = await journal.append({ repo: 'acme/game', oid: oidOf(second), size: second.length, data: second });
   t.notOk(existsSync(join(dir, 'next.spare')), 'the spare became the new segment');
