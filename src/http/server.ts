@@ -154,17 +154,26 @@ function exclusiveListen(app: TemplatedApp, host: string, port: number, cb: (soc
 /** uWS gives no reason for a failed listen: ask the system by trying the same bind once. */
 async function whyNotListening(host: string, port: number): Promise<string> {
   // Imported here: node:net is needed only when a listen failed.
-  const { createServer } = await import('node:net');
-  return new Promise((resolve) => {
+  const { connect, createServer } = await import('node:net');
+  const code = await new Promise<string | null>((resolve) => {
     const probe = createServer();
-    probe.once('error', (e: NodeJS.ErrnoException) =>
-      resolve(
-        e.code === 'EADDRINUSE' ? 'the port is in use (another server is listening on it)'
-        : e.code === 'EACCES' ? 'permission denied'
-        : e.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host\'s'
-        : e.message,
-      ),
-    );
-    probe.listen(port, host, () => probe.close(() => resolve('refused by the HTTP layer')));
+    probe.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+    probe.listen(port, host, () => probe.close(() => resolve(null)));
   });
+  if (code === 'EADDRINUSE') {
+    // A server, or a connection that took the port as its own end (the kernel hands out ports of
+    // its ephemeral range to outgoing connections too): only a server answers a connect.
+    const target = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+    const listening = await new Promise<boolean>((resolve) => {
+      const socket = connect({ host: target, port }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    return listening ? 'the port is in use (another server is listening on it)' : 'the port is in use (held by another socket, such as a connection that has it as its local port)';
+  }
+  if (code === 'EACCES') return 'permission denied';
+  if (code === 'EADDRNOTAVAIL') return 'the address is not one of this host\'s';
+  return code ?? 'refused by the HTTP layer';
 }

@@ -6,7 +6,7 @@ import t from 'tap';
 import { pushableGame } from '../helpers/forge-emulator.js';
 import { waitForDir } from '../helpers/fs-events.js';
 import { basic, blob, http } from '../helpers/lfs-http.js';
-import { MAIN, startServer } from '../helpers/start-server.js';
+import { MAIN, startServer, tmpDir } from '../helpers/start-server.js';
 
 // One process per port and per data directory: a second server must refuse to start (exit 2, one
 // line saying why) and leave the first one serving every client and owning its files.
@@ -63,6 +63,23 @@ t.test('a second server on the port of a running one refuses to start; the first
     const r = await putAndGet(first.url, 1000 + i);
     t.same(r, { put: 200, same: true }, `request pair ${i} served by the first server`);
   }
+});
+
+// The kernel also gives ports of its ephemeral range to outgoing connections: a server asked for
+// such a port while a connection holds it must say so, not blame a server that is not there.
+t.test('a port held by a connection, not a server: refused, and said so', async (t) => {
+  const peer = createServer((s) => s.on('error', () => undefined)).listen(0, '127.0.0.1');
+  await new Promise((r) => peer.once('listening', r));
+  t.teardown(() => peer.close());
+  // The kernel picks the connection's own port, as it does for curl's and git-lfs's (no SO_REUSEADDR).
+  const held = connect({ host: '127.0.0.1', port: (peer.address() as AddressInfo).port });
+  await new Promise((r) => held.once('connect', r));
+  t.teardown(() => held.destroy());
+  const port = held.localPort!;
+  const dir = tmpDir();
+  const second = await runToExit({ SVC_PORT: String(port), SVC_DATA_DIR: dir });
+  t.equal(second.code, 2, 'exit status 2');
+  t.match(second.stderr, /^stowage: refusing to start: cannot listen on 127\.0\.0\.1:\d+: the port is in use \(held by another socket[^\n]*\n$/, 'one line saying why');
 });
 
 t.test('a second server on the data directory of a running one refuses to start and touches nothing', async (t) => {
