@@ -8,7 +8,7 @@ import { DirSyncer } from './dir-sync.js';
 import { openOnThreadpool, plainReads } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
 import { StagedFileWriter } from './raw-writer.js';
-import { mapIoError, StagingFile } from './staging-file.js';
+import { mapIoError, StagingFile, stagingPath } from './staging-file.js';
 import { WholeObjectWriter } from './whole-object-writer.js';
 import { writeFullySync } from '../util/write-fully.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
@@ -129,7 +129,7 @@ export class DiskBlobStore implements BlobStore {
    * Durable exactly as the streamed path is: data synced before the link, folders before finishing.
    */
   async #writeInLine(oid: Oid, data: Uint8Array, replace: boolean): Promise<PutResult> {
-    const path = join(this.#staging, `${oid}.${randomBytes(8).toString('hex')}.part`);
+    const path = stagingPath(this.#staging, oid);
     let kept = false;
     const staged: Staged = {
       path,

@@ -464,8 +464,7 @@ export class Journal {
     this.#preparing = (async () => {
       // On a nearly full disk the spare's zeros would take the room that uploads need (and fail
       // anyway): segments are then created plainly, and grow only as records arrive.
-      const { bavail, bsize } = await statfs(this.#dir);
-      if (bavail * bsize < SPARE_HEADROOM) throw new Error('no room for a spare segment');
+      if (!(await this.#hasRoom())) throw new Error('no room for a spare segment');
       const fh = await open(join(this.#dir, SPARE_NAME), 'w');
       try {
         for (let at = 0; at < SEGMENT_MAX; at += ZEROS.length) await writeFullyAt(fh, ZEROS, at);
@@ -537,6 +536,7 @@ export class Journal {
     const fh = await open(this.pathOf(segment), 'r');
     try {
       const { size } = await fh.stat();
+      const number = segmentNumber(segment);
       let at = 0;
       const head = Buffer.alloc(HEADER);
       while (at + HEADER + DIGEST <= size) {
@@ -557,7 +557,7 @@ export class Journal {
           if (!blake3(whole.subarray(0, length - DIGEST)).subarray(0, DIGEST).equals(digest)) break;
         } else {
           const head = whole.subarray(0, HEADER + repoLen);
-          const signed = magic === MAGIC_V2 ? head : Buffer.concat([head, segmentNumber(segment)]);
+          const signed = magic === MAGIC_V2 ? head : Buffer.concat([head, number]);
           if (!headDigest(signed).subarray(0, DIGEST).equals(digest)) break;
           if (kind === KIND_REF ? data.byteLength !== 0 : hash('sha256', data, 'hex') !== oid) break;
         }
@@ -618,7 +618,7 @@ export class Journal {
     await this.#dirs.sync(this.#dir);
   }
 
-  /** Whether the file system keeps SPARE_HEADROOM free beside a kept segment. */
+  /** Whether the file system has SPARE_HEADROOM free: room for a spare, or to keep a retired segment. */
   async #hasRoom(): Promise<boolean> {
     const fs = await statfs(this.#dir).catch(() => null);
     return fs !== null && fs.bavail * fs.bsize >= SPARE_HEADROOM;

@@ -44,7 +44,7 @@ export class StagingFile {
   }
 
   static async create(dir: string, oid: Oid, options: { direct?: boolean } = {}): Promise<StagingFile> {
-    const path = join(dir, `${oid}.${randomBytes(8).toString('hex')}.part`);
+    const path = stagingPath(dir, oid);
     // Read-write: a framed upload whose framed form is not smaller, or whose untried raw frames need
     // their digests, reads back what it wrote.
     const fh = await open(path, 'wx+', 0o644);
@@ -151,6 +151,11 @@ export class StagingFile {
     await this.close();
     if (!this.#kept) await unlink(this.path).catch(() => undefined);
   }
+}
+
+/** A new staging file's name: the oid, then random bytes (concurrent writers of one oid never share one). */
+export function stagingPath(dir: string, oid: Oid): string {
+  return join(dir, `${oid}.${randomBytes(8).toString('hex')}.part`);
 }
 
 /** A store I/O error as the LFS error it names (a full disk is LFS_ERR_STORAGE_FULL), or as it is. */

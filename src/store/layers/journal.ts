@@ -276,7 +276,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
       let r: PutResult;
       try {
-        w.write(data); // copied (no release given), so the buffer goes back right after
+        w.write(data, () => undefined); // held, not copied: the buffer goes back only after finish or abort
         r = await w.finish();
       } catch (e) {
         await w.abort();
