@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { openOnThreadpool, plainReads } from './inline-reader.js';
+import { INLINE_READ_MAX, openOnThreadpool, plainReads, readWhole } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
 import { StagedFileWriter } from './raw-writer.js';
 import { mapIoError, StagingFile, stagingPath } from './staging-file.js';
@@ -39,7 +39,8 @@ type Staged = Pick<StagingFile, 'path' | 'keep' | 'dispose'>;
  * The disk backend: one file per oid, `objects/ab/cd/<oid>`, holding exactly the bytes it was given
  * (the layers above decide what those are). A write streams into `staging/` (same file system, so
  * the final rename is atomic), is fsync'd, then renamed into place; directory fsyncs are
- * group-committed. Readers hold an open descriptor, so a delete or replace never cuts a download.
+ * group-committed. Readers hold an open descriptor (a small object's bytes, read whole at open), so
+ * a delete or replace never cuts a download.
  */
 export class DiskBlobStore implements BlobStore {
   readonly blockSize = IO_CHUNK;
@@ -191,6 +192,13 @@ export class DiskBlobStore implements BlobStore {
       throw e;
     }
     // No metadata on disk: the compress layer probes for a frame trailer.
+    if (size <= INLINE_READ_MAX) {
+      try {
+        return { size, storedSize: size, framed: null, ...readWhole(fd, size) };
+      } finally {
+        closeSync(fd);
+      }
+    }
     return { size, storedSize: size, framed: null, ...plainReads(fd, size), close: async () => closeSync(fd) };
   }
 

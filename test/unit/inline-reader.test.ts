@@ -3,7 +3,7 @@ import { closeSync, openSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ioBuffers } from '../../src/store/buffer-pool.js';
-import { INLINE_READ_MAX, plainReads } from '../../src/store/inline-reader.js';
+import { INLINE_READ_MAX, plainReads, readWhole } from '../../src/store/inline-reader.js';
 import { READ_AHEAD } from '../../src/store/raw-reader.js';
 import { drainChunks } from '../helpers/data.js';
 import { tmpDir } from '../helpers/start-server.js';
@@ -60,4 +60,36 @@ t.test('a large read keeps READ_AHEAD reads going and hands every buffer back wh
   // The chunk handed out and the READ_AHEAD being read all went back (some may still have been reading).
   t.equal(ioBuffers.idle, idleBefore + READ_AHEAD + 1, `${READ_AHEAD + 1} buffers back in the pool after close`);
   t.equal(await source.next(), null, 'nothing after close');
+});
+
+t.test('a small object read whole at open: ranges and readAt from memory, the buffer back at close', async (t) => {
+  for (const size of [0, 1, 65536, INLINE_READ_MAX]) {
+    const data = randomBytes(size);
+    const path = join(tmpDir(), 'whole');
+    writeFileSync(path, data);
+    const fd = openSync(path, 'r');
+    const reader = readWhole(fd, size);
+    closeSync(fd); // the bytes are held: the descriptor is not needed any more
+    if (size > 0) {
+      t.ok((await drainChunks(reader.read(0, size - 1))).equals(data), `${size} B: the whole object`);
+      const start = Math.floor(size / 3);
+      t.ok((await drainChunks(reader.read(start, size - 1))).equals(data.subarray(start)), `${size} B: a range of it`);
+      const into = Buffer.alloc(Math.min(size, 64));
+      await reader.readAt(into, size - into.byteLength);
+      t.ok(into.equals(data.subarray(size - into.byteLength)), `${size} B: readAt its last bytes`);
+      await t.rejects(reader.readAt(Buffer.alloc(2), size - 1), /past the object/, `${size} B: readAt past the end is an error, not a short read`);
+      await t.rejects(drainChunks(reader.read(0, size)), /past the object/, `${size} B: a range past the end is an error`);
+    }
+    await reader.close();
+    await t.rejects(reader.readAt(Buffer.alloc(1), 0), /after its reader was closed/, `${size} B: nothing is read after close`);
+    await reader.close(); // twice is harmless
+  }
+});
+
+t.test('a file shorter than its size fails at open, not later', async (t) => {
+  const path = join(tmpDir(), 'short');
+  writeFileSync(path, randomBytes(1000));
+  const fd = openSync(path, 'r');
+  t.teardown(() => closeSync(fd));
+  t.throws(() => readWhole(fd, 2000), /short read/);
 });
