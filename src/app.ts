@@ -39,6 +39,9 @@ import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 
+/** A journal retirement round running longer than this is reported (see the retirer below). */
+const RETIRE_STALL_MS = 60_000;
+
 export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
   readonly port: number;
@@ -104,11 +107,22 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // The data directory is this process's alone (its lock), so are the staging and object files on its disk.
   if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
   let retiring = false;
+  let retireStarted = 0;
+  let retireStalled = false; // a round that has not finished in RETIRE_STALL_MS: said once, and again when it ends
   let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
   let deferred = journal?.deferredReferences ?? 0;
   const retirer = setInterval(() => {
-    if (retiring || journal === null) return;
+    if (journal === null) return;
+    if (retiring) {
+      // Segments wait on disk while a round runs: one that never ends would let the journal grow unseen.
+      if (!retireStalled && Date.now() - retireStarted > RETIRE_STALL_MS) {
+        retireStalled = true;
+        log('journal retirement has not finished for a minute', { level: 'warn', step: journal.retireStep });
+      }
+      return;
+    }
     retiring = true;
+    retireStarted = Date.now();
     journal
       .retire()
       .then(() => {
@@ -121,7 +135,11 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         if (!retireFailing) log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
         retireFailing = true;
       })
-      .finally(() => (retiring = false));
+      .finally(() => {
+        if (retireStalled) log('journal retirement finished', { seconds: Math.round((Date.now() - retireStarted) / 1000) });
+        retireStalled = false;
+        retiring = false;
+      });
   }, 1000);
   retirer.unref();
   // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.

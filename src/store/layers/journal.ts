@@ -191,6 +191,9 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     }
   }
 
+  /** What the running retirement is doing (for the warning of one that does not finish; see app.ts). */
+  retireStep = 'idle';
+
   /**
    * Background step: closes an idle segment, writes the small objects of the sealed segments that
    * are still wanted to the store below, then — once the index is durable on its own (checkpoint) —
@@ -205,8 +208,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    */
   async retire(): Promise<number> {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
+    this.retireStep = 'restoring deferred references';
     await this.#restoreDeferred();
     const journal = this.#journal;
+    this.retireStep = 'closing the idle segment';
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
     const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
     const segments: number[] = [];
@@ -215,8 +220,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       segments.push(segment);
     }
     if (segments.length === 0) return 0;
+    this.retireStep = 'checkpointing the index';
     await this.#refs.checkpoint();
     for (const segment of segments) {
+      this.retireStep = `removing segment ${segment}`;
       for (const oid of this.#segmentOids.get(segment) ?? []) {
         if (this.#journaled.get(oid)?.segment === segment) this.#journaled.delete(oid);
       }
@@ -233,6 +240,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #materializeSegment(segment: number, mayGoOn: () => boolean): Promise<boolean> {
     if (!mayGoOn()) return false;
     const oids = [...(this.#segmentOids.get(segment) ?? [])];
+    this.retireStep = `writing out the ${oids.length} objects of segment ${segment}`;
     // One descriptor for the whole segment: an open and a close per object were two of the dozen or
     // so threadpool round trips each object costs here (each a thread wake-up and a loop wake-up).
     const fh = await open(this.#journal.pathOf(segment), 'r');
