@@ -123,6 +123,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     }
     retiring = true;
     retireStarted = Date.now();
+    // Replay's deferred references, and those of uploads acknowledged before the index failed them.
+    deferred = Math.max(deferred, journal.deferredReferences);
     journal
       .retire()
       .then(() => {
@@ -149,7 +151,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
-  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log));
+  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { closeSync, fdatasyncSync, openSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync, statfsSync } from 'node:fs';
 import { blake3 } from '../format/native-codecs.js';
 import { mkdir, open, readdir, rename, stat, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -616,6 +616,19 @@ export class Journal {
     if (kept) this.#recycled.push(segment);
     else await unlink(path).catch(() => undefined);
     await this.#dirs.sync(this.#dir);
+  }
+
+  /**
+   * Whether the file system has SPARE_HEADROOM free now (one `statfs`, about 2 µs): then an index
+   * beside the journal has room for its next commits too (see PutResult.keepReference).
+   */
+  hasRoomNow(): boolean {
+    try {
+      const fs = statfsSync(this.#dir);
+      return fs.bavail * fs.bsize >= SPARE_HEADROOM;
+    } catch {
+      return false;
+    }
   }
 
   /** Whether the file system has SPARE_HEADROOM free: room for a spare, or to keep a retired segment. */

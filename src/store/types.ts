@@ -18,6 +18,13 @@ export interface PutResult {
   readonly storedSize: number;
   /** False when the store already held these bytes and the new copy was dropped. */
   readonly created: boolean;
+  /**
+   * Present when the store holds the upload's reference (repository, oid, size) durably itself, so
+   * the upload may be acknowledged before the index commits that reference (the journal layer, while
+   * its file system has room). Called when the index failed to take the reference after all: the
+   * store keeps it and hands it to the index again before it lets go of its own copy.
+   */
+  readonly keepReference?: () => void;
 }
 
 export interface WriterOptions {

@@ -108,8 +108,8 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
     body.limit((await deps.limits?.admitPut(repo, oid, expected)) ?? null);
     // --- end access settings
-    await transfers.upload(repo, oid, body, expected, judge);
-    sendJson(ctx, 200, {});
+    // The answer may go before the reference commits (TransferService.upload).
+    await transfers.upload(repo, oid, body, expected, judge, () => sendJson(ctx, 200, {}));
   });
 
   // HEAD answers as GET does, head only (RFC 9110 §9.3.2): Content-Length is the object's size.

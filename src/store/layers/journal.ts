@@ -53,8 +53,11 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #journaled = new Map<Oid, JournalLocation>();
   /** Oids with bytes in each journal segment, to write their files before the segment goes. */
   readonly #segmentOids = new Map<number, Set<Oid>>();
-  /** Replayed references the index could not take at start (a full disk): no segment retires until they are in. */
-  #unrestored: { repo: string; oid: Oid; size: number }[] = [];
+  /**
+   * References the index could not take: at start-up replay (a full disk), or after their upload was
+   * acknowledged (PutResult.keepReference). No segment retires until they are in.
+   */
+  #deferred: { repo: string; oid: Oid; size: number }[] = [];
   /** Uploads between createWriter and their finish or abort. */
   #uploads = 0;
   /** Those of them written to a file of their own (not journaled whole): their data is on its way to the disk. */
@@ -111,7 +114,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       finish: async () => {
         const r = await inner.finish();
         await this.#journal.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
-        return r;
+        return { ...r, keepReference: this.#keeper(options.repo, oid, r.size) };
       },
       abort: () => inner.abort(),
     };
@@ -128,7 +131,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
       await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
-      return { size: data.byteLength, storedSize: data.byteLength, created: false };
+      return { size: data.byteLength, storedSize: data.byteLength, created: false, keepReference: this.#keeper(repo, oid, data.byteLength) };
     }
     const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
     this.#appending.set(oid, appended);
@@ -137,7 +140,19 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     } finally {
       this.#appending.delete(oid);
     }
-    return { size: data.byteLength, storedSize: data.byteLength, created: true };
+    return { size: data.byteLength, storedSize: data.byteLength, created: true, keepReference: this.#keeper(repo, oid, data.byteLength) };
+  }
+
+  /**
+   * PutResult.keepReference for a reference just journaled: offered only while the file system has
+   * room, so the index's commit that follows the acknowledgement does not meet a full disk (where it
+   * would otherwise fail and the object stay out of view until space is back).
+   */
+  #keeper(repo: string, oid: Oid, size: number): (() => void) | undefined {
+    if (!this.#journal.hasRoomNow()) return undefined;
+    return () => {
+      this.#deferred.push({ repo, oid, size });
+    };
   }
 
   #remember(oid: Oid, location: JournalLocation): void {
@@ -170,24 +185,24 @@ export class JournalingBlobStore extends ForwardingBlobStore {
           await this.#refs.restore(r.repo, r.oid, r.size);
         } catch (e) {
           if (storageFault(e) === null) throw e;
-          this.#unrestored.push({ repo: r.repo, oid: r.oid, size: r.size });
+          this.#deferred.push({ repo: r.repo, oid: r.oid, size: r.size });
         }
       }
     }
-    return { replayed: n, deferred: this.#unrestored.length };
+    return { replayed: n, deferred: this.#deferred.length };
   }
 
-  /** References replay could not restore yet (see recover). */
+  /** References the index has not taken yet (see recover and #keeper). */
   get deferredReferences(): number {
-    return this.#unrestored.length;
+    return this.#deferred.length;
   }
 
   /** Restores the references replay deferred; throws (a storage fault) while the index still refuses one. */
   async #restoreDeferred(): Promise<void> {
-    while (this.#unrestored.length > 0) {
-      const r = this.#unrestored[0]!;
+    while (this.#deferred.length > 0) {
+      const r = this.#deferred[0]!;
       await this.#refs.restore(r.repo, r.oid, r.size);
-      this.#unrestored.shift();
+      this.#deferred.shift();
     }
   }
 

@@ -131,7 +131,7 @@ class VerifyingWriter implements ObjectWriter {
       throw e;
     }
     const r = await this.#inner.finish();
-    return { size: this.#check.count, storedSize: r.storedSize, created: r.created };
+    return { size: this.#check.count, storedSize: r.storedSize, created: r.created, keepReference: r.keepReference };
   }
 
   async abort(): Promise<void> {
