@@ -206,13 +206,13 @@ function recordFloor(session: RealClientSession, seq: SmallRound[], par: SmallRo
     session.figures.curlSeqFloorMs = median(seq.map(floor));
     session.figures.curlSeqDurableMs = median(seq.map(durable));
     session.ctx.record({ key: 'limits.curl_null_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to a server that stores nothing (uWS) [${curl}]`, value: session.figures.curlSeqFloorMs, unit: 'ms/object', detail: `the floor of the sequential row: curl, loopback and uWS alone; ${rounds(seq, floor)}` });
-    session.ctx.record({ key: 'limits.curl_durable_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlSeqDurableMs, unit: 'ms/object', detail: `sha256, journal append + fdatasync, SQLite row per object and nothing else; ${rounds(seq, durable)}` });
+    session.ctx.record({ key: 'limits.curl_durable_seq_64k', group: 'limits', label: `${n} × 64 KiB sequential, one curl process, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlSeqDurableMs, unit: 'ms/object', detail: `sha256, journal append + fdatasync, the answer, then a SQLite row per object and nothing else; ${rounds(seq, durable)}` });
   }
   if (par.length > 0) {
     session.figures.curlParFloorPerSec = median(par.map(floor));
     session.figures.curlParDurablePerSec = median(par.map(durable));
     session.ctx.record({ key: 'limits.curl_null_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to a server that stores nothing (uWS) [${curl}]`, value: session.figures.curlParFloorPerSec, unit: 'objects/s', detail: `the ceiling of the parallel row: curl, loopback and uWS alone; ${rounds(par, floor)}` });
-    session.ctx.record({ key: 'limits.curl_durable_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlParDurablePerSec, unit: 'objects/s', detail: `sha256, journal append + group-committed fdatasync, SQLite rows per turn and nothing else; ${rounds(par, durable)}` });
+    session.ctx.record({ key: 'limits.curl_durable_par_64k', group: 'limits', label: `${n} × 64 KiB, 8 curl processes, to the durable minimum (durable-peer.ts) [${curl}]`, value: session.figures.curlParDurablePerSec, unit: 'objects/s', detail: `sha256, journal append + group-committed fdatasync, the answers, then SQLite rows per turn and nothing else; ${rounds(par, durable)}` });
   }
 }
 

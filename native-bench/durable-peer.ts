@@ -3,11 +3,12 @@
  * a server must do before it may answer a 64 KiB PUT with 200, with nothing else around it (no
  * authorization, no metrics, no layers, no file of its own written later):
  * - read the body into one buffer and check its sha256 against the oid that ends the path (422 if not);
- * - append it to a journal file prepared at start (written full of zeros and flushed, so a flush
- *   writes data only), and flush with `fdatasync` in line: one flush for every upload finished in the
- *   same turn of the event loop (group commit);
- * - then record it in SQLite (WAL, synchronous = NORMAL, our schema's objects and repo_objects
- *   tables), all of the turn's uploads in one transaction, and answer each.
+ * - append it with its reference (repository, oid) to a journal file prepared at start (written full
+ *   of zeros and flushed, so a flush writes data only), and flush with `fdatasync` in line: one flush
+ *   for every upload finished in the same turn of the event loop (group commit);
+ * - answer each, then record them in SQLite in the same turn (WAL, synchronous = NORMAL, our schema's
+ *   objects and repo_objects tables), all of the turn's uploads in one transaction: the journal holds
+ *   the references, so the commit may follow the answers (as the server's does, TransferService.upload).
  * Bodies over 1 MiB or without a Content-Length are refused (413): it serves the small rows only.
  * The journal wraps around when full; the probe keeps nothing.
  *
@@ -60,14 +61,19 @@ function commit(): void {
   const rows = turn;
   turn = [];
   fdatasyncSync(journal);
-  record(rows);
   for (const r of rows) r.answer();
+  record(rows);
 }
 
-function append(data: Buffer): void {
-  if (tail + data.length > JOURNAL_BYTES) tail = 0;
-  for (let at = 0; at < data.length; ) at += writeSync(journal, data, at, data.length - at, tail + at);
-  tail += data.length;
+/** The record: its reference (repository and oid, length-prefixed), then the bytes. */
+function append(repo: string, oid: string, data: Buffer): void {
+  const ref = Buffer.from(`${repo} ${oid}`);
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(ref.length);
+  const rec = Buffer.concat([head, ref, data]);
+  if (tail + rec.length > JOURNAL_BYTES) tail = 0;
+  for (let at = 0; at < rec.length; ) at += writeSync(journal, rec, at, rec.length - at, tail + at);
+  tail += rec.length;
 }
 
 const app = uws.App();
@@ -97,7 +103,7 @@ app.put('/*', (res, req) => {
       reply('422 Unprocessable Entity', '{"message":"size or sha256 does not match"}');
       return;
     }
-    append(body);
+    append(repo, oid, body);
     turn.push({ repo, oid, size: length, answer: () => reply('200 OK', '{}') });
     if (turn.length === 1) setImmediate(commit);
   });
