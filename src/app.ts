@@ -201,6 +201,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     jobs: async () => (await maintenance.jobs()).running,
     jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[],
     journal: () => journal?.flushStats ?? null,
+    deferredReferences: () => journal?.deferredReferences ?? 0,
     audits: () => statsRepo.auditTotals(),
     quarantined: () => statsRepo.quarantinedTotal(),
     dataDir: async () => {

@@ -70,6 +70,8 @@ export interface MetricSources {
   readonly jobKinds: readonly string[];
   /** The disk store's journal group commits so far; null without one (bucket store). */
   journal(): JournalFlushes | null;
+  /** References the journal holds that the index has not taken yet (0 without a journal). */
+  deferredReferences(): number;
   /** Audit results (SQLite, one row per repository: cheap enough to read at every scrape). */
   audits(): AuditFigures | Promise<AuditFigures>;
   /** Objects under quarantine (found bad by an audit and not uploaded again since). */
@@ -121,6 +123,7 @@ const noSources: MetricSources = {
   jobs: () => [],
   jobKinds: [],
   journal: () => null,
+  deferredReferences: () => 0,
   audits: () => ({ clean: 0, problemsFound: 0, incomplete: 0, lastSuccessAt: null }),
   quarantined: () => 0,
   dataDir: async () => ({ freeBytes: 0, sizeBytes: 0 }),
@@ -416,6 +419,14 @@ class Series {
       const at = (await s.audits()).lastSuccessAt;
       g.set(at === null ? 0 : at / 1000);
     }),
+  });
+
+  /** Acknowledged uploads the index has not recorded yet: missing to their repositories until it does (durability.md). */
+  readonly journalDeferredReferences = new this.#prom.Gauge({
+    name: 'svc_journal_deferred_references',
+    help: 'References of acknowledged uploads that the journal keeps because the index refused them (a full disk, a write lock held elsewhere, an I/O error); their objects are missing to their repositories until the index takes them',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set(s.deferredReferences())),
   });
 
   /** Objects an audit set aside: each needs a good copy pushed again before clients can fetch it. */

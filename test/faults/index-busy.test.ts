@@ -41,6 +41,8 @@ function holdWriteLock(dataDir: string): () => void {
   };
 }
 
+const scrape = async (server: RunningServer): Promise<string> => (await http('GET', `${server.url}/metrics`)).body.toString('utf8');
+
 async function assertIntact(t: Test, server: RunningServer, b: Blob, what: string): Promise<void> {
   const res = await http('GET', `${server.url}/acme/game/objects/${b.oid}`, { headers: auth });
   t.equal(res.status, 200, `${what}: downloads`);
@@ -59,10 +61,12 @@ t.test('an acknowledged upload whose reference the index refused is restored onc
   const refused = await server.waitForLog((l) => l.msg === REFUSED, 'the refused commit reported', from);
   t.match(refused, { level: 'warn', oid: b.oid, repo: 'acme/game' }, 'reported with the object and repository');
   t.notOk(JSON.stringify(refused).includes('tok'), 'no token in the report');
+  t.match(await scrape(server), /^svc_journal_deferred_references 1$/m, 'the kept reference is on /metrics');
   release();
   held = false;
   await server.waitForLog((l) => l.msg === 'deferred journal references restored', 'the kept reference restored', from);
   await assertIntact(t, server, b, 'once the lock is gone, without a restart');
+  t.match(await scrape(server), /^svc_journal_deferred_references 0$/m, 'and gone from /metrics');
   const down = await batch(server.url, 'acme/game', 'tok', 'download', [{ oid: b.oid, size: b.size }]);
   t.ok(down.json().objects[0].actions?.download, 'the batch offers it for download');
 });
