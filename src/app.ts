@@ -38,6 +38,7 @@ import { PresignService } from './service/presign-service.js';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
+import { startThreadpoolNudge } from './util/threadpool-nudge.js';
 
 /** A journal retirement round running longer than this is reported (see the retirer below). */
 const RETIRE_STALL_MS = 60_000;
@@ -61,6 +62,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   mkdirSync(config.dataDir, { recursive: true });
   // Before anything in the directory is touched: another server there would lose its staging files.
   const lock = DataDirLock.acquire(config.dataDir);
+  // A lost threadpool wakeup (glibc) must not strand an fsync for good: see threadpool-nudge.ts.
+  const stopNudge = startThreadpoolNudge(config.dataDir);
   const index = join(config.dataDir, 'index.sqlite');
   const firstRun = config.databaseUrl === null && !existsSync(index);
   // SVC_DATABASE_URL: the PostgreSQL index every node shares; otherwise the SQLite file above.
@@ -246,6 +249,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await stats.close().catch((e: unknown) => log('last stats sample failed', { level: 'warn', err: String(e) }));
       await node?.leave();
       await db.close();
+      stopNudge();
       lock.release();
     },
   };
