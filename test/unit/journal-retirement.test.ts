@@ -94,3 +94,45 @@ t.test('a failing object stops retirement and keeps its segment until it succeed
   for (const [i, oid] of oids.entries()) t.ok(readFileSync(disk.pathOf(oid)).equals(objs[i]!), `object ${i} has its own file, byte for byte`);
   t.same(segments(dir), [], 'no segment left');
 });
+
+t.test('a reference kept while a round runs holds its segment until the index takes it', async (t) => {
+  const dir = tmpDir();
+  const disk = await DiskBlobStore.open(dir);
+  // The index's side of the port: it holds what it was given, and the test lands a refused commit
+  // in the middle of a round (at its first question).
+  const held = new Set<Oid>();
+  let midRound: (() => void) | null = null;
+  const store = await JournalingBlobStore.open(disk, join(dir, 'journal'), {
+    restore: async (_repo, oid) => void held.add(oid),
+    isWanted: async (oid) => {
+      const land = midRound;
+      midRound = null;
+      land?.();
+      return held.has(oid);
+    },
+    stored: async () => undefined,
+    checkpoint: async () => undefined,
+  });
+  t.teardown(() => store.close());
+  const write = async (data: Buffer) => {
+    const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
+    const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+    w.write(data);
+    return { oid, put: await w.finish() };
+  };
+  const taken = await write(randomBytes(20_000));
+  held.add(taken.oid);
+  const lateBytes = randomBytes(20_000);
+  const late = await write(lateBytes);
+  t.type(late.put.keepReference, 'function', 'the journal offers to keep the reference (its disk has room)');
+  midRound = () => late.put.keepReference!();
+
+  await idle();
+  t.equal(await store.retire(), 0, 'the round retires nothing: a reference its segment may hold came back while it ran');
+  t.ok(segments(dir).length > 0, 'the segment stays');
+  t.equal(store.deferredReferences, 1, 'the reference waits for the index');
+  t.ok((await store.retire()) >= 1, 'the next round gives it to the index first, then retires');
+  t.ok(held.has(late.oid), 'the index holds it');
+  t.ok(readFileSync(disk.pathOf(late.oid)).equals(lateBytes), 'its bytes reached a file of their own');
+  t.same(segments(dir), [], 'no segment left');
+});
