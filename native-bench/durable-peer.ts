@@ -17,7 +17,7 @@
 import uws from '@trufflesuite/uws-js-unofficial';
 import Database from 'better-sqlite3';
 import { hash } from 'node:crypto';
-import { fdatasyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { fdatasyncSync, mkdirSync, openSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = process.argv[2];
@@ -65,15 +65,16 @@ function commit(): void {
   record(rows);
 }
 
-/** The record: its reference (repository and oid, length-prefixed), then the bytes. */
+/** The record: its reference (repository and oid, length-prefixed), then the bytes, in one `pwritev` (no copy of the body). */
 function append(repo: string, oid: string, data: Buffer): void {
   const ref = Buffer.from(`${repo} ${oid}`);
   const head = Buffer.alloc(4);
   head.writeUInt32LE(ref.length);
-  const rec = Buffer.concat([head, ref, data]);
-  if (tail + rec.length > JOURNAL_BYTES) tail = 0;
-  for (let at = 0; at < rec.length; ) at += writeSync(journal, rec, at, rec.length - at, tail + at);
-  tail += rec.length;
+  const length = head.length + ref.length + data.length;
+  if (tail + length > JOURNAL_BYTES) tail = 0;
+  // Into blocks written at start: a short write would mean a broken disk, not a busy one.
+  if (writevSync(journal, [head, ref, data], tail) !== length) throw new Error('short write to the journal');
+  tail += length;
 }
 
 const app = uws.App();

@@ -65,13 +65,8 @@ export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | '
   };
   return {
     read: (start, end) => new MemoryChunkSource(() => bytes(start, end - start + 1)),
-    readAt: (into, position) => {
-      try {
-        into.set(bytes(position, into.byteLength));
-        return Promise.resolve();
-      } catch (e) {
-        return Promise.reject(e);
-      }
+    readAt: async (into, position) => {
+      into.set(bytes(position, into.byteLength));
     },
     close: async () => {
       if (held !== null) smallBuffers.give(held);

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { closeSync, fdatasyncSync, openSync, statfsSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync, statfsSync, type StatsFs } from 'node:fs';
 import { blake3 } from '../format/native-codecs.js';
 import { mkdir, open, readdir, rename, stat, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -623,18 +623,18 @@ export class Journal {
    * beside the journal has room for its next commits too (see PutResult.keepReference).
    */
   hasRoomNow(): boolean {
+    let fs: StatsFs | null = null;
     try {
-      const fs = statfsSync(this.#dir);
-      return fs.bavail * fs.bsize >= SPARE_HEADROOM;
+      fs = statfsSync(this.#dir);
     } catch {
-      return false;
+      // unknown: no room
     }
+    return hasHeadroom(fs);
   }
 
   /** Whether the file system has SPARE_HEADROOM free: room for a spare, or to keep a retired segment. */
   async #hasRoom(): Promise<boolean> {
-    const fs = await statfs(this.#dir).catch(() => null);
-    return fs !== null && fs.bavail * fs.bsize >= SPARE_HEADROOM;
+    return hasHeadroom(await statfs(this.#dir).catch(() => null));
   }
 
   async close(): Promise<void> {
@@ -680,4 +680,9 @@ function storageFull(): NodeJS.ErrnoException {
  */
 function afterNextPoll(): Promise<void> {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+}
+
+/** SPARE_HEADROOM free on a file system (as `statfs` gave it; null: unknown, so no). */
+function hasHeadroom(fs: StatsFs | null): boolean {
+  return fs !== null && fs.bavail * fs.bsize >= SPARE_HEADROOM;
 }
