@@ -34,6 +34,7 @@ import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
+import { warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
@@ -154,6 +155,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
+  batch.onUploadAhead((size) => warmHasherFor(hasher, size));
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);

@@ -58,6 +58,10 @@ export interface FrameCodec {
  */
 export interface Hasher {
   open(): StreamHasher;
+  /** True when a stream opened now is hashed at once; false while the thread is not up (it takes ~30 ms to start). */
+  readonly ready: boolean;
+  /** Starts the thread unless it runs (an upload is on its way); resolves once it is up. */
+  warm(): Promise<void>;
 }
 
 export interface StreamHasher {

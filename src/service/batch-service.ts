@@ -45,6 +45,14 @@ export class BatchService {
     this.#presign = presign;
   }
 
+  /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
+  #uploadAhead: ((size: number) => void) | null = null;
+
+  /** Lets the store get ready for announced uploads (the hash thread starts while the client reads the answer). */
+  onUploadAhead(listener: (size: number) => void): void {
+    this.#uploadAhead = listener;
+  }
+
   async answer(repo: RepoName, req: BatchRequest): Promise<BatchResponse> {
     const base = `${this.#links.baseUrl}/${repo.org}/${repo.repo}/objects`;
     const budget = req.operation === 'upload' ? ((await this.#limits?.uploadBudget(repo)) ?? null) : null;
@@ -108,6 +116,7 @@ export class BatchService {
       header['Transfer-Encoding'] = 'chunked';
       header[EXPECTED_SIZE_HEADER] = String(o.size);
     }
+    this.#uploadAhead?.(o.size);
     // No verify action: this server's PUT answers 200 only once the bytes are checked against the
     // oid and size and are durable, so a verify request would cost the client a round trip per
     // object to learn nothing new. The verify endpoint still answers for clients that call it.

@@ -11,6 +11,9 @@ import { THREAD_IDLE_MS } from './pool.js';
 interface Running {
   readonly worker: Worker;
   readonly streams: Map<number, StreamHash>;
+  /** Settles once the thread runs its code (Worker 'online'), or has died before that. */
+  readonly up: Promise<void>;
+  online: boolean;
 }
 
 /**
@@ -19,7 +22,7 @@ interface Running {
  * view of each full, shared buffer (tens of µs) and the hash thread hashes it in place, in order.
  * Small objects are still hashed in line: a round trip costs more than hashing 64 KiB.
  *
- * The thread starts with the first stream and exits once no stream has been open for `idleMs` (a
+ * The thread starts with the first stream (or when warmed ahead of one) and exits once no stream has been open for `idleMs` (a
  * thread costs ~8 MiB resident: a server at rest runs none). If the thread dies, every stream open
  * on it fails (its uploads are refused, nothing is stored) and the next stream starts a new thread.
  */
@@ -38,6 +41,23 @@ export class HashThread implements Hasher {
   /** True while a thread runs. */
   get running(): boolean {
     return this.#current !== null;
+  }
+
+  get ready(): boolean {
+    return this.#current?.online === true;
+  }
+
+  /**
+   * Starts the thread ahead of the uploads a batch announced, so the first of them need not wait for
+   * it; unused, it goes after idleMs as usual. Resolves once the thread is up (or has died).
+   */
+  warm(): Promise<void> {
+    const current = this.#current ?? this.#start();
+    // The idle spell counts from the thread being up, however long its start took.
+    void current.up.then(() => {
+      if (this.#current === current && current.streams.size === 0 && this.#idleTimer === null) this.#idleSoon(current);
+    });
+    return current.up;
   }
 
   /** Calls `listener` each time a thread has exited (tests wait on this event, not on a clock). */
@@ -96,8 +116,15 @@ export class HashThread implements Hasher {
       fail(code);
       for (const listener of this.#exitListeners) listener();
     });
-    this.#current = { worker, streams };
-    return this.#current;
+    let settle = (): void => undefined;
+    const running: Running = { worker, streams, up: new Promise<void>((resolve) => (settle = resolve)), online: false };
+    worker.once('online', () => {
+      running.online = true;
+      settle();
+    });
+    worker.once('exit', () => settle());
+    this.#current = running;
+    return running;
   }
 }
 

@@ -89,3 +89,18 @@ t.test('the thread starts with the first stream and exits once none has been ope
   await feed(again, data);
   t.equal(await again.digest(), createHash('sha256').update(data).digest('hex'), 'the next stream starts a new one');
 });
+
+t.test('warm() starts the thread ahead of its first stream; unused, it goes after its idle time', async (t) => {
+  const ht = new HashThread(20);
+  t.teardown(() => ht.close());
+  t.notOk(ht.ready, 'no thread at first');
+  const exited = new Promise<void>((resolve) => ht.onExit(resolve));
+  await ht.warm();
+  t.ok(ht.ready, 'up once warm() resolves');
+  await exited; // the idle timer's doing: no stream was ever opened
+  t.notOk(ht.running, 'a thread warmed for an upload that never came does not stay');
+  const data = Buffer.alloc(1 << 20, 3);
+  const s = ht.open();
+  await feed(s, data);
+  t.equal(await s.digest(), createHash('sha256').update(data).digest('hex'), 'the next stream starts a new one');
+});

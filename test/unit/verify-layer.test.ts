@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { FRAME_SIZE } from '../../src/format/frame-format.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
 import { VerifyingBlobStore } from '../../src/store/layers/verify.js';
+import type { Hasher } from '../../src/format/frame-codec.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
 import { WorkerPool } from '../../src/workers/pool.js';
@@ -43,6 +44,7 @@ async function upload(store: BlobStore, data: Buffer): Promise<{ oid: Oid; befor
 }
 
 t.test('plain: four 1 MiB blocks go down (hashed and written at once) before the socket waits', async (t) => {
+  await hasher.warm(); // up: a mid-size upload does not wait for a thread that is starting
   const disk = await DiskBlobStore.open(tmpDir());
   const data = randomBytes(24 * MiB);
   const { oid, beforeWait } = await upload(new VerifyingBlobStore(disk, hasher), data);
@@ -59,4 +61,58 @@ t.test('compressed: two 2 MiB frames, the same 4 MiB, before the socket waits', 
   const r = await store.open(oid);
   t.equal(r?.size, data.length, 'reads back at its logical size');
   await r?.close();
+});
+
+/** A real hash thread, not started yet, whose streams are counted. */
+function coldThread(t: Test): { thread: HashThread; hasher: Hasher; opened: () => number } {
+  const thread = new HashThread();
+  t.teardown(() => thread.close());
+  let opened = 0;
+  const hasher: Hasher = {
+    get ready() {
+      return thread.ready;
+    },
+    warm: () => thread.warm(),
+    open: () => {
+      opened++;
+      return thread.open();
+    },
+  };
+  return { thread, hasher, opened: () => opened };
+}
+
+t.test('a hash thread that is not up: a mid-size upload is hashed in line while it starts; a large one or one of unknown size waits for it', async (t) => {
+  const disk = await DiskBlobStore.open(tmpDir());
+  const cold = coldThread(t);
+  const store = new VerifyingBlobStore(disk, cold.hasher);
+  const first = randomBytes(16 * MiB);
+  const a = await upload(store, first);
+  t.equal(cold.opened(), 0, 'hashed in line: no stream waited for the thread');
+  t.ok(cold.thread.running, 'the thread was started for the uploads after it');
+  t.ok(readFileSync(disk.pathOf(a.oid)).equals(first), 'verified and stored as sent');
+
+  await cold.thread.warm();
+  t.ok(cold.thread.ready, 'up once warm() resolves');
+  await upload(store, randomBytes(16 * MiB));
+  t.equal(cold.opened(), 1, 'with the thread up, the next mid-size upload is hashed there');
+
+  const other = coldThread(t);
+  const w = await new VerifyingBlobStore(disk, other.hasher).createWriter(oidOf(first), { repo: 'acme/game', expectedSize: null });
+  t.equal(other.opened(), 1, 'an upload of unknown size (it may be huge) opens its stream on a thread that was not started yet');
+  w.write(first);
+  await w.finish();
+});
+
+t.test('a mid-size upload hashed in line is refused when its bytes do not match its oid', async (t) => {
+  const disk = await DiskBlobStore.open(tmpDir());
+  const cold = coldThread(t);
+  const store = new VerifyingBlobStore(disk, cold.hasher);
+  const data = randomBytes(16 * MiB);
+  const oid = oidOf(data);
+  data[5] ^= 1;
+  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+  w.write(data);
+  await t.rejects(w.finish(), { code: 'LFS_ERR_DIGEST_MISMATCH' }, 'refused, as on the thread');
+  t.equal(cold.opened(), 0, 'it was hashed in line');
+  t.equal(await store.stat(oid), null, 'nothing stored');
 });
