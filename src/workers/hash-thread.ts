@@ -22,9 +22,10 @@ interface Running {
  * view of each full, shared buffer (tens of µs) and the hash thread hashes it in place, in order.
  * Small objects are still hashed in line: a round trip costs more than hashing 64 KiB.
  *
- * The thread starts with the first stream (or when warmed ahead of one) and exits once no stream has been open for `idleMs` (a
- * thread costs ~8 MiB resident: a server at rest runs none). If the thread dies, every stream open
- * on it fails (its uploads are refused, nothing is stored) and the next stream starts a new thread.
+ * The thread starts with the first stream, or when warmed ahead of one, and exits once no stream has
+ * been open for `idleMs` (a thread costs ~8 MiB resident: a server at rest runs none). If the thread
+ * dies, every stream open on it fails (its uploads are refused, nothing is stored) and the next
+ * stream starts a new thread.
  */
 export class HashThread implements Hasher {
   /** The running thread and the streams open on it (a thread that died fails only its own). */

@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
+import type { Hasher } from '../../src/format/frame-codec.js';
 import { FRAME_SIZE } from '../../src/format/frame-format.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
 import { VerifyingBlobStore } from '../../src/store/layers/verify.js';
-import type { Hasher } from '../../src/format/frame-codec.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
 import { WorkerPool } from '../../src/workers/pool.js';

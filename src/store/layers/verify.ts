@@ -67,7 +67,7 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
     const hasher = this.#hasher;
     if (hasher === null || (size !== null && size < HASH_THREAD_MIN_SIZE)) return null;
     if (hasher.ready || size === null || size >= HASH_THREAD_WAIT_SIZE) return hasher.open();
-    void hasher.warm();
+    warmHasherFor(hasher, size);
     return null;
   }
 }
