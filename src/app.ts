@@ -34,7 +34,7 @@ import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
-import { warmHasherFor } from './store/layers/verify.js';
+import { hashedOnThread, warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
 import { HashThread } from './workers/hash-thread.js';
 import { WorkerPool } from './workers/pool.js';
@@ -155,8 +155,11 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
-  // After the answer has gone: starting a thread holds the event loop ~5 ms (the batch took 6 ms instead of 1).
-  batch.onUploadAhead((size) => setImmediate(() => warmHasherFor(hasher, size)));
+  // After the answer has gone: starting a thread holds the event loop ~5 ms (the batch took 6 ms
+  // instead of 1). Small objects, most of a batch's, schedule nothing.
+  batch.onUploadAhead((size) => {
+    if (hashedOnThread(size)) setImmediate(() => warmHasherFor(hasher, size));
+  });
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);

@@ -53,7 +53,8 @@ export class HashThread implements Hasher {
    * it; unused, it goes after idleMs as usual. Resolves once the thread is up (or has died).
    */
   warm(): Promise<void> {
-    const current = this.#current ?? this.#start();
+    if (this.#current !== null) return this.#current.up; // its streams, or their end, look after its idle spell
+    const current = this.#start();
     // The idle spell counts from the thread being up, however long its start took.
     void current.up.then(() => {
       if (this.#current === current && current.streams.size === 0 && this.#idleTimer === null) this.#idleSoon(current);

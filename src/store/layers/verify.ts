@@ -26,9 +26,14 @@ export const HASH_THREAD_MIN_SIZE = 8 << 20;
  */
 const HASH_THREAD_WAIT_SIZE = 64 << 20;
 
+/** Whether an upload of `size` bytes is hashed on the hash thread (once it is up). */
+export function hashedOnThread(size: number): boolean {
+  return size >= HASH_THREAD_MIN_SIZE;
+}
+
 /** Starts the hash thread ahead of an upload of `size` bytes that will be hashed there (a batch announced it). */
 export function warmHasherFor(hasher: Hasher, size: number): void {
-  if (size >= HASH_THREAD_MIN_SIZE && !hasher.ready) void hasher.warm();
+  if (hashedOnThread(size) && !hasher.ready) void hasher.warm();
 }
 
 /**
@@ -65,7 +70,7 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
   /** The hash thread's stream for an upload of `size` bytes (null: unknown), or null to hash it in line. */
   #threadStream(size: number | null): StreamHasher | null {
     const hasher = this.#hasher;
-    if (hasher === null || (size !== null && size < HASH_THREAD_MIN_SIZE)) return null;
+    if (hasher === null || (size !== null && !hashedOnThread(size))) return null;
     if (hasher.ready || size === null || size >= HASH_THREAD_WAIT_SIZE) return hasher.open();
     warmHasherFor(hasher, size);
     return null;
