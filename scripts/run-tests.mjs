@@ -12,6 +12,12 @@ if (build.status !== 0) {
   console.log('tests: 0 passed, 1 failed (type-check failed)');
   process.exit(1);
 }
+// The sha256 addon (large uploads are hashed with it); the tests run what users get, so it must build.
+const native = spawnSync(process.execPath, ['scripts/build-native.mjs', '--require'], { stdio: 'inherit' });
+if (native.status !== 0) {
+  console.log('tests: 0 passed, 1 failed (the sha256 addon did not build: a C++ compiler and Node\'s headers are needed)');
+  process.exit(1);
+}
 
 // tap's runner is generated code with its plugins compiled in; a fresh `npm ci` ships it with the
 // TypeScript plugin, which cannot load under TypeScript 7 and fails every file. Regenerate it from

@@ -34,9 +34,9 @@ import { LockService } from './service/lock-service.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
-import { hashedOnThread, warmHasherFor } from './store/layers/verify.js';
+import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
-import { HashThread } from './workers/hash-thread.js';
+import { openHasher } from './workers/native-hasher.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 import { startThreadpoolNudge } from './util/threadpool-nudge.js';
@@ -70,7 +70,10 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // SVC_DATABASE_URL: the PostgreSQL index every node shares; otherwise the SQLite file above.
   const db = await openIndex(config, log);
   const pool = new WorkerPool(config.workers);
-  const hasher = new HashThread();
+  // Large uploads are hashed by the sha256 addon (scripts/build-native.mjs) on a native thread; without
+  // it, on a worker thread of their own (more memory, a start of ~30 ms after each rest).
+  const { hasher, native } = openHasher();
+  if (!native) log('the sha256 addon is not built (npm run build): large uploads are hashed on a worker thread', { level: 'warn' });
   const objects = db.objects;
   // A shared index (PostgreSQL) means other nodes may run beside this one: this node heartbeats,
   // records its uploads in flight while a retain sweep is open, and takes job leases in the index
@@ -158,7 +161,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // After the answer has gone: starting a thread holds the event loop ~5 ms (the batch took 6 ms
   // instead of 1). Small objects, most of a batch's, schedule nothing.
   batch.onUploadAhead((size) => {
-    if (hashedOnThread(size)) setImmediate(() => warmHasherFor(hasher, size));
+    if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
   });
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.

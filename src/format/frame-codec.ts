@@ -53,14 +53,15 @@ export interface FrameCodec {
 }
 
 /**
- * The hash port: a running sha256 fed with views of shared memory, in order, on another thread.
- * `workers/hash-thread.ts` implements it.
+ * The hash port: a running sha256 fed with views of shared memory, in order, off the event loop.
+ * `workers/native-hasher.ts` implements it with the sha256 addon (a native thread, no isolate),
+ * `workers/hash-thread.ts` on a worker thread (the fallback); test/conformance/hasher.suite.ts is what both must do.
  */
 export interface Hasher {
   open(): StreamHasher;
-  /** True when a stream opened now is hashed at once; false while the thread is not up (it takes ~30 ms to start). */
+  /** True when a stream opened now is hashed at once; false while a hash thread is not up (it takes ~30 ms to start). */
   readonly ready: boolean;
-  /** Starts the thread unless it runs (an upload is on its way); resolves once it is up. */
+  /** Starts what hashes unless it runs (an upload is on its way); resolves once it is up. */
   warm(): Promise<void>;
 }
 

@@ -48,7 +48,7 @@ export class BatchService {
   /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
   #uploadAhead: ((size: number) => void) | null = null;
 
-  /** Lets the store get ready for announced uploads (the hash thread starts while the client reads the answer). */
+  /** Lets the store get ready for announced uploads (a hash thread that is not up starts while the client reads the answer). */
   onUploadAhead(listener: (size: number) => void): void {
     this.#uploadAhead = listener;
   }

@@ -170,7 +170,7 @@ export const IO_CHUNK = 1 << 20;
 export const ioBuffers = new BufferPool(IO_CHUNK, 64);
 /**
  * The raw writers' buffers: aligned, so full ones go to disk with O_DIRECT (see StagingFile), and
- * shared, so the hash thread reads them in place.
+ * shared, so the hasher reads them in place.
  */
 export const directBuffers = new AlignedBufferPool(IO_CHUNK, { keep: 64, shared: true });
 
@@ -277,7 +277,7 @@ const blockPools = new Map<number, AlignedBufferPool>([[IO_CHUNK, directBuffers]
 
 /**
  * The pool of aligned, shared blocks of `size` bytes: what the verify layer gathers an upload into
- * and hands down the stack, so the hash thread, the frame workers and O_DIRECT writes all read the
+ * and hands down the stack, so the hasher, the frame workers and O_DIRECT writes all read the
  * same memory in place (no copy per layer).
  */
 export function blockPool(size: number): AlignedBufferPool {

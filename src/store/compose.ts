@@ -39,7 +39,7 @@ export interface StoreParts {
   readonly backend: BlobStore;
   /** Where frames are compressed and decoded (the transfer pool). */
   readonly codec: FrameCodec;
-  /** Where large uploads are hashed (the hash thread). */
+  /** Where large uploads are hashed (off the event loop). */
   readonly hasher: Hasher;
   /** zstd level of new objects (SVC_COMPRESSION), or null to store them as they arrive. */
   readonly compressionLevel: number | null;
@@ -61,7 +61,7 @@ export interface ComposedStore {
  * - verify is outermost: every byte a client sends is counted and hashed before any layer below may
  *   make the object visible, whatever those layers do with the bytes ("the last thing between the
  *   client and the other storage backends"). It gathers the upload into blocks of the size the
- *   layer below asks for, shared with the hash thread, so no layer copies again.
+ *   layer below asks for, shared with the hasher, so no layer copies again.
  * - journal sits inside verify, so only verified bytes are journaled and acknowledged, and outside
  *   compress, so a journaled small object is written out through compression like any upload. Its
  *   durability is the local disk's: it is used with a disk backend only (with a bucket an

@@ -7,7 +7,7 @@ import type { StreamHasher } from '../format/frame-codec.js';
  * The checks every writer makes on an incoming object (design.md rule 2): bytes are counted and
  * sha256-hashed as they arrive, the first byte past the announced size is refused at once, and
  * `verify()` fails unless the count and the digest match before anything is committed.
- * With a StreamHasher, the hash thread hashes the writer's gathered buffers instead (hashGathered).
+ * With a StreamHasher, the hasher hashes the writer's gathered buffers instead (hashGathered).
  */
 export class IncomingCheck {
   readonly #oid: Oid;
@@ -38,7 +38,7 @@ export class IncomingCheck {
   }
 
   /**
-   * With a hash thread: hashes the next gathered buffer (bytes in arrival order, shared memory);
+   * With a StreamHasher: hashes the next gathered buffer (bytes in arrival order, shared memory);
    * `done` runs once the buffer may be reused. Without one the bytes were hashed by take().
    */
   hashGathered(view: Uint8Array, done: () => void): void {
@@ -56,7 +56,7 @@ export class IncomingCheck {
     if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
   }
 
-  /** The upload ends without verify (aborted, failed): lets the hash thread forget it. */
+  /** The upload ends without verify (aborted, failed): lets the hasher forget it. */
   discard(): void {
     this.#stream?.drop();
   }

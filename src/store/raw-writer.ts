@@ -9,7 +9,7 @@ export type CommitFn = (file: StagingFile, storedSize: number) => Promise<PutRes
 
 /**
  * Most writes on their way to disk per upload before the caller is asked to wait: as many as the
- * verify layer has blocks in flight, or this limit, not the hash thread, pauses the socket. The libuv
+ * verify layer has blocks in flight, or this limit, not the hasher, pauses the socket. The libuv
  * pool has four threads, so one large upload can fill it for the length of one write (0.5–3 ms here).
  */
 const MAX_IN_FLIGHT = 4;

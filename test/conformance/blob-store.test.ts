@@ -15,6 +15,7 @@ import { S3Client } from '../../src/store/s3/s3-client.js';
 import { S3BlobStore } from '../../src/store/s3/s3-store.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
+import { loadSha256Addon, NativeHasher } from '../../src/workers/native-hasher.js';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { s3rverCredentials, startS3Server, type S3Server } from '../helpers/s3-server.js';
 import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-store.suite.js';
@@ -29,9 +30,16 @@ import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-st
 // this was; adjust these functions to the real signatures and nothing else in the file.
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 const LEVEL = 3;
-/** The transfer pool (the FrameCodec port) and the hash thread (the Hasher port), shared by every stack. */
+/**
+ * The transfer pool (the FrameCodec port) and the Hasher port, shared by every stack: the sha256
+ * addon's native thread as the server runs it (hasher.test.ts fails when it is not built), and the
+ * worker thread the server falls back to without it, for one stack.
+ */
 const codec = new WorkerPool(2);
-const hasher = new HashThread();
+const addon = loadSha256Addon();
+const poolHasher = addon === null ? null : new NativeHasher(addon);
+const threadHasher = new HashThread();
+const hasher = poolHasher ?? threadHasher;
 
 const adapter = {
   /** The disk backend, bytes as given (no compression, no journal). */
@@ -52,8 +60,8 @@ const adapter = {
   compress(inner: BlobStore): BlobStore {
     return new CompressingBlobStore(inner, codec, LEVEL);
   },
-  verify(inner: BlobStore): BlobStore {
-    return new VerifyingBlobStore(inner, hasher);
+  verify(inner: BlobStore, onThread = false): BlobStore {
+    return new VerifyingBlobStore(inner, onThread ? threadHasher : hasher);
   },
   /** The full default stack, verify(journal(compress(disk))), as the server builds it; `close` ends what it opened. */
   async composed(backend: BlobStore, root: string): Promise<{ store: BlobStore; close(): Promise<void> }> {
@@ -85,7 +93,7 @@ const adapter = {
 
 t.teardown(async () => {
   await codec.close();
-  await hasher.close();
+  await threadHasher.close();
 });
 
 const scratch = mkdtempSync(join(tmpdir(), 'stowage-conformance-'));
@@ -110,6 +118,8 @@ interface Layers {
   readonly compress?: boolean;
   /** A faulty layer right above the compress layer (or the backend). */
   readonly faulty?: boolean;
+  /** The verify layer hashes large uploads on a worker thread (the fallback), not the addon. */
+  readonly hashThread?: boolean;
 }
 
 /** Builds `layers` over `backend`; returns the top, the store under the verify layer and the faulty layer. */
@@ -119,7 +129,7 @@ function stack(backend: BlobStore, layers: Layers): { store: BlobStore; below: B
   const faulty = layers.faulty === true ? new FaultyBlobStore(store) : null;
   if (faulty !== null) store = faulty;
   if (layers.verify !== true) return { store, below: null, faulty };
-  return { store: adapter.verify(store), below: store, faulty };
+  return { store: adapter.verify(store, layers.hashThread === true), below: store, faulty };
 }
 
 /** A stack over a fresh disk backend in its own folder. */
@@ -225,6 +235,7 @@ await blobStoreConformance(t, 's3', onS3({}));
 await blobStoreConformance(t, 'compress(disk)', onDisk({ compress: true }));
 await blobStoreConformance(t, 'compress(s3)', onS3({ compress: true }));
 await blobStoreConformance(t, 'verify(disk)', onDisk({ verify: true }));
+await blobStoreConformance(t, 'verify(disk), hashed on a worker thread', onDisk({ verify: true, hashThread: true }));
 await blobStoreConformance(t, 'verify(compress(disk))', onDisk({ verify: true, compress: true }));
 await blobStoreConformance(t, 'verify(compress(s3))', onS3({ verify: true, compress: true }));
 await blobStoreConformance(t, 'verify(journal(compress(disk))), the default stack', composedOnDisk());

@@ -6,7 +6,7 @@ import { parseBatchRequest } from '../../src/protocol/batch.js';
 import { parseOid } from '../../src/protocol/oid.js';
 import { parseRepoName } from '../../src/protocol/repo-name.js';
 import { BatchService } from '../../src/service/batch-service.js';
-import { HASH_THREAD_MIN_SIZE, warmHasherFor } from '../../src/store/layers/verify.js';
+import { OFF_LOOP_MIN_SIZE, warmHasherFor } from '../../src/store/layers/verify.js';
 import { HashThread } from '../../src/workers/hash-thread.js';
 import { tmpDir } from '../helpers/start-server.js';
 
@@ -35,9 +35,9 @@ t.test('the sizes of the uploads a batch sends here are announced; present objec
 t.test('an announced upload the hash thread will hash starts it; a small one does not', async (t) => {
   const thread = new HashThread();
   t.teardown(() => thread.close());
-  warmHasherFor(thread, HASH_THREAD_MIN_SIZE - 1);
+  warmHasherFor(thread, OFF_LOOP_MIN_SIZE - 1);
   t.notOk(thread.running, 'hashed in line: no thread for it');
-  warmHasherFor(thread, HASH_THREAD_MIN_SIZE);
+  warmHasherFor(thread, OFF_LOOP_MIN_SIZE);
   t.ok(thread.running, 'started ahead of the PUT');
   await thread.warm();
   t.ok(thread.ready, 'and up');

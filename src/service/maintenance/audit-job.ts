@@ -41,7 +41,7 @@ export interface AuditReport {
  * Audit: reads every object of the repository back the way a download does, through the store
  * stack (`store.open`: on a framed object the compress layer checks each frame's BLAKE3 and decodes
  * it; on S3 the bytes come from the bucket), and checks the sha256 of what comes out against the oid
- * and its size against the index; the sha256 runs on the hash thread (object-io.ts). Legacy files
+ * and its size against the index; the sha256 runs off the event loop (object-io.ts). Legacy files
  * (disk only) are hashed on the maintenance pool. Read-only unless asked to quarantine (which needs
  * admin; restic's `check` is read-only too); then each bad object is quarantined: the index mark
  * goes first (batch then reports it missing so the next push uploads good bytes, and downloads

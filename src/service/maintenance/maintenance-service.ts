@@ -30,7 +30,7 @@ export interface MaintenanceOptions {
    * The composition root owns it and closes it after close().
    */
   readonly codec: WorkerTasks;
-  /** The hash thread: audit hashes large objects there, and compress's verify layer does. */
+  /** The Hasher: audit hashes large objects with it, and compress's verify layer does. */
   readonly hasher: Hasher;
   /** The transfer pool: only its load, for the dashboard. */
   readonly pool: WorkerPool;

@@ -6,11 +6,11 @@ import type { BlobReader, ObjectWriter, PutResult } from '../../store/types.js';
 export type Pull = () => Promise<Uint8Array | null>;
 
 /**
- * Objects up to this size are hashed on the calling thread: a round trip to the hash thread costs
+ * Objects up to this size are hashed on the calling thread: a round trip to the hasher costs
  * more than hashing a MiB (~0.5 ms).
  */
 const INLINE_MAX = 1 << 20;
-/** Shared blocks handed to the hash thread, and how many one object may have there at once. */
+/** Shared blocks handed to the hasher, and how many one object may have there at once. */
 const BLOCK = 1 << 20;
 const DEPTH = 4;
 /** Idle blocks kept for the next object (a few jobs' worth); more are left to the GC. */
@@ -20,7 +20,7 @@ const idle: Buffer[] = [];
 /**
  * sha256 of everything `pull` yields, without putting the hash on this thread for large objects:
  * chunks are copied (one memcpy each) into blocks of shared memory, and each full block is hashed in
- * place on the hash thread (the `Hasher` port), at most DEPTH blocks per object at a time, so memory
+ * place by the `Hasher` port (off this thread), at most DEPTH blocks per object at a time, so memory
  * is bounded whatever the object's size. `onBytes` gets the running count after every chunk.
  */
 export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {

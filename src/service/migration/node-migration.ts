@@ -13,7 +13,7 @@ import { composeStore, openBackend, readingStore } from '../../store/compose.js'
 import { DiskBlobStore } from '../../store/disk.js';
 import type { S3BlobStore } from '../../store/s3/s3-store.js';
 import type { BlobStore } from '../../store/types.js';
-import { HashThread } from '../../workers/hash-thread.js';
+import { openHasher, type ClosableHasher } from '../../workers/native-hasher.js';
 import { WorkerPool } from '../../workers/pool.js';
 import { indexReferenceLog } from '../index-reference-log.js';
 import { ObjectCopy, type ObjectsReport } from './object-copy.js';
@@ -76,7 +76,7 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
   // The server's own lock: a running server (or a second migrate) is refused, never raced.
   const lock = DataDirLock.acquire(o.dataDir);
   const pool = new WorkerPool(o.workers);
-  const hasher = new HashThread();
+  const { hasher } = openHasher();
   const closing: (() => Promise<unknown>)[] = [];
   try {
     const disk = await DiskBlobStore.open(o.dataDir, { directIo: o.directIo });
@@ -185,7 +185,7 @@ function pendingSegments(dataDir: string): number {
  * acknowledged reference into index.sqlite, and retirement writes the journal's small objects to
  * their own files, so the copy below finds every object in the index and on disk.
  */
-async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: HashThread): Promise<MigrationReport['journal']> {
+async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: ClosableHasher): Promise<MigrationReport['journal']> {
   const index = openSqliteIndex(indexFile);
   try {
     const { journal } = await composeStore({

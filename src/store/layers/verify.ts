@@ -10,30 +10,34 @@ import { ForwardingBlobStore } from './forwarding.js';
 /**
  * Bytes of one upload handed on but not yet done with (hashed and taken by the store below) before
  * the socket is paused, plus the block filling; at least two blocks. On a shared virtual disk a 1 MiB
- * write takes 0.5–3 ms and the hash thread waits its turn for a core, so with two 1 MiB blocks in
+ * write takes 0.5–3 ms and the hasher waits its turn for a core, so with two 1 MiB blocks in
  * flight the socket sat paused half of a curl upload, nearly always on the disk; four keep both busy
  * (measured through curl under the bench lock: docs/performance.md). The compress layer's 2 MiB
  * frames stay at two.
  */
 const MAX_BYTES_IN_FLIGHT = 4 << 20;
-/** Uploads from this size (or of unknown size) are hashed on the hash thread, smaller ones in line. */
-export const HASH_THREAD_MIN_SIZE = 8 << 20;
 /**
- * Below this size an upload does not wait for a hash thread that is not up yet: it is hashed in line
- * (0.56 ms of the HTTP thread per MiB) while the thread starts for the uploads after it. A start takes
- * ~30 ms of CPU and of wall time: 16 MiB through curl took 59 ms against 22 ms with the thread up
- * (medians of 8; docs/performance.md "A hash thread that is not up yet").
+ * Uploads from this size (or of unknown size) are hashed off the event loop by the Hasher (the sha256
+ * addon's native thread, or a hash thread without it), smaller ones in line, as small objects are
+ * (0.56 ms of the HTTP thread per MiB, and no hand-over per block).
+ */
+export const OFF_LOOP_MIN_SIZE = 8 << 20;
+/**
+ * Without the addon: below this size an upload does not wait for a hash thread that is not up yet
+ * (the addon is always ready); it is hashed in line while the thread starts for the uploads after it.
+ * A start takes ~30 ms of CPU and of wall time: 16 MiB through curl took 59 ms against 22 ms with the
+ * thread up (medians of 8; docs/performance.md "A hash thread that is not up yet").
  */
 const HASH_THREAD_WAIT_SIZE = 64 << 20;
 
-/** Whether an upload of `size` bytes is hashed on the hash thread (once it is up). */
-export function hashedOnThread(size: number): boolean {
-  return size >= HASH_THREAD_MIN_SIZE;
+/** Whether an upload of `size` bytes is hashed off the event loop (by a hash thread once it is up). */
+export function hashedOffLoop(size: number): boolean {
+  return size >= OFF_LOOP_MIN_SIZE;
 }
 
-/** Starts the hash thread ahead of an upload of `size` bytes that will be hashed there (a batch announced it). */
+/** Starts a hash thread that is not up ahead of an upload of `size` bytes it will hash (a batch announced it). */
 export function warmHasherFor(hasher: Hasher, size: number): void {
-  if (hashedOnThread(size) && !hasher.ready) void hasher.warm();
+  if (hashedOffLoop(size) && !hasher.ready) void hasher.warm();
 }
 
 /**
@@ -43,14 +47,14 @@ export function warmHasherFor(hasher: Hasher, size: number): void {
  * refused at once; a wrong digest or a short body aborts the inner write, so nothing is left.
  *
  * It is also where an upload's bytes are copied, once: chunks are gathered into aligned, shared
- * blocks of the inner store's `blockSize`, and the same block goes to the hash thread and down the
+ * blocks of the inner store's `blockSize`, and the same block goes to the hasher and down the
  * stack (compression, O_DIRECT writes) without another copy. At most MAX_BYTES_IN_FLIGHT (two blocks
  * if larger) are outstanding per upload, so memory per transfer is fixed whatever the size.
  */
 export class VerifyingBlobStore extends ForwardingBlobStore {
   readonly #hasher: Hasher | null;
 
-  /** `hasher`: where large uploads are hashed (the hash thread); null hashes everything in line. */
+  /** `hasher`: where large uploads are hashed (off the event loop); null hashes everything in line. */
   constructor(inner: BlobStore, hasher: Hasher | null) {
     super(inner);
     this.#hasher = hasher;
@@ -58,7 +62,7 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
 
   override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     const size = options.expectedSize;
-    const check = new IncomingCheck(oid, size, this.#threadStream(size));
+    const check = new IncomingCheck(oid, size, this.#offLoopStream(size));
     try {
       return new VerifyingWriter(check, await this.inner.createWriter(oid, options), this.inner.blockSize);
     } catch (e) {
@@ -67,10 +71,10 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** The hash thread's stream for an upload of `size` bytes (null: unknown), or null to hash it in line. */
-  #threadStream(size: number | null): StreamHasher | null {
+  /** The hasher's stream for an upload of `size` bytes (null: unknown), or null to hash it in line. */
+  #offLoopStream(size: number | null): StreamHasher | null {
     const hasher = this.#hasher;
-    if (hasher === null || (size !== null && !hashedOnThread(size))) return null;
+    if (hasher === null || (size !== null && !hashedOffLoop(size))) return null;
     if (hasher.ready || size === null || size >= HASH_THREAD_WAIT_SIZE) return hasher.open();
     warmHasherFor(hasher, size);
     return null;
@@ -132,7 +136,7 @@ class VerifyingWriter implements ObjectWriter {
     }
   }
 
-  /** A full block (or the last one) goes to the hash thread and down the stack at once; freed when both are done. */
+  /** A full block (or the last one) goes to the hasher and down the stack at once; freed when both are done. */
   #handOn(block: Buffer, length: number, free: () => void): void {
     const done = this.#backlog.add(2, free);
     const bytes = block.subarray(0, length);

@@ -1,0 +1,122 @@
+import { createRequire } from 'node:module';
+import { HashThread } from './hash-thread.js';
+import type { Hasher, StreamHasher } from '../format/frame-codec.js';
+
+/** What src/native/sha256.cc exports. */
+interface Sha256Addon {
+  open(): object;
+  /**
+   * Hashes `data` after what the stream was given before, on the addon's thread; `done` runs on the event
+   * loop once `data` is no longer read. Buffers may be given without waiting: they are hashed in order.
+   */
+  update(stream: object, data: Uint8Array, done: (err?: Error) => void): void;
+  /** The hex digest; only once every update has called back. */
+  digest(stream: object): string;
+}
+
+let addon: Sha256Addon | null | undefined;
+
+/**
+ * The addon `scripts/build-native.mjs` builds into dist/native, or null when it was not built (no
+ * compiler or headers) or does not load; the server then hashes on a worker thread (HashThread).
+ */
+export function loadSha256Addon(): Sha256Addon | null {
+  if (addon !== undefined) return addon;
+  try {
+    addon = createRequire(import.meta.url)('../../native/sha256.node') as Sha256Addon;
+  } catch {
+    addon = null;
+  }
+  return addon;
+}
+
+/**
+ * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same OpenSSL
+ * code node:crypto runs, without a V8 isolate of its own (a hash thread holds 11–16 MiB resident and
+ * takes ~30 ms to start; docs/performance.md). Always ready; nothing to start or stop.
+ */
+export class NativeHasher implements Hasher {
+  readonly #addon: Sha256Addon;
+  readonly ready = true;
+
+  constructor(sha256: Sha256Addon) {
+    this.#addon = sha256;
+  }
+
+  open(): StreamHasher {
+    return new NativeStream(this.#addon);
+  }
+
+  warm(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** One running sha256: buffers go to the addon as they come; it hashes them in order. */
+class NativeStream implements StreamHasher {
+  readonly #addon: Sha256Addon;
+  readonly #stream: object;
+  /** Updates given whose `done` has not run yet. */
+  #outstanding = 0;
+  #digest: { resolve: (hex: string) => void; reject: (e: unknown) => void } | null = null;
+  #failed: unknown = null;
+  #dropped = false;
+
+  constructor(sha256: Sha256Addon) {
+    this.#addon = sha256;
+    this.#stream = sha256.open();
+  }
+
+  update(data: Uint8Array, done: () => void): void {
+    if (this.#failed !== null || this.#dropped) {
+      queueMicrotask(done);
+      return;
+    }
+    this.#outstanding++;
+    this.#addon.update(this.#stream, data, (err) => {
+      this.#outstanding--;
+      if (err !== undefined) this.#failed ??= err;
+      done(); // the addon no longer reads it: the buffer may be reused
+      if (this.#outstanding === 0 && this.#digest !== null) this.#finish();
+    });
+  }
+
+  digest(): Promise<string> {
+    if (this.#failed !== null) return Promise.reject(this.#failed);
+    return new Promise((resolve, reject) => {
+      this.#digest = { resolve, reject };
+      if (this.#outstanding === 0) this.#finish();
+    });
+  }
+
+  /** The stream ends without a digest; buffers already given are released as the addon is through with them. */
+  drop(): void {
+    this.#dropped = true;
+  }
+
+  #finish(): void {
+    const { resolve, reject } = this.#digest!;
+    if (this.#failed !== null) return reject(this.#failed);
+    try {
+      resolve(this.#addon.digest(this.#stream));
+    } catch (e) {
+      reject(e);
+    }
+  }
+}
+
+/** A hasher the process closes at shutdown. */
+export type ClosableHasher = Hasher & { close(): Promise<void> };
+
+/**
+ * Where large uploads are hashed: on the addon's native thread when it is built, otherwise on a
+ * worker thread of their own (more memory, a start of ~30 ms after each rest).
+ */
+export function openHasher(): { hasher: ClosableHasher; native: boolean } {
+  const sha256 = loadSha256Addon();
+  return sha256 !== null ? { hasher: new NativeHasher(sha256), native: true } : { hasher: new HashThread(), native: false };
+}
