@@ -72,8 +72,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const pool = new WorkerPool(config.workers);
   // Large uploads are hashed by the sha256 addon (scripts/build-native.mjs) on a native thread; without
   // it, on a worker thread of their own (more memory, a start of ~30 ms after each rest).
-  const { hasher, native } = openHasher();
-  if (!native) log('the sha256 addon is not built (npm run build): large uploads are hashed on a worker thread', { level: 'warn' });
+  const { hasher, missing } = openHasher();
+  if (missing !== null) log('the sha256 addon did not load (npm run build compiles it): large uploads are hashed on a worker thread', { level: 'warn', err: missing });
   const objects = db.objects;
   // A shared index (PostgreSQL) means other nodes may run beside this one: this node heartbeats,
   // records its uploads in flight while a retain sweep is open, and takes job leases in the index

@@ -9,12 +9,14 @@ interface Sha256Addon {
    * Hashes `data` after what the stream was given before, on the addon's thread; `done` runs on the event
    * loop once `data` is no longer read. Buffers may be given without waiting: they are hashed in order.
    */
-  update(stream: object, data: Uint8Array, done: (err?: Error) => void): void;
+  update(stream: object, data: Uint8Array, done: () => void): void;
   /** The hex digest; only once every update has called back. */
   digest(stream: object): string;
 }
 
 let addon: Sha256Addon | null | undefined;
+/** Why the addon did not load (for the start-up warning). */
+let addonMissing = '';
 
 /**
  * The addon `scripts/build-native.mjs` builds into dist/native, or null when it was not built (no
@@ -24,8 +26,9 @@ export function loadSha256Addon(): Sha256Addon | null {
   if (addon !== undefined) return addon;
   try {
     addon = createRequire(import.meta.url)('../../native/sha256.node') as Sha256Addon;
-  } catch {
+  } catch (e) {
     addon = null;
+    addonMissing = (e as Error).message.split('\n')[0] ?? String(e);
   }
   return addon;
 }
@@ -63,7 +66,6 @@ class NativeStream implements StreamHasher {
   /** Updates given whose `done` has not run yet. */
   #outstanding = 0;
   #digest: { resolve: (hex: string) => void; reject: (e: unknown) => void } | null = null;
-  #failed: unknown = null;
   #dropped = false;
 
   constructor(sha256: Sha256Addon) {
@@ -72,21 +74,19 @@ class NativeStream implements StreamHasher {
   }
 
   update(data: Uint8Array, done: () => void): void {
-    if (this.#failed !== null || this.#dropped) {
+    if (this.#dropped) {
       queueMicrotask(done);
       return;
     }
     this.#outstanding++;
-    this.#addon.update(this.#stream, data, (err) => {
+    this.#addon.update(this.#stream, data, () => {
       this.#outstanding--;
-      if (err !== undefined) this.#failed ??= err;
       done(); // the addon no longer reads it: the buffer may be reused
       if (this.#outstanding === 0 && this.#digest !== null) this.#finish();
     });
   }
 
   digest(): Promise<string> {
-    if (this.#failed !== null) return Promise.reject(this.#failed);
     return new Promise((resolve, reject) => {
       this.#digest = { resolve, reject };
       if (this.#outstanding === 0) this.#finish();
@@ -100,7 +100,6 @@ class NativeStream implements StreamHasher {
 
   #finish(): void {
     const { resolve, reject } = this.#digest!;
-    if (this.#failed !== null) return reject(this.#failed);
     try {
       resolve(this.#addon.digest(this.#stream));
     } catch (e) {
@@ -114,9 +113,10 @@ export type ClosableHasher = Hasher & { close(): Promise<void> };
 
 /**
  * Where large uploads are hashed: on the addon's native thread when it is built, otherwise on a
- * worker thread of their own (more memory, a start of ~30 ms after each rest).
+ * worker thread of their own (more memory, a start of ~30 ms after each rest); `missing` says why
+ * the addon did not load.
  */
-export function openHasher(): { hasher: ClosableHasher; native: boolean } {
+export function openHasher(): { hasher: ClosableHasher; missing: string | null } {
   const sha256 = loadSha256Addon();
-  return sha256 !== null ? { hasher: new NativeHasher(sha256), native: true } : { hasher: new HashThread(), native: false };
+  return sha256 !== null ? { hasher: new NativeHasher(sha256), missing: null } : { hasher: new HashThread(), missing: addonMissing };
 }
