@@ -22,8 +22,8 @@ import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-st
 
 // Runs the conformance suite (blob-store.suite.ts) against every backend and layer stack, with the
 // real parts: files in a temporary folder, a real S3-protocol server on loopback, the Piscina frame
-// codec, the hash thread and a real SQLite index behind the journal. A new backend adds its stacks
-// at the bottom of this file.
+// codec, the Hasher (the sha256 addon; a hash thread for one stack) and a real SQLite index behind
+// the journal. A new backend adds its stacks at the bottom of this file.
 
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 // ADAPTER (for the lead): how this file builds each part. The constructors were being written when

@@ -42,7 +42,7 @@ t.test('SIGKILL right after acknowledgements: every acknowledged object survives
   const server = await startServer(env, { dataDir });
   const small = Array.from({ length: 30 }, () => blob(65536));
   const large = blob(3_000_000);
-  const direct = blob(12_000_000); // written with O_DIRECT and hashed on the hash thread
+  const direct = blob(12_000_000); // written with O_DIRECT and hashed off the event loop
   const statuses = await Promise.all([...small, large, direct].map((o) => push(server.url, 'acme/game', 'tok', o)));
   t.ok(statuses.every((s) => s === 200), 'all acknowledged');
   server.child.kill('SIGKILL');

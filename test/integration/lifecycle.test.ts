@@ -64,7 +64,7 @@ function staging(dataDir: string, oid: string): Promise<string[]> {
   return waitForDir(join(dataDir, 'staging'), (names) => names.some((n) => n.startsWith(oid) && n.endsWith('.part')));
 }
 
-// 12 MB: a large upload (written with O_DIRECT, hashed on the hash thread) drains and aborts the same way.
+// 12 MB: a large upload (written with O_DIRECT, hashed off the event loop) drains and aborts the same way.
 for (const size of [4_000_000, 12_000_000]) {
   t.test(`SIGTERM: stop accepting, let an in-flight upload of ${size} bytes finish, exit 0, index intact`, async (t) => {
     const dataDir = tmpDir();

@@ -53,7 +53,7 @@ function pullOf(data: Buffer, sizes: number[]): Pull {
   };
 }
 
-t.test('digestOf: the sha256 of what is pulled, on the hash thread for large objects, reporting bytes as it goes', async (t) => {
+t.test('digestOf: the sha256 of what is pulled, off the event loop for large objects, reporting bytes as it goes', async (t) => {
   const hasher = new HashThread();
   t.teardown(() => hasher.close());
   // Irregular chunks across the 1 MiB blocks, more blocks than may be in flight at once.
