@@ -17,15 +17,17 @@
  * time, the CPU of git and of git-lfs (a PATH shim times each git-lfs process with /usr/bin/time),
  * the server's CPU (all threads, and its event loop) and, with --log-requests, the requests' time
  * inside the server summed (÷ wall: how many of the client's requests the server holds on average).
- * Server CPU is utime + stime from /proc (10 ms ticks). `--node-args="…"` starts each server with
- * these node options (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds),
- * `--node-args-NAME="…"` only build NAME's (the same dist under two names: an A/B of node options).
+ * Server CPU is utime + stime from /proc (10 ms ticks). Servers get the node options npm run
+ * start:prod gives (src/config/node-flags.ts) unless `--plain-node`; `--node-args="…"` adds these
+ * (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds), `--node-args-NAME="…"` only
+ * to build NAME's (the same dist under two names: an A/B of node options).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SERVER_NODE_FLAGS } from '../src/config/node-flags.js';
 import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
 import { GitSandbox } from '../test/helpers/git.js';
 import { cpuSecondsOf, mainThreadCpuSecondsOf } from './lib/proc-stats.js';
@@ -61,7 +63,8 @@ async function start(name: string, dist: string): Promise<Server> {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, SVC_HOST: '127.0.0.1', SVC_PORT: '0', SVC_DATA_DIR: data, SVC_FORGE_A_API_URL: forge.url };
   if (args.includes('--log-requests')) env.SVC_LOG_REQUESTS = 'true';
   const nodeArgs = opt(`node-args-${name}`, opt('node-args', '')).split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, join(dist, 'src/main.js')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const flags = args.includes('--plain-node') ? [] : SERVER_NODE_FLAGS;
+  const child = spawn(process.execPath, [...flags, ...nodeArgs, join(dist, 'src/main.js')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   let rest = '';
   const port = await new Promise<number>((resolve, reject) => {

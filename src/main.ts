@@ -3,6 +3,7 @@ import { endStartupHeap } from './util/startup-heap.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { ConfigError, configWarnings, loadConfig } from './config/load.js';
+import { missingServerFlags } from './config/node-flags.js';
 import type { Config } from './config/schema.js';
 import { StartRefusedError } from './errors/start-refused.js';
 import { onPoolsReleased } from './store/buffer-pool.js';
@@ -28,6 +29,8 @@ async function main(): Promise<void> {
     throw e;
   }
   for (const warning of configWarnings(process.env)) log('configuration warning', { level: 'warn', warning });
+  const missing = missingServerFlags(process.execArgv, process.env.NODE_OPTIONS);
+  if (missing.length > 0) log('started without the node options npm run start:prod gives: more memory under load (docs/operations.md)', { missing: missing.join(' ') });
   // Buffers a burst left idle are let go after a quiet spell; at rest V8 would not collect them
   // (nothing allocates), so they stayed resident. One collection, in steps, after the spell.
   setFlagsFromString('--expose-gc');

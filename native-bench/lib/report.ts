@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MachineInfo } from './machine-info.js';
+import { SERVER_NODE_FLAGS } from '../../src/config/node-flags.js';
 
 /** One measured figure. Rates use MB = 10^6 bytes (as dd and the targets do). */
 export interface Measurement {
@@ -65,7 +66,8 @@ export function renderMarkdown(r: BenchResults): string {
   lines.push(
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.kernel}, node ${m.node}; ` +
       `data dir ${m.dataDir} on ${m.filesystem}, ${m.diskFreeGiB} GiB free; load average at start ${m.loadAtStart.join(' / ')}, ` +
-      `at end ${m.loadAtEnd.join(' / ')}; run took ${Math.round(r.durationSeconds)} s.`,
+      `at end ${m.loadAtEnd.join(' / ')}; run took ${Math.round(r.durationSeconds)} s. ` +
+      `Servers started as npm run start:prod starts them: node ${SERVER_NODE_FLAGS.join(' ')} dist/src/main.js.`,
   );
   lines.push('');
   for (const group of ['limits', 'server'] as const) {

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { SERVER_NODE_FLAGS } from '../../src/config/node-flags.js';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -47,12 +48,13 @@ export function tmpDir(prefix = 'stowage-test-'): string {
 }
 
 /**
- * Starts the real server (dist/src/main.js) as a child process on 127.0.0.1 with an ephemeral
- * port and its own data directory, and resolves once it logs "listening".
+ * Starts the real server (dist/src/main.js, with the node options npm run start:prod gives) as a
+ * child process on 127.0.0.1 with an ephemeral port and its own data directory, and resolves once
+ * it logs "listening".
  */
-export async function startServer(env: Record<string, string> = {}, opts: { dataDir?: string; keepData?: boolean } = {}): Promise<RunningServer> {
+export async function startServer(env: Record<string, string> = {}, opts: { dataDir?: string; keepData?: boolean; nodeFlags?: readonly string[] } = {}): Promise<RunningServer> {
   const dataDir = opts.dataDir ?? tmpDir();
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawn(process.execPath, [...(opts.nodeFlags ?? SERVER_NODE_FLAGS), MAIN], {
     env: { PATH: process.env.PATH ?? '', SVC_HOST: '127.0.0.1', SVC_PORT: '0', SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE: '5', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
