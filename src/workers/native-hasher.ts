@@ -81,7 +81,15 @@ class NativeStream implements StreamHasher {
     this.#outstanding++;
     this.#addon.update(this.#stream, data, () => {
       this.#outstanding--;
-      done(); // the addon no longer reads it: the buffer may be reused
+      try {
+        done(); // the addon no longer reads it: the buffer may be reused
+      } catch (e) {
+        // Thrown where a hash thread's message handler would have thrown it: out of this call back,
+        // which node-api would otherwise only report as a warning.
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
       if (this.#outstanding === 0 && this.#digest !== null) this.#finish();
     });
   }
