@@ -19,8 +19,8 @@
  * inside the server summed (÷ wall: how many of the client's requests the server holds on average).
  * Server CPU is utime + stime from /proc (10 ms ticks). Servers get the node options npm run
  * start:prod gives (src/config/node-flags.ts) unless `--plain-node`; `--node-args="…"` adds these
- * (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds), `--node-args-NAME="…"` only
- * to build NAME's (the same dist under two names: an A/B of node options).
+ * (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds), `--node-args-NAME="…"` adds
+ * them to build NAME's servers only (the same dist under two names: an A/B of node options).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';

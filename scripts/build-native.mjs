@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Builds src/native/sha256.cc into dist/native/sha256.node: sha256 of large uploads on libuv's thread
-// pool (src/workers/pool-hasher.ts). One C++ file against Node's own headers (node-api and the OpenSSL
+// Builds src/native/sha256.cc into dist/native/sha256.node: sha256 of large uploads on a native thread
+// (src/workers/native-hasher.ts). One C++ file against Node's own headers (node-api and the OpenSSL
 // node ships), compiled with the C++ compiler directly: no python, no download.
 //
 // Without a compiler or Node's headers the server still works, hashing large uploads on a worker

@@ -37,9 +37,9 @@ const LEVEL = 3;
  */
 const codec = new WorkerPool(2);
 const addon = loadSha256Addon();
-const poolHasher = addon === null ? null : new NativeHasher(addon);
+const nativeHasher = addon === null ? null : new NativeHasher(addon);
 const threadHasher = new HashThread();
-const hasher = poolHasher ?? threadHasher;
+const hasher = nativeHasher ?? threadHasher;
 
 const adapter = {
   /** The disk backend, bytes as given (no compression, no journal). */

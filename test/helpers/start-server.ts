@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { SERVER_NODE_FLAGS } from '../../src/config/node-flags.js';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { capped, waitFor } from './wait-for.js';
+import { SERVER_NODE_FLAGS } from '../../src/config/node-flags.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** dist/src/main.js, next to dist/test/helpers. */
