@@ -158,11 +158,14 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
-  // After the answer has gone: starting a thread holds the event loop ~5 ms (the batch took 6 ms
-  // instead of 1). Small objects, most of a batch's, schedule nothing.
-  batch.onUploadAhead((size) => {
-    if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
-  });
+  // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
+  // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
+  // (the batch took 6 ms instead of 1). Small objects, most of a batch's, schedule nothing.
+  if (missing !== null) {
+    batch.onUploadAhead((size) => {
+      if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
+    });
+  }
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);

@@ -13,7 +13,8 @@ import { composeStore, openBackend, readingStore } from '../../store/compose.js'
 import { DiskBlobStore } from '../../store/disk.js';
 import type { S3BlobStore } from '../../store/s3/s3-store.js';
 import type { BlobStore } from '../../store/types.js';
-import { openHasher, type ClosableHasher } from '../../workers/native-hasher.js';
+import type { Hasher } from '../../format/frame-codec.js';
+import { openHasher } from '../../workers/native-hasher.js';
 import { WorkerPool } from '../../workers/pool.js';
 import { indexReferenceLog } from '../index-reference-log.js';
 import { ObjectCopy, type ObjectsReport } from './object-copy.js';
@@ -185,7 +186,7 @@ function pendingSegments(dataDir: string): number {
  * acknowledged reference into index.sqlite, and retirement writes the journal's small objects to
  * their own files, so the copy below finds every object in the index and on disk.
  */
-async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: ClosableHasher): Promise<MigrationReport['journal']> {
+async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: Hasher): Promise<MigrationReport['journal']> {
   const index = openSqliteIndex(indexFile);
   try {
     const { journal } = await composeStore({
