@@ -12,8 +12,10 @@ import { dirname, join } from 'node:path';
 import { GitSandbox } from '../test/helpers/git.js';
 import { runClient } from './lib/client-run.js';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
+import { watchServer } from './lib/proc-stats.js';
 import { fmt } from './lib/report.js';
 import { clientRounds } from './curl.bench.js';
+import { startPeer } from './limits.bench.js';
 import type { ClientRound, RealClientSession } from './real-clients.bench.js';
 import { journalRetired, median, REPO, TOKEN } from './server.bench.js';
 
@@ -56,6 +58,33 @@ async function committedProject(sb: GitSandbox, dir: string, url: string, fill: 
 /** `git push` timed, with the CPU of git and git-lfs. */
 const push = (sb: GitSandbox, work: string): Promise<{ ms: number; clientCpuS: number }> => runClient(['git', 'push', '-q', 'origin', 'main'], { env: sb.env, cwd: work });
 
+/** A clone of the same repository from a server that stores nothing (null-peer.ts). */
+interface CloneFloor {
+  readonly ms: number;
+  readonly serverCpuS: number;
+}
+
+/**
+ * The same clone, right after ours, with git-lfs pointed at a null peer holding the repository's
+ * objects in memory (batch answered at once, no authentication, index or disk): what git-lfs,
+ * loopback TCP and uWS cost the server per object with no server work behind them, the floor of
+ * the clone row's server CPU. `objects` is the pushing repository's `.git/lfs/objects`.
+ */
+async function cloneFromNullPeer(sb: GitSandbox, remote: string, objects: string, root: string, tag: string): Promise<CloneFloor> {
+  const peer = await startPeer('null-peer.js', [objects]);
+  const dest = join(root, `clone-floor-${tag}`);
+  try {
+    const end = watchServer(peer.pid);
+    const run = await runClient(['git', 'clone', '-q', '-c', `lfs.url=http://127.0.0.1:${peer.port}/${REPO}`, remote, dest], { env: sb.env, cwd: root });
+    const span = end();
+    if (statSync(join(dest, 'assets', '0.bin')).size !== 65536) throw new Error('the clone from the null peer left a pointer where a 64 KiB object belongs');
+    return { ms: run.ms, serverCpuS: span.serverCpuS };
+  } finally {
+    peer.stop();
+    rmSync(dest, { recursive: true, force: true });
+  }
+}
+
 /**
  * git push of 1 GiB, git push of 1000 × 64 KiB files and git clone of the latter, taking turns
  * round by round; each row the median of its rounds.
@@ -72,6 +101,7 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   const pushSmall: ClientRound[] = [];
   const clone: ClientRound[] = [];
   const cloneWarmUp: ClientRound[] = []; // the first clone, left out (one at most)
+  const cloneFloor: CloneFloor[] = [];
   const smallFiles = async (work: string, r: number): Promise<void> => {
     const pool = new SeededBytes(`git-small-${r}`).bytes(n * 65536);
     for (let i = 0; i < n; i++) await stageObject(work, `assets/${i}.bin`, [pool.subarray(i * 65536, (i + 1) * 65536)]);
@@ -84,12 +114,14 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         rmSync(join(root, `big-${r}`), { recursive: true, force: true });
       }
       let remote: string | null = null;
+      let objects = '';
       if (only('git-push') || only('git-clone')) {
         const small = await committedProject(sb, join(root, `small-${r}`), url, (work) => smallFiles(work, r));
         await journalRetired(session.s.server.dataDir);
         if (only('git-push')) pushSmall.push(await session.round(() => push(sb, small.work), (ms) => ms));
         else await push(sb, small.work);
         remote = small.remote;
+        objects = join(small.work, '.git', 'lfs', 'objects');
       }
       if (only('git-clone') && remote !== null) {
         await journalRetired(session.s.server.dataDir);
@@ -106,6 +138,7 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         // first time this server serves small objects, while V8 still compiles that path.
         if (r === 0) cloneWarmUp.push(await cloned('warm-up'));
         clone.push(await cloned(String(r)));
+        cloneFloor.push(await cloneFromNullPeer(sb, remote, objects, root, String(r)));
       }
       rmSync(join(root, `small-${r}`), { recursive: true, force: true });
     }
@@ -117,8 +150,13 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   if (clone.length > 0) {
     const warm = cloneWarmUp[0];
     const warmDetail = warm === undefined ? '' : `the first clone after the server started, left out (warm-up): ${fmt(warm.value)} ms, server CPU per 1000 objects ${fmt((warm.span.serverCpuS * 1e6) / n)} ms`;
-    const ms = session.recordRow('real.git_clone_64k', `git clone of the ${n} × 64 KiB repository (smudge downloads included)`, lfs, 'ms', clone, small, growth, warmDetail);
+    const perObject = (cpuS: number): number => (cpuS * 1000) / n;
+    const floorCpu = median(cloneFloor.map((f) => f.serverCpuS));
+    const floorDetail =
+      `the same clone right after each of ours from a server that stores nothing (null-peer.ts: uWS answering the batch and each object from memory), server CPU per 1000 objects ` +
+      `${fmt(perObject(floorCpu) * 1000)} ms (${cloneFloor.map((f) => `${fmt(perObject(f.serverCpuS) * 1000)} ms`).join(', ')}), wall ${cloneFloor.map((f) => `${fmt(f.ms)} ms`).join(', ')}`;
+    const ms = session.recordRow('real.git_clone_64k', `git clone of the ${n} × 64 KiB repository (smudge downloads included)`, lfs, 'ms', clone, small, growth, [warmDetail, floorDetail].filter(Boolean).join('; '));
     const serverCpuS = median(clone.map((c) => c.span.serverCpuS));
-    session.figures.gitClone = { ms, serverCpuMsPerObject: (serverCpuS * 1000) / n, clientCpuS: median(clone.map((c) => c.clientCpuS)), serverCpuS };
+    session.figures.gitClone = { ms, serverCpuMsPerObject: perObject(serverCpuS), clientCpuS: median(clone.map((c) => c.clientCpuS)), serverCpuS, floorCpuMsPerObject: perObject(floorCpu) };
   }
 }

@@ -370,13 +370,13 @@ async function parallelDurableFiles(ctx: BenchContext, body: Buffer, writers: nu
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** Starts a peer process of this folder (loopback-peer.js, null-peer.js, durable-peer.js); resolves with its port and a stopper. */
-export async function startPeer(script = 'loopback-peer.js', args: readonly string[] = []): Promise<{ port: number; stop: () => void }> {
+export async function startPeer(script = 'loopback-peer.js', args: readonly string[] = []): Promise<{ port: number; pid: number; stop: () => void }> {
   const child = spawn(process.execPath, [resolve(here, script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((ok, fail) => {
     createInterface({ input: child.stdout! }).once('line', (l) => ok((JSON.parse(l) as { port: number }).port));
     child.once('exit', (c) => fail(new Error(`${script} exited ${c}`)));
   });
-  return { port, stop: () => child.kill('SIGTERM') };
+  return { port, pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
 /**
