@@ -31,7 +31,7 @@ function curlPut(file: string, action: LfsAction): Promise<ClientRun> {
 }
 
 /** `curl -o /dev/null` of one object; throws unless 200. */
-function curlGet(href: string): Promise<ClientRun> {
+export function curlGet(href: string): Promise<ClientRun> {
   return checked(runClient(['curl', '-sS', '-u', USER, '-o', '/dev/null', '-w', WRITE_OUT, href]), 1);
 }
 
@@ -276,9 +276,9 @@ export class BigSource {
   readonly path: string;
   readonly #data: Buffer;
 
-  constructor(ctx: BenchContext, size: number) {
-    this.path = join(ctx.scratch, 'curl-big.bin');
-    this.#data = new SeededBytes('curl-big').bytes(size);
+  constructor(ctx: BenchContext, size: number, name = 'curl-big') {
+    this.path = join(ctx.scratch, `${name}.bin`);
+    this.#data = new SeededBytes(name).bytes(size);
     writeFileSync(this.path, this.#data);
     const fd = openSync(this.path, 'r+');
     fdatasyncSync(fd);

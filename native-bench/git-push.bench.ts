@@ -24,7 +24,7 @@ import { journalRetired, median, REPO, TOKEN } from './server.bench.js';
  * .git/lfs/objects and a pointer file in the work tree (its clean is then a pass-through). What is
  * timed, the push, reads the same files; only the set-up's copy and hashing by git-lfs are saved.
  */
-async function stageObject(work: string, file: string, chunks: Iterable<Buffer>): Promise<void> {
+export async function stageObject(work: string, file: string, chunks: Iterable<Buffer>): Promise<string> {
   const tmp = join(work, '.git', 'lfs', `incoming-${file.replace(/\//g, '-')}`);
   mkdirSync(dirname(tmp), { recursive: true });
   const out = createWriteStream(tmp);
@@ -42,10 +42,11 @@ async function stageObject(work: string, file: string, chunks: Iterable<Buffer>)
   renameSync(tmp, join(dir, oid));
   mkdirSync(dirname(join(work, file)), { recursive: true });
   writeFileSync(join(work, file), `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`);
+  return oid;
 }
 
 /** A fresh project (bare remote + work tree) whose commit holds the objects `fill` stages. */
-async function committedProject(sb: GitSandbox, dir: string, url: string, fill: (work: string) => Promise<void>): Promise<{ remote: string; work: string }> {
+export async function committedProject(sb: GitSandbox, dir: string, url: string, fill: (work: string) => Promise<unknown>): Promise<{ remote: string; work: string }> {
   const p = await sb.newProject(dir, `${url}/${REPO}`);
   await fill(p.work);
   await sb.git(p.work, 'add', '.');
@@ -56,7 +57,7 @@ async function committedProject(sb: GitSandbox, dir: string, url: string, fill: 
 }
 
 /** `git push` timed, with the CPU of git and git-lfs. */
-const push = (sb: GitSandbox, work: string): Promise<{ ms: number; clientCpuS: number }> => runClient(['git', 'push', '-q', 'origin', 'main'], { env: sb.env, cwd: work });
+export const push = (sb: GitSandbox, work: string): Promise<{ ms: number; clientCpuS: number }> => runClient(['git', 'push', '-q', 'origin', 'main'], { env: sb.env, cwd: work });
 
 /** A clone of the same repository from a server that stores nothing (null-peer.ts). */
 interface CloneFloor {

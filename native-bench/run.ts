@@ -9,6 +9,7 @@
  *   npm run bench -- --only=upload,dd   just these measures (names: see NAMES below)
  *   npm run bench -- --only=curl-upload,curl-seq64k,curl-par64k,curl-download,git-push,git-clone
  *                                    the real-client rows only (2½–4 minutes on 2 cores)
+ *   npm run bench -- --only=rss-clients   5 GiB through curl and git-lfs into a fresh server: the RSS target
  *   npm run bench -- --only=cluster  three nodes behind nginx vs one node (SQLite + disk, PostgreSQL + S3,
  *                                    SQLite + S3), through curl; only when asked by name
  *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
@@ -28,11 +29,12 @@ import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchS
 import { benchCurlDownload, benchCurlSmall, benchCurlUpload } from './curl.bench.js';
 import { benchCluster, compareCluster, type ClusterFigures } from './cluster.bench.js';
 import { benchGitLfs } from './git-push.bench.js';
-import { compareRealClients, RealClientSession, type RealClientFigures } from './real-clients.bench.js';
+import { compareRealClients, compareTransferMemory, RealClientSession, type RealClientFigures } from './real-clients.bench.js';
+import { benchTransferMemory, type TransferMemoryFigures } from './transfer-memory.bench.js';
 import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigures, type PairedUploads, type RssFigures, type ServerFigures } from './server.bench.js';
 
 /** Every measure --only accepts. */
-const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'cluster'] as const;
+const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'rss-clients', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'cluster'] as const;
 
 /** The measures through real clients (curl, git-lfs), which issue 16's targets are judged by. */
 const REAL = ['curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone'];
@@ -202,6 +204,7 @@ async function main(): Promise<void> {
   let z: CompressedFigures | null = null;
   let zr: RssFigures | null = null;
   let real: RealClientFigures | null = null;
+  let transferMemory: TransferMemoryFigures | null = null;
   let cluster: ClusterFigures | null = null;
   /** Runs one section; a failure is recorded and reported, and the run goes on with the next one. */
   const section = async <T>(name: string, fn: () => T | Promise<T>): Promise<T | undefined> => {
@@ -258,6 +261,7 @@ async function main(): Promise<void> {
           }
         }
       }
+      if (only('rss-clients')) transferMemory = (await section(`real clients: ${args.quick ? '640 MiB' : '5 GiB'} up and down through curl and git-lfs, server RSS`, () => benchTransferMemory(ctx, forge))) ?? null;
       if (['upload', 'download', 'range', 'seq64k', 'par64k'].some(only)) {
         server = (await section('server: upload/download/range/64 KiB', () => benchServer(ctx, forge, only, (f) => (server = f)))) ?? server;
       }
@@ -280,6 +284,7 @@ async function main(): Promise<void> {
     cleanup();
   }
   if (real !== null) results.comparisons.push(...compareRealClients(real, args.quick));
+  if (transferMemory !== null) results.comparisons.push(compareTransferMemory(transferMemory));
   if (cluster !== null) results.comparisons.push(...compareCluster(cluster));
   results.comparisons.push(...compare(l, server, rss, z, zr, args.quick));
   if (l.sha256 !== undefined && l.blake3 !== undefined) results.notes.push(`BLAKE3 runs at ${fmt(l.blake3 / l.sha256)}× the speed of node:crypto sha256 on this CPU.`);

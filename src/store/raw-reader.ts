@@ -1,5 +1,5 @@
 import { read as fsRead } from 'node:fs';
-import { ioBuffers } from './buffer-pool.js';
+import { giveReadBuffer, IO_CHUNK, takeReadBuffer } from './buffer-pool.js';
 import type { ChunkSource } from './types.js';
 
 /**
@@ -10,14 +10,14 @@ import type { ChunkSource } from './types.js';
  */
 export const READ_AHEAD = 3;
 
-function readInto(fd: number, buf: ArrayBuffer, length: number, position: number): Promise<number> {
+function readInto(fd: number, buf: Uint8Array, length: number, position: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    fsRead(fd, new Uint8Array(buf, 0, length), 0, length, position, (err, n) => (err ? reject(err) : resolve(n)));
+    fsRead(fd, buf, 0, length, position, (err, n) => (err ? reject(err) : resolve(n)));
   });
 }
 
 interface PendingRead {
-  readonly buf: ArrayBuffer;
+  readonly buf: Uint8Array;
   readonly done: Promise<number>;
 }
 
@@ -30,7 +30,7 @@ export class RawChunkSource implements ChunkSource {
   #pos: number;
   readonly #end: number; // exclusive
   readonly #ahead: PendingRead[] = [];
-  #current: ArrayBuffer | null = null;
+  #current: Uint8Array | null = null;
   #closed = false;
 
   constructor(fd: number, start: number, endInclusive: number) {
@@ -42,10 +42,10 @@ export class RawChunkSource implements ChunkSource {
   /** Starts reads until READ_AHEAD are in flight or the range is all asked for. */
   #fill(): void {
     while (this.#ahead.length < READ_AHEAD && this.#pos < this.#end) {
-      const len = Math.min(ioBuffers.size, this.#end - this.#pos);
+      const len = Math.min(IO_CHUNK, this.#end - this.#pos);
       const position = this.#pos;
       this.#pos += len;
-      const buf = ioBuffers.take();
+      const buf = takeReadBuffer();
       const done = readInto(this.#fd, buf, len, position).then((n) => {
         if (n !== len) throw new Error(`short read at ${position}: ${n} of ${len} bytes (file truncated?)`);
         return n;
@@ -58,7 +58,7 @@ export class RawChunkSource implements ChunkSource {
   async next(): Promise<Uint8Array | null> {
     if (this.#closed) return null;
     if (this.#current !== null) {
-      ioBuffers.give(this.#current);
+      giveReadBuffer(this.#current);
       this.#current = null;
     }
     this.#fill();
@@ -68,20 +68,20 @@ export class RawChunkSource implements ChunkSource {
     try {
       n = await first.done;
     } catch (e) {
-      ioBuffers.give(first.buf);
+      giveReadBuffer(first.buf);
       throw e;
     }
     this.#current = first.buf;
     this.#fill(); // the next reads go on while this one is sent
-    return new Uint8Array(first.buf, 0, n);
+    return first.buf.subarray(0, n);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#current !== null) ioBuffers.give(this.#current);
+    if (this.#current !== null) giveReadBuffer(this.#current);
     this.#current = null;
     const pending = this.#ahead.splice(0);
     // A buffer goes back only once its read is over: the kernel may still be writing into it.
-    await Promise.all(pending.map((p) => p.done.then(() => ioBuffers.give(p.buf), () => ioBuffers.give(p.buf))));
+    await Promise.all(pending.map((p) => p.done.then(() => giveReadBuffer(p.buf), () => giveReadBuffer(p.buf))));
   }
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { ioBuffers } from '../../src/store/buffer-pool.js';
+import { directBuffers, ioBuffers } from '../../src/store/buffer-pool.js';
 import { INLINE_READ_MAX, plainReads, readWhole } from '../../src/store/inline-reader.js';
 import { READ_AHEAD } from '../../src/store/raw-reader.js';
 import { drainChunks } from '../helpers/data.js';
@@ -60,6 +60,29 @@ t.test('a large read keeps READ_AHEAD reads going and hands every buffer back wh
   // The chunk handed out and the READ_AHEAD being read all went back (some may still have been reading).
   t.equal(ioBuffers.idle, idleBefore + READ_AHEAD + 1, `${READ_AHEAD + 1} buffers back in the pool after close`);
   t.equal(await source.next(), null, 'nothing after close');
+});
+
+t.test("a large read takes an upload's idle buffers first and gives them back to the upload pool", async (t) => {
+  const size = 6 << 20;
+  const data = randomBytes(size);
+  const path = join(tmpDir(), 'after-upload');
+  writeFileSync(path, data);
+  const fd = openSync(path, 'r');
+  t.teardown(() => closeSync(fd));
+  // Two idle upload buffers, as an upload leaves them: the read takes those, then plain ones.
+  const left = [directBuffers.takeView(), directBuffers.takeView()];
+  for (const b of left) directBuffers.giveView(b);
+  const alignedIdle = directBuffers.idle;
+  const plainIdle = ioBuffers.idle;
+  t.ok(alignedIdle >= 2, 'the upload pool holds idle buffers');
+  const source = plainReads(fd, size).read(0, size - 1);
+  const first = Buffer.from((await source.next())!); // a copy: the buffer goes back at the next read
+  t.equal(directBuffers.idle, 0, 'the reads took the idle upload buffers first');
+  const rest = await drainChunks(source);
+  t.ok(Buffer.concat([first, rest]).equals(data), 'the whole object, read through both kinds of buffer');
+  await source.close();
+  t.equal(directBuffers.idle, alignedIdle, 'every upload buffer went back to the upload pool');
+  t.equal(ioBuffers.idle, Math.max(plainIdle, READ_AHEAD + 1 - alignedIdle), 'the plain buffers that made up the rest went back to theirs');
 });
 
 t.test('a small object read whole at open: ranges and readAt from memory, the buffer back at close', async (t) => {

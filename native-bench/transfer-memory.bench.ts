@@ -1,0 +1,119 @@
+/**
+ * The memory target's own scenario: "growth ≤ 16 MiB while 5 GiB go up and down through curl and
+ * git-lfs". A server just started (no warm-up: whatever the first transfers load counts as growth),
+ * then five 1 GiB transfers, the two clients taking turns: curl up, git push, curl down, git clone
+ * (the smudge filter downloads), curl down again. The peak VmRSS over the whole run less the
+ * just-started idle figure is what the target judges. The small-object bursts of the other
+ * real-client sections are another scenario; their peak is reported there, beside this one.
+ */
+import { spawnSync } from 'node:child_process';
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { GitSandbox } from '../test/helpers/git.js';
+import type { GitHubEmulator } from '../test/helpers/forge-emulator.js';
+import { runClient } from './lib/client-run.js';
+import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
+import { peakRssOver } from './lib/proc-stats.js';
+import { fmt } from './lib/report.js';
+import { BigSource, curlGet, uploadBig } from './curl.bench.js';
+import { committedProject, push, stageObject } from './git-push.bench.js';
+import type { BenchContext } from './limits.bench.js';
+import { idleRss } from './real-clients.bench.js';
+import { startStowage, TOKEN } from './server.bench.js';
+
+/** One transfer of the scenario: which client moved the object which way, and the peak it left. */
+export interface TransferStep {
+  readonly what: string;
+  readonly ms: number;
+  /** Peak VmRSS during the step, bytes. */
+  readonly peak: number;
+}
+
+export interface TransferMemoryFigures {
+  /** VmRSS of the server just started, before any request (the target's baseline), bytes. */
+  readonly start: number;
+  /** The highest peak of the steps, bytes. */
+  readonly peak: number;
+  /** VmRSS at rest after the last transfer, bytes. */
+  readonly after: number;
+  readonly moved: number;
+  readonly steps: readonly TransferStep[];
+  readonly clients: string;
+}
+
+/** Five transfers of `size` bytes through curl and git-lfs into and out of a fresh server. */
+export async function benchTransferMemory(ctx: BenchContext, forge: GitHubEmulator): Promise<TransferMemoryFigures> {
+  const versions = {
+    curl: `curl ${/^curl (\S+)/.exec(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1] ?? '?'}`,
+    lfs: `git-lfs ${/git-lfs\/(\S+)/.exec(spawnSync('git', ['lfs', 'version'], { encoding: 'utf8' }).stdout ?? '')?.[1] ?? '?'}`,
+  };
+  const size = ctx.quick ? 128 * MiB : GiB;
+  const root = join(ctx.scratch, 'transfer-memory');
+  const s = await startStowage(ctx, forge, 'transfer-memory');
+  let failed: unknown;
+  try {
+    // Made before the baseline is read: the bench's own memory is not the server's, but its CPU
+    // (1 GiB generated) would otherwise run beside the first step.
+    const src = new BigSource(ctx, size, 'memory-curl');
+    const up = src.round(0);
+    const sb = await GitSandbox.create(join(root, 'home'), s.server.url, TOKEN);
+    let pushedOid = '';
+    const project = await committedProject(sb, join(root, 'project'), s.server.url, async (work) => {
+      pushedOid = await stageObject(work, 'asset.bin', new SeededBytes('memory-git').chunks(size));
+    });
+    const start = await idleRss(s.pid);
+
+    const steps: TransferStep[] = [];
+    const step = async (what: string, run: () => Promise<unknown>): Promise<void> => {
+      const peak = peakRssOver(s.pid);
+      const t0 = performance.now();
+      try {
+        await run();
+      } finally {
+        const top = await peak.stop();
+        steps.push({ what, ms: performance.now() - t0, peak: top });
+      }
+    };
+    const download = async (oid: string): Promise<void> => {
+      const [entry] = await s.client.batch('download', [{ oid, size }]);
+      const href = entry?.actions?.download?.href;
+      if (href === undefined) throw new Error(`the server does not offer ${oid} for download`);
+      await curlGet(href);
+    };
+    await step('curl up', () => uploadBig(s.client, up.oid, up.size, src.path));
+    await step('git push', () => push(sb, project.work));
+    await step('curl down (the curl upload)', () => download(up.oid));
+    await step('git clone (smudge download)', async () => {
+      const dest = join(root, 'clone');
+      await runClient(['git', 'clone', '-q', project.remote, dest], { env: sb.env, cwd: root });
+      // The file must be the object, not its pointer: the smudge filter fetched it.
+      const got = statSync(join(dest, 'asset.bin')).size;
+      rmSync(dest, { recursive: true, force: true });
+      if (got !== size) throw new Error(`git clone left a ${got}-byte file where the ${size}-byte object belongs`);
+    });
+    await step('curl down (the pushed object)', () => download(pushedOid));
+    const after = await idleRss(s.pid);
+    const peak = Math.max(...steps.map((x) => x.peak));
+    const moved = steps.length * size;
+    const signed = (bytes: number): string => `${bytes < 0 ? '−' : '+'}${fmt(Math.abs(bytes) / MiB)}`;
+    ctx.record({
+      key: 'real.rss_transfers',
+      group: 'server',
+      label: `server RSS peak growth over just-started idle while ${fmt(moved / GiB)} GiB go up and down through curl and git-lfs (a fresh server, no warm-up) [${versions.curl}, ${versions.lfs}]`,
+      value: (peak - start) / MiB,
+      unit: 'MiB',
+      detail:
+        `just started ${fmt(start / MiB)} MiB (VmRSS, median of 10 samples); peak per transfer over it: ` +
+        `${steps.map((x) => `${x.what} ${signed(x.peak - start)} MiB (${fmt((size / 1e6 / x.ms) * 1000)} MB/s)`).join(', ')}; ` +
+        `idle 1 s after the last ${fmt(after / MiB)} MiB (50 ms VmRSS samples and VmHWM, as the other sections)`,
+    });
+    return { start, peak, after, moved, steps, clients: `${versions.curl}, ${versions.lfs}` };
+  } catch (e) {
+    failed = e;
+    throw e;
+  } finally {
+    await s.stop(failed);
+    rmSync(root, { recursive: true, force: true });
+    rmSync(join(ctx.scratch, 'memory-curl.bin'), { force: true });
+  }
+}
