@@ -118,10 +118,10 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
 /**
  * Streams `length` bytes from `source` as the response, honouring uWS backpressure: a chunk tryEnd
  * could not take whole is finished from onWritable before the next is asked for, so a connection
- * holds at most the source's read-ahead (two pooled buffers) whatever the object size. On any
- * failure after the head went out the connection is cut, so a client never takes a short or
- * damaged body for a whole one. `counted` is told of each chunk once uWS has taken all of it
- * (metrics count downloads as they stream).
+ * holds at most the source's read-ahead (READ_AHEAD + 1 pooled buffers for a file) whatever the
+ * object size. On any failure after the head went out the connection is cut, so a client never
+ * takes a short or damaged body for a whole one. `counted` is told of each chunk once uWS has
+ * taken all of it (metrics count downloads as they stream).
  */
 export async function sendStream(
   ctx: RequestContext,

@@ -1,5 +1,18 @@
 import t from 'tap';
-import { AlignedBufferPool, BufferPool, ChunkGatherer, SizedBufferPool, isAlignedMemory, onPoolsReleased } from '../../src/store/buffer-pool.js';
+import {
+  AlignedBufferPool,
+  BufferPool,
+  ChunkGatherer,
+  IO_CHUNK,
+  READ_SKEW,
+  SizedBufferPool,
+  directBuffers,
+  giveReadBuffer,
+  ioBuffers,
+  isAlignedMemory,
+  onPoolsReleased,
+  takeReadBuffer,
+} from '../../src/store/buffer-pool.js';
 import { cappedHeld } from '../helpers/wait-for.js';
 
 t.test('sized pool: power-of-two classes, reuse, bounded, foreign buffers ignored', async (t) => {
@@ -76,4 +89,23 @@ t.test('pools give every idle buffer back once they have rested, and say so', as
   const first = aligned.takeView();
   aligned.giveView(first);
   t.equal(aligned.takeView(), first, 'a pool in use reuses as before');
+});
+
+t.test("a download's read buffer: an upload's idle block if there is one, else a plain one past READ_SKEW", async (t) => {
+  while (directBuffers.takeIdleView() !== null); // no idle upload block to begin with
+  const plainIdle = ioBuffers.idle;
+  const plain = takeReadBuffer();
+  t.equal(plain.byteOffset, READ_SKEW, 'a plain buffer starts READ_SKEW bytes into its memory');
+  t.equal(plain.byteLength, IO_CHUNK, 'and holds IO_CHUNK bytes');
+  t.notOk(isAlignedMemory(plain), 'no aligned memory is mapped for a read');
+  giveReadBuffer(plain);
+  t.equal(ioBuffers.idle, plainIdle + 1, 'it goes back to the plain pool');
+  const block = directBuffers.takeView();
+  directBuffers.giveView(block);
+  const read = takeReadBuffer();
+  t.equal(read, block, "an upload's idle block is taken first");
+  t.equal(directBuffers.idle, 0, 'out of the upload pool while read into');
+  giveReadBuffer(read);
+  t.equal(directBuffers.idle, 1, 'and back to the upload pool, not the plain one');
+  t.equal(ioBuffers.idle, plainIdle + 1, 'the plain pool unchanged');
 });
