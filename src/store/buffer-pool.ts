@@ -176,10 +176,10 @@ export const IO_CHUNK = 1 << 20;
 
 /**
  * Where a plain read buffer's bytes start in its ArrayBuffer. A 1 MiB ArrayBuffer's memory comes from
- * malloc 16 bytes into a page; the kernel's copy from the page cache into a destination 1–63 bytes
- * into a page ran at half speed on this project's CI CPU (AMD EPYC, `rep movsb`: 0.15 against
- * 0.06 ms per MiB read), and a whole download paid it (docs/performance.md). 64 bytes further on it
- * runs as fast as into page-aligned memory.
+ * malloc 16 bytes into a page, and on this project's CI CPU (AMD EPYC, the kernel copying with
+ * `rep movsb`) a read from the page cache into a destination 1–31 bytes into a page ran at half speed
+ * or worse (16 bytes in: 0.17 against 0.09 ms per MiB), which a whole download paid
+ * (docs/performance.md). 64 bytes further on it runs as fast as into page-aligned memory.
  */
 export const READ_SKEW = 64;
 /** Plain read buffers (see takeReadBuffer): IO_CHUNK bytes from READ_SKEW. */
