@@ -177,9 +177,10 @@ export const IO_CHUNK = 1 << 20;
 /**
  * Where a plain read buffer's bytes start in its ArrayBuffer. A 1 MiB ArrayBuffer's memory comes from
  * malloc 16 bytes into a page, and on this project's CI CPU (AMD EPYC, the kernel copying with
- * `rep movsb`) a read from the page cache into a destination 1–31 bytes into a page ran at half speed
- * or worse (16 bytes in: 0.17 against 0.09 ms per MiB), which a whole download paid
- * (docs/performance.md). 64 bytes further on it runs as fast as into page-aligned memory.
+ * `rep movsb`) a copy whose destination sits 1–31 bytes past its source within a page ran at half
+ * speed or worse: every read of a whole download, from 1 MiB boundaries (16 bytes in: 0.17 against
+ * 0.09 ms per MiB; docs/performance.md). 64 bytes further on it runs as fast as into page-aligned
+ * memory.
  */
 export const READ_SKEW = 64;
 /** Plain read buffers (see takeReadBuffer): IO_CHUNK bytes from READ_SKEW. */
