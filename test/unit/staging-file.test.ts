@@ -44,7 +44,16 @@ t.test('direct writes: aligned parts bypass the page cache, the tail does not, t
   await plain.seal(expected.length);
 
   const cachedDirect = cachedBytes(direct.path);
-  const cachedPlain = cachedBytes(plain.path);
+  let cachedPlain = cachedBytes(plain.path);
+  // A buffered file stays cached unless memory pressure from other work evicts it first, which one
+  // file may meet on a busy machine and three in a row will not; a direct write never fills the cache.
+  for (let i = 0; cachedPlain !== null && cachedPlain < 3 * MiB && i < 2; i++) {
+    const again = await StagingFile.create(dir, OID);
+    await writeSample(again);
+    await again.seal(expected.length);
+    cachedPlain = Math.max(cachedPlain, cachedBytes(again.path) ?? 0);
+    await again.dispose();
+  }
   if (cachedDirect === null || cachedPlain === null) t.comment('fincore (util-linux-extra) is not installed: page cache not checked');
   else {
     t.ok(cachedPlain >= 3 * MiB, `buffered writes fill the page cache (${cachedPlain} bytes)`);
