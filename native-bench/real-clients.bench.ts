@@ -80,8 +80,7 @@ export class RealClientSession {
       const session = new RealClientSession(ctx, s, warmRss);
       session.figures.idleRssStart = start;
       session.figures.idleRssWarm = warmRss;
-      session.figures.curlVersion = /^curl (\S+)/.exec(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1];
-      session.figures.gitLfsVersion = /git-lfs\/(\S+)/.exec(spawnSync('git', ['lfs', 'version'], { encoding: 'utf8' }).stdout ?? '')?.[1];
+      ({ curl: session.figures.curlVersion, lfs: session.figures.gitLfsVersion } = clientVersions());
       ctx.record({
         key: 'real.idle_rss',
         group: 'server',
@@ -156,6 +155,14 @@ export class RealClientSession {
     }
     await this.s.stop(failure);
   }
+}
+
+/** The versions of curl and git-lfs on this machine, as they print them (undefined where missing). */
+export function clientVersions(): { curl: string | undefined; lfs: string | undefined } {
+  return {
+    curl: /^curl (\S+)/.exec(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1],
+    lfs: /git-lfs\/(\S+)/.exec(spawnSync('git', ['lfs', 'version'], { encoding: 'utf8' }).stdout ?? '')?.[1],
+  };
 }
 
 /** VmRSS of an idle process: the median of 10 samples 50 ms apart, after a 1 s lull. */

@@ -6,7 +6,6 @@
  * just-started idle figure is what the target judges. The small-object bursts of the other
  * real-client sections are another scenario; their peak is reported there, beside this one.
  */
-import { spawnSync } from 'node:child_process';
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitSandbox } from '../test/helpers/git.js';
@@ -18,7 +17,7 @@ import { fmt } from './lib/report.js';
 import { BigSource, curlGet, uploadBig } from './curl.bench.js';
 import { committedProject, push, stageObject } from './git-push.bench.js';
 import type { BenchContext } from './limits.bench.js';
-import { idleRss } from './real-clients.bench.js';
+import { clientVersions, idleRss } from './real-clients.bench.js';
 import { startStowage, TOKEN } from './server.bench.js';
 
 /** One transfer of the scenario: which client moved the object which way, and the peak it left. */
@@ -43,10 +42,8 @@ export interface TransferMemoryFigures {
 
 /** Five transfers of `size` bytes through curl and git-lfs into and out of a fresh server. */
 export async function benchTransferMemory(ctx: BenchContext, forge: GitHubEmulator): Promise<TransferMemoryFigures> {
-  const versions = {
-    curl: `curl ${/^curl (\S+)/.exec(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1] ?? '?'}`,
-    lfs: `git-lfs ${/git-lfs\/(\S+)/.exec(spawnSync('git', ['lfs', 'version'], { encoding: 'utf8' }).stdout ?? '')?.[1] ?? '?'}`,
-  };
+  const found = clientVersions();
+  const versions = { curl: `curl ${found.curl ?? '?'}`, lfs: `git-lfs ${found.lfs ?? '?'}` };
   const size = ctx.quick ? 128 * MiB : GiB;
   const root = join(ctx.scratch, 'transfer-memory');
   const s = await startStowage(ctx, forge, 'transfer-memory');
