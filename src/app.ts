@@ -31,6 +31,7 @@ import { lfsError } from './errors/errors.js';
 import { Metrics } from './metrics/registry.js';
 import { BatchService } from './service/batch-service.js';
 import { LockService } from './service/lock-service.js';
+import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
@@ -167,6 +168,10 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     });
   }
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
+  // A batch's downloads are looked up once, by the batch: their GETs follow within moments.
+  const grants = new DownloadGrants();
+  batch.useGrants(grants);
+  transfers.useGrants(grants);
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({

@@ -2,6 +2,7 @@ import type { ObjectIndex, ObjectRow } from '../db/index-types.js';
 import type { Oid } from '../protocol/oid.js';
 import type { BatchRequest, BatchResponse, BatchResponseObject } from '../protocol/batch.js';
 import type { RepoName } from '../protocol/repo-name.js';
+import type { DownloadGrants } from './download-grants.js';
 import type { PresignService } from './presign-service.js';
 import type { UploadBudget, UploadLimits } from './settings-service.js';
 import type { LegacyLayout } from '../store/types.js';
@@ -43,6 +44,14 @@ export class BatchService {
   /** Turns on presigned bucket links (spec Authentication rules 14-16). */
   usePresign(presign: PresignService): void {
     this.#presign = presign;
+  }
+
+  /** Downloads this answer grants, so their GETs need not look them up again (DownloadGrants). */
+  #grants: DownloadGrants | null = null;
+
+  /** Records each download a batch answer links to this server. */
+  useGrants(grants: DownloadGrants): void {
+    this.#grants = grants;
   }
 
   /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
@@ -98,6 +107,8 @@ export class BatchService {
         const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
         if (signed !== null) return signed;
       }
+      // Held in the shared store (a legacy file is not: its GET asks the index and the legacy layout).
+      if (row !== null) this.#grants?.grant(repo.key, o.parsedOid);
       return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
     }
     // Spec rule 1: already present in this repository → no actions, the client skips it.

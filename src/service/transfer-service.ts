@@ -6,6 +6,7 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadJudge } from './access-service.js';
 import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
+import type { DownloadGrants } from './download-grants.js';
 import type { UploadGate, UploadInProgress } from './maintenance/maintenance-deps.js';
 import { log as defaultLog } from '../util/log.js';
 
@@ -78,6 +79,7 @@ export class TransferService implements UploadGate {
    * stores fresh ones instead. Other nodes learn of the delete from its intent in the index.
    */
   markDeleting(oid: Oid): () => void {
+    this.#grants?.withdraw(oid);
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     this.#deleting.set(oid, gate);
@@ -239,8 +241,26 @@ export class TransferService implements UploadGate {
     }
   }
 
+  /** Downloads granted by batch answers (DownloadGrants); null: every download asks the index. */
+  #grants: DownloadGrants | null = null;
+
+  /** Lets downloads a batch answer granted skip their own index lookup. */
+  useGrants(grants: DownloadGrants): void {
+    this.#grants = grants;
+  }
+
+  /** Before an audit quarantines `oid`: no grant serves its bad bytes from now on. */
+  withdrawGrants(oid: Oid): void {
+    this.#grants?.withdraw(oid);
+  }
+
   /** Opens an object this repository holds; 404 otherwise (never revealing other repositories' objects). */
   async openForDownload(repo: RepoName, oid: Oid): Promise<BlobReader> {
+    if (this.#grants?.take(repo.key, oid) === true) {
+      // The batch found it in this repository a moment ago; absent from the store, the index decides.
+      const granted = await this.#store.open(oid);
+      if (granted !== null) return granted;
+    }
     const row = await this.#objects.findInRepo(repo.key, oid);
     if (row === null) {
       // Not folded into the shared store yet: the repository's legacy file is served as it is.

@@ -146,13 +146,15 @@ for (const backend of ['disk', 's3'] as const) {
       let b = await batch('acme/game', 'upload', [{ oid: noiseOid, size: noise.length }]);
       t.notOk(b.objects[0].actions, 'not quarantined yet: batch still says present');
 
+      const granted = await batch('acme/game', 'download', [{ oid: noiseOid, size: noise.length }]);
+      t.ok(granted.objects[0].actions?.download, 'a download granted just before the quarantine');
       const fixed = (await job('acme/game', 'audit', { quarantine: true }, 'tok-admin')).json();
       t.match(fixed, { corrupt: 1, unreadable: 1, quarantined: 2, quarantine: 'applied' });
       t.equal(stored(noiseOid), null, 'bad bytes moved out of the store');
       t.ok(stored(noiseOid, 'quarantine') && stored(textOid, 'quarantine'), 'and kept under quarantine/ for inspection');
       b = await batch('acme/game', 'upload', [{ oid: noiseOid, size: noise.length }, { oid: textOid, size: text.length }]);
       t.ok(b.objects[0].actions?.upload && b.objects[1].actions?.upload, 'batch reports both missing, so the client uploads them again');
-      t.equal((await get('acme/game', noiseOid)).status, 404, 'a quarantined object is never served');
+      t.equal((await get('acme/game', noiseOid)).status, 404, 'a quarantined object is never served, not even to the download granted before');
       const stats = (await http('GET', `${server.url}/acme/game/objects/stats`, { headers: as('tok-pull') })).json();
       t.match(JSON.stringify(stats), /corrupt/, 'the repository page shows the last audit');
 
@@ -223,10 +225,13 @@ for (const backend of ['disk', 's3'] as const) {
       t.match(dry, { swept: 1, in_flight: 1, dry_run: true, bytes: 0 }, 'dry run: the shared object would be unreferenced here but its bytes stay');
       t.equal(await slow.finish(), 200, 'the in-flight upload completes');
 
+      // A client's download batch just before: its grant (service/download-grants.ts) must not outlive the reference.
+      const granted = await batch('acme/other', 'download', [{ oid: dropOid, size: drop.length }]);
+      t.ok(granted.objects[0].actions?.download, 'the download was granted before retain ran');
       const real = (await job('acme/other', 'retain', { oids: [keepOid] }, 'tok-push')).json();
       t.match(real, { swept: 2, bytes: 0, dry_run: false }, 'both references dropped; no bytes freed: both oids are still referenced elsewhere');
       t.ok(existsSync(pathOf(sharedOid)) && existsSync(pathOf(dropOid)), 'bytes another repository references stay');
-      t.equal((await get('acme/other', dropOid)).status, 404, 'dropped from this repository');
+      t.equal((await get('acme/other', dropOid)).status, 404, 'dropped from this repository, though a batch granted its download a moment before');
       t.ok((await get('acme/game', sharedOid)).body.equals(shared), 'still served to the other repository');
       t.ok((await get('acme/other', keepOid)).body.equals(keep), 'kept object still served');
 

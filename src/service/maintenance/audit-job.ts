@@ -76,6 +76,7 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     if (layout === 'shared') {
       // Mark first: from this instant batch reports it missing and nothing serves it; the file move
       // after it is repeated by the next upload of the oid if this process dies in between.
+      deps.uploads.withdrawGrants(oid);
       await maint.quarantine(oid, repo.key, `${kind}: ${detail}`);
       await store.quarantine(oid);
     } else {

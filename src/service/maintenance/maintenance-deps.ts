@@ -19,6 +19,8 @@ export interface UploadGate {
    * delete has settled (either way).
    */
   markDeleting(oid: Oid): () => void;
+  /** Before `oid` is quarantined: downloads batch answers granted (DownloadGrants) ask the index again. */
+  withdrawGrants(oid: Oid): void;
   /**
    * Runs `write` (creating a writer, finishing it, recording the reference) as a write of `oid`:
    * counted in flight from this call (on every node, with a shared index), and started only after

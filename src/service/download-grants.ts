@@ -1,0 +1,73 @@
+import type { Oid } from '../protocol/oid.js';
+
+/** How long a batch answer's download stays granted: git-lfs GETs a batch's objects right after it. */
+export const GRANT_MS = 10_000;
+/** Grants held at most (the oldest go first); past it a GET simply asks the index. */
+export const GRANTS_MAX = 4096;
+
+/**
+ * Downloads a batch answer has just granted, so that their GETs need not ask the index again: the
+ * batch looked each object up for this repository a moment before. A clone makes one batch per 100
+ * objects and then one GET per object, where the GET's own lookup (a read transaction of its own)
+ * was about a tenth of the server's CPU per object (docs/performance.md, "The clone's GET after
+ * its batch").
+ *
+ * A grant names one repository and one oid, serves one GET, and lapses after GRANT_MS. This node
+ * withdraws an oid's grants before it drops a reference to it or quarantines it (UploadGate), so
+ * nothing it removes is served from a grant; a reference another node drops meanwhile is seen once
+ * the grant lapses, as a presigned link to the bucket stays good until it expires. Bytes gone from
+ * the store are never served: the store's open finds nothing and the GET asks the index.
+ */
+export class DownloadGrants {
+  /** oid → repository → until (ms on `now`'s clock); the Map's order is the order granted. */
+  readonly #grants = new Map<Oid, Map<string, number>>();
+  readonly #ttlMs: number;
+  readonly #max: number;
+  readonly #now: () => number;
+  #count = 0;
+
+  constructor(options: { ttlMs?: number; max?: number; now?: () => number } = {}) {
+    this.#ttlMs = options.ttlMs ?? GRANT_MS;
+    this.#max = options.max ?? GRANTS_MAX;
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  /** Grants held now (lapsed ones included until they are taken, withdrawn or pushed out). */
+  get size(): number {
+    return this.#count;
+  }
+
+  /** The batch answered `repo` with a download of `oid` from this server. */
+  grant(repo: string, oid: Oid): void {
+    let repos = this.#grants.get(oid);
+    if (repos === undefined) repos = new Map();
+    else this.#grants.delete(oid); // newest last
+    this.#grants.set(oid, repos);
+    if (!repos.has(repo)) this.#count++;
+    repos.set(repo, this.#now() + this.#ttlMs);
+    while (this.#count > this.#max) {
+      const [oldest, held] = this.#grants.entries().next().value as [Oid, Map<string, number>];
+      this.#grants.delete(oldest);
+      this.#count -= held.size;
+    }
+  }
+
+  /** True when `repo` holds a live grant for `oid`; the grant is used up either way. */
+  take(repo: string, oid: Oid): boolean {
+    const repos = this.#grants.get(oid);
+    const until = repos?.get(repo);
+    if (repos === undefined || until === undefined) return false;
+    repos.delete(repo);
+    this.#count--;
+    if (repos.size === 0) this.#grants.delete(oid);
+    return until > this.#now();
+  }
+
+  /** Every grant of `oid`, for any repository, is gone. */
+  withdraw(oid: Oid): void {
+    const repos = this.#grants.get(oid);
+    if (repos === undefined) return;
+    this.#grants.delete(oid);
+    this.#count -= repos.size;
+  }
+}
