@@ -21,6 +21,12 @@
  * start:prod gives (src/config/node-flags.ts) unless `--plain-node`; `--node-args="…"` adds these
  * (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the rounds), `--node-args-NAME="…"` adds
  * them to build NAME's servers only (the same dist under two names: an A/B of node options).
+ * `--pin-NAME` runs build NAME's server on CPU 0 and its clones' git and git-lfs on CPU 1 (taskset):
+ * the same server with a core of its own, so what sharing two cores with the client costs it shows.
+ * `--v8-trace` (clone) starts the servers with V8's optimization, deoptimization and GC traces and
+ * reports per round the major collections (forced ones apart), the functions marked for
+ * deoptimization and the TurboFan compiles with the milliseconds they took (on V8's own threads,
+ * but the server's CPU all the same).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -38,6 +44,8 @@ interface Server {
   readonly port: number;
   readonly data: string;
   readonly lines: string[];
+  /** --pin-NAME: the server on CPU 0, its clients on CPU 1. */
+  readonly pinned: boolean;
 }
 
 const args = process.argv.slice(2);
@@ -63,8 +71,12 @@ async function start(name: string, dist: string): Promise<Server> {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, SVC_HOST: '127.0.0.1', SVC_PORT: '0', SVC_DATA_DIR: data, SVC_FORGE_A_API_URL: forge.url };
   if (args.includes('--log-requests')) env.SVC_LOG_REQUESTS = 'true';
   const nodeArgs = opt(`node-args-${name}`, opt('node-args', '')).split(' ').filter(Boolean);
+  if (args.includes('--v8-trace')) nodeArgs.push('--trace-opt', '--trace-deopt', '--trace-gc');
   const flags = args.includes('--plain-node') ? [] : SERVER_NODE_FLAGS;
-  const child = spawn(process.execPath, [...flags, ...nodeArgs, join(dist, 'src/main.js')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const pinned = args.includes(`--pin-${name}`);
+  const command = [process.execPath, ...flags, ...nodeArgs, join(dist, 'src/main.js')];
+  // taskset execs node in its own process, so the pid is the server's.
+  const child = pinned ? spawn('taskset', ['-c', '0', ...command], { env, stdio: ['ignore', 'pipe', 'inherit'] }) : spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   let rest = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -79,7 +91,7 @@ async function start(name: string, dist: string): Promise<Server> {
       }
     });
   });
-  return { child, port, data, lines };
+  return { child, port, data, lines, pinned };
 }
 
 async function stop(s: Server): Promise<void> {
@@ -232,7 +244,9 @@ async function cloneRound(s: Server & { remote: string }, env: NodeJS.ProcessEnv
   const from = s.lines.length;
   const row: Row = { load0: load() };
   const m = await timed(s, () => new Promise<void>((resolve, reject) => {
-    const git = spawn('/usr/bin/time', ['-o', gitTimes, '-f', '%U %S', 'git', 'clone', '-q', s.remote, dest], { env: { ...env, LFS_TIME_FILE: lfsTimes }, cwd: scratch, stdio: 'inherit' });
+    const command = ['/usr/bin/time', '-o', gitTimes, '-f', '%U %S', 'git', 'clone', '-q', s.remote, dest];
+    if (s.pinned) command.unshift('taskset', '-c', '1');
+    const git = spawn(command[0]!, command.slice(1), { env: { ...env, LFS_TIME_FILE: lfsTimes }, cwd: scratch, stdio: 'inherit' });
     git.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`git clone exited with ${code}`))));
   }));
   if (readdirSync(join(dest, 'assets')).length !== N || readFileSync(join(dest, 'assets', '0.bin')).length !== 65536) throw new Error('the clone lacks its files');
@@ -245,9 +259,25 @@ async function cloneRound(s: Server & { remote: string }, env: NodeJS.ProcessEnv
     const ms = s.lines.slice(from).reduce((a, l) => a + ((/"msg":"request"/.test(l) && (JSON.parse(l) as { ms: number }).ms) || 0), 0);
     Object.assign(row, { inServerS: ms / 1000, requestsHeld: ms / 1000 / m.wall });
   }
+  if (args.includes('--v8-trace')) Object.assign(row, v8Events(s.lines.slice(from)));
   row.load1 = load();
   rmSync(dest, { recursive: true, force: true });
   return row;
+}
+
+/** --v8-trace: what V8's traces say of one round (the lines the server printed during it). */
+function v8Events(lines: readonly string[]): Row {
+  const compiles = lines.flatMap((l) => {
+    const m = /^\[completed compiling .* took ([\d.]+), ([\d.]+), ([\d.]+) ms\]/.exec(l);
+    return m === null ? [] : [Number(m[1]) + Number(m[2]) + Number(m[3])];
+  });
+  return {
+    majorGcs: lines.filter((l) => l.includes(': Mark-Compact ')).length,
+    forcedGcs: lines.filter((l) => l.includes(': Mark-Compact ') && l.includes(' testing; ')).length,
+    deoptimized: lines.filter((l) => l.startsWith('[marking dependent code ')).length,
+    compiles: compiles.length,
+    compileMs: compiles.reduce((a, b) => a + b, 0),
+  };
 }
 
 const results = new Map<string, Row[]>();
