@@ -10,16 +10,25 @@ export const POOL_IDLE_MS = 10_000;
 
 let afterRelease: (() => void) | null = null;
 let releaseNoted = false;
+/** Pools used within their last spell (their release still to come). */
+let poolsInUse = 0;
 
 /**
- * Sets what runs once pools have let their idle buffers go: the process entry asks V8 to collect
+ * Sets what runs once every pool has let its idle buffers go: the process entry asks V8 to collect
  * them, since at rest no allocation would make it (measured: released buffers stayed resident).
+ * Not while any pool is still in use: a forced collection throws away much of V8's optimized code
+ * (deoptimized for "weak objects"), and the requests still coming pay for compiling it again
+ * (docs/performance.md, "A forced collection in the middle of a clone"); a busy process collects
+ * on its own, and the last pool to rest asks for the collection then.
  */
 export function onPoolsReleased(fn: (() => void) | null): void {
   afterRelease = fn;
 }
 
-/** Calls `release` once its pool has gone unused for POOL_IDLE_MS (between one and two spells after its last use). */
+/**
+ * Calls `release` once its pool has gone unused for POOL_IDLE_MS (between one and two spells after
+ * its last use), and the collection once no pool is in use.
+ */
 class IdleRelease {
   readonly #release: () => void;
   readonly #restMs: number;
@@ -34,7 +43,9 @@ class IdleRelease {
   /** The pool was used: its buffers stay for another spell. */
   touch(): void {
     this.#used = true;
-    if (this.#timer === null) this.#arm();
+    if (this.#timer !== null) return;
+    poolsInUse++;
+    this.#arm();
   }
 
   #arm(): void {
@@ -43,7 +54,8 @@ class IdleRelease {
       this.#timer = null;
       if (this.#used) return this.#arm();
       this.#release();
-      if (releaseNoted) return;
+      poolsInUse--;
+      if (poolsInUse > 0 || releaseNoted) return;
       releaseNoted = true; // pools resting together are collected once
       // A timer, not setImmediate: an unref'd immediate waits for the loop's next wake-up, seconds at rest.
       setTimeout(() => {

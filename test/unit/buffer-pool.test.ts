@@ -1,7 +1,6 @@
 import t from 'tap';
 import {
   AlignedBufferPool,
-  BufferPool,
   ChunkGatherer,
   IO_CHUNK,
   READ_SKEW,
@@ -10,10 +9,8 @@ import {
   giveReadBuffer,
   ioBuffers,
   isAlignedMemory,
-  onPoolsReleased,
   takeReadBuffer,
 } from '../../src/store/buffer-pool.js';
-import { cappedHeld } from '../helpers/wait-for.js';
 
 t.test('sized pool: power-of-two classes, reuse, bounded, foreign buffers ignored', async (t) => {
   const pool = new SizedBufferPool();
@@ -67,28 +64,6 @@ t.test('gatherer copies chunks across buffer boundaries, into shared memory too'
   g.flush();
   t.same(full.map((b) => b.length), [65_536, 65_536, 65_536, 3_392], 'full buffers, then the rest');
   t.ok(Buffer.concat(full).equals(data), 'bytes in order, unchanged');
-});
-
-t.test('pools give every idle buffer back once they have rested, and say so', async (t) => {
-  t.teardown(() => onPoolsReleased(null));
-  const aligned = new AlignedBufferPool(64 << 10, { keep: 4, restMs: 20 });
-  const plain = new BufferPool(4096, 4, 20);
-  const sized = new SizedBufferPool(20);
-  const pools: [string, { readonly idle: number }, () => void][] = [
-    ['aligned', aligned, () => aligned.giveView(aligned.takeView())],
-    ['plain', plain, () => plain.give(plain.take())],
-    ['sized', sized, () => sized.give(sized.take(70_000))],
-  ];
-  for (const [name, pool, burst] of pools) {
-    const released = new Promise<void>((resolve) => onPoolsReleased(resolve));
-    burst();
-    t.equal(pool.idle, 1, `${name}: a burst leaves its buffer idle for the next one`);
-    await cappedHeld(released, `the ${name} pool to release`); // the event, after the pool's rest
-    t.equal(pool.idle, 0, `${name}: none kept once it rests`);
-  }
-  const first = aligned.takeView();
-  aligned.giveView(first);
-  t.equal(aligned.takeView(), first, 'a pool in use reuses as before');
 });
 
 t.test("a download's read buffer: an upload's idle block if there is one, else a plain one past READ_SKEW", async (t) => {
