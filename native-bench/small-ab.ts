@@ -23,7 +23,7 @@
  * them to build NAME's servers only (the same dist under two names: an A/B of node options).
  * `--pin-NAME` runs build NAME's server on CPU 0 and its clones' git and git-lfs on CPU 1 (taskset):
  * the same server with a core of its own, so what sharing two cores with the client costs it shows.
- * `--v8-trace` (clone) starts the servers with V8's optimization, deoptimization and GC traces and
+ * `--v8-trace` starts the servers with V8's optimization, deoptimization and GC traces and
  * reports per round the major collections (forced ones apart), the functions marked for
  * deoptimization and the TurboFan compiles with the milliseconds they took (on V8's own threads,
  * but the server's CPU all the same).
@@ -176,6 +176,7 @@ async function curlRound(name: string, dist: string): Promise<Row> {
     }
     if (warmServer) await journalRetired(s);
     const a = objects(N);
+    const from = s.lines.length;
     const row: Row = { load0: load() };
     const putA = curlConfig(join(a.dir, 'put'), s.port, a.dir, a.oids, true);
     if (only.includes('seq')) {
@@ -194,6 +195,7 @@ async function curlRound(name: string, dist: string): Promise<Row> {
       const m = await timed(s, () => curls(configs));
       Object.assign(row, { getPerSecond: N / m.wall, getServerCpuMs: (m.cpu * 1000) / N, getEventLoopCpuMs: (m.main * 1000) / N });
     }
+    if (args.includes('--v8-trace')) Object.assign(row, v8Events(s.lines.slice(from)));
     row.load1 = load();
     return row;
   } finally {
