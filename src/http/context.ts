@@ -32,6 +32,11 @@ export interface RequestContext {
   status: number;
   /** Bytes of request body still on the wire when the handler answered (drained or cut). */
   bodyPending: boolean;
+  /**
+   * The body ended with the socket paused, which keeps uWS's idle timer off while the answer is
+   * prepared; the answer resumes it (respond.ts). See BodyPump.
+   */
+  parked: boolean;
   /** Request body bytes received, and response body bytes handed to uWS (the request line's figures). */
   bytesIn: number;
   bytesOut: number;
@@ -71,6 +76,7 @@ export class UwsRequestContext implements RequestContext {
   responded = false;
   status = 0;
   bodyPending = false;
+  parked = false;
   /** Set when the framing headers are unreadable or conflicting: answered instead of the route, and the connection closed. */
   readonly framing: LfsError | null;
   bytesIn = 0;

@@ -34,12 +34,13 @@ class IdleRearm {
    * Bytes arrived and the socket is not paused by us. Never once answered: a refusal pauses the
    * socket on purpose (respond.ts), and a resume would read on.
    */
-  progress(): void {
+  progress(): boolean {
     const now = performance.now();
-    if (now - this.#at < REARM_EVERY_MS || this.#ctx.responded || this.#ctx.aborted) return;
+    if (now - this.#at < REARM_EVERY_MS || this.#ctx.responded || this.#ctx.aborted) return false;
     this.#at = now;
     this.#ctx.res.pause();
     this.#ctx.res.resume();
+    return true;
   }
 }
 
@@ -70,6 +71,8 @@ export class BodyPump {
   /** Bytes given to the writer and not told to `counted` yet (see COUNT_EVERY). */
   #uncounted = 0;
   readonly #idle: IdleRearm;
+  /** This pump resumed the socket, which arms uWS's 10 s idle timer (see #onData's end). */
+  #timerArmed = false;
 
   /**
    * `counted` is told of every byte as it reaches the writer (metrics count uploads as they
@@ -113,14 +116,24 @@ export class BodyPump {
         }
       }
     }
-    if (!isLast && !this.#paused) this.#idle.progress();
+    if (!isLast && !this.#paused && this.#idle.progress()) this.#timerArmed = true;
     if (isLast) {
       this.#flushCount();
       this.#ended = true;
       this.#ctx.bodyPending = false;
-      // Never leave a finished body's socket paused: the next request on a keep-alive connection
-      // would never be read. (The response is not written yet, so `res` is still usable.)
-      this.#resume();
+      if (this.#timerArmed && !this.#ctx.responded && !this.#ctx.aborted) {
+        // A resume armed uWS's idle timer, which cuts the connection ~10 s later with no answer if
+        // the object takes that long to finish (a large object's multipart completion on a busy
+        // bucket: seen as nginx's 502 for an object then stored). Paused, the timer is off; the
+        // answer resumes the socket so the next request on the connection is read (respond.ts).
+        if (!this.#paused) this.#ctx.res.pause();
+        this.#paused = true;
+        this.#ctx.parked = true;
+      } else {
+        // Never leave a finished body's socket paused: the next request on a keep-alive connection
+        // would never be read. (The response is not written yet, so `res` is still usable.)
+        this.#resume();
+      }
       if (this.#writer !== null) this.#settle?.resolve();
     }
   }
@@ -146,8 +159,9 @@ export class BodyPump {
   }
 
   #resume(): void {
-    if (this.#paused && !this.#ctx.aborted && !this.#ctx.responded) {
+    if (this.#paused && !this.#ctx.parked && !this.#ctx.aborted && !this.#ctx.responded) {
       this.#paused = false;
+      this.#timerArmed = true;
       this.#ctx.res.resume();
     }
   }

@@ -33,6 +33,11 @@ function answer(
   if (ctx.aborted || ctx.responded) return;
   ctx.responded = true;
   ctx.status = status;
+  if (ctx.parked) {
+    // The body ended paused (BodyPump): read on, so the next request on the connection is seen.
+    ctx.parked = false;
+    ctx.res.resume();
+  }
   ctx.res.cork(() => {
     ctx.res.writeStatus(statusLine(status));
     ctx.res.writeHeader('X-Request-Id', ctx.requestId);
