@@ -76,7 +76,8 @@ async function start(name: string, dist: string): Promise<Server> {
   const pinned = args.includes(`--pin-${name}`);
   const command = [process.execPath, ...flags, ...nodeArgs, join(dist, 'src/main.js')];
   // taskset execs node in its own process, so the pid is the server's.
-  const child = pinned ? spawn('taskset', ['-c', '0', ...command], { env, stdio: ['ignore', 'pipe', 'inherit'] }) : spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  if (pinned) command.unshift('taskset', '-c', '0');
+  const child = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   let rest = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -273,9 +274,10 @@ function v8Events(lines: readonly string[]): Row {
     const m = /^\[completed compiling .* took ([\d.]+), ([\d.]+), ([\d.]+) ms\]/.exec(l);
     return m === null ? [] : [Number(m[1]) + Number(m[2]) + Number(m[3])];
   });
+  const majors = lines.filter((l) => l.includes(': Mark-Compact '));
   return {
-    majorGcs: lines.filter((l) => l.includes(': Mark-Compact ')).length,
-    forcedGcs: lines.filter((l) => l.includes(': Mark-Compact ') && l.includes(' testing; ')).length,
+    majorGcs: majors.length,
+    forcedGcs: majors.filter((l) => l.includes(' testing; ')).length,
     deoptimized: lines.filter((l) => l.startsWith('[marking dependent code ')).length,
     compiles: compiles.length,
     compileMs: compiles.reduce((a, b) => a + b, 0),

@@ -9,8 +9,7 @@ import { FRAME_SIZE } from '../format/frame-format.js';
 export const POOL_IDLE_MS = 10_000;
 
 let afterRelease: (() => void) | null = null;
-let releaseNoted = false;
-/** Pools used within their last spell (their release still to come). */
+/** Pools used within their last spell (their release still to come); at 0 every pool rests, and is collected once. */
 let poolsInUse = 0;
 
 /**
@@ -54,14 +53,9 @@ class IdleRelease {
       this.#timer = null;
       if (this.#used) return this.#arm();
       this.#release();
-      poolsInUse--;
-      if (poolsInUse > 0 || releaseNoted) return;
-      releaseNoted = true; // pools resting together are collected once
+      if (--poolsInUse > 0) return;
       // A timer, not setImmediate: an unref'd immediate waits for the loop's next wake-up, seconds at rest.
-      setTimeout(() => {
-        releaseNoted = false;
-        afterRelease?.();
-      }, 0).unref();
+      setTimeout(() => afterRelease?.(), 0).unref();
     }, this.#restMs);
     this.#timer.unref(); // never keeps a process alive
   }
