@@ -1,9 +1,10 @@
 /**
  * The user's view through the real git-lfs client (`lfs.concurrenttransfers` at its default):
  * `git push` of one large asset and of many 64 KiB files to a fresh bare remote, and `git clone` of
- * the many-files repository. Each push comes from a fresh repository, so its first request goes out
+ * each repository. Each push comes from a fresh repository, so its first request goes out
  * without credentials and gets the 401 that asks for them, as a user's first push does. The times
- * include git's and git-lfs's own work; the server's CPU is taken apart from theirs.
+ * include git's and git-lfs's own work; the server's CPU is taken apart from theirs, and each clone
+ * is repeated from a server that stores nothing, to tell the client's share of its wall time.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -63,6 +64,21 @@ export const push = (sb: GitSandbox, work: string): Promise<{ ms: number; client
 interface CloneFloor {
   readonly ms: number;
   readonly serverCpuS: number;
+  readonly clientCpuS: number;
+}
+
+/** A file of a cloned repository that must hold its object's bytes (not the pointer), and their size. */
+interface ClonedFile {
+  readonly path: string;
+  readonly size: number;
+}
+
+/** `git clone` into `dest`, checked: `file` must hold the object, which the smudge filter fetched. */
+async function cloneChecked(sb: GitSandbox, args: string[], dest: string, root: string, file: ClonedFile): Promise<{ ms: number; clientCpuS: number }> {
+  const run = await runClient(['git', 'clone', '-q', ...args, dest], { env: sb.env, cwd: root });
+  const got = statSync(join(dest, file.path)).size;
+  if (got !== file.size) throw new Error(`git clone left a ${got}-byte file where the ${file.size}-byte object of ${file.path} belongs`);
+  return run;
 }
 
 /**
@@ -71,15 +87,13 @@ interface CloneFloor {
  * loopback TCP and uWS cost the server per object with no server work behind them, the floor of
  * the clone row's server CPU. `objects` is the pushing repository's `.git/lfs/objects`.
  */
-async function cloneFromNullPeer(sb: GitSandbox, remote: string, objects: string, root: string, tag: string): Promise<CloneFloor> {
+async function cloneFromNullPeer(sb: GitSandbox, remote: string, objects: string, root: string, tag: string, file: ClonedFile): Promise<CloneFloor> {
   const peer = await startPeer('null-peer.js', [objects]);
   const dest = join(root, `clone-floor-${tag}`);
   try {
     const end = watchServer(peer.pid);
-    const run = await runClient(['git', 'clone', '-q', '-c', `lfs.url=http://127.0.0.1:${peer.port}/${REPO}`, remote, dest], { env: sb.env, cwd: root });
-    const span = end();
-    if (statSync(join(dest, 'assets', '0.bin')).size !== 65536) throw new Error('the clone from the null peer left a pointer where a 64 KiB object belongs');
-    return { ms: run.ms, serverCpuS: span.serverCpuS };
+    const run = await cloneChecked(sb, ['-c', `lfs.url=http://127.0.0.1:${peer.port}/${REPO}`, remote], dest, root, file);
+    return { ms: run.ms, serverCpuS: end().serverCpuS, clientCpuS: run.clientCpuS };
   } finally {
     peer.stop();
     rmSync(dest, { recursive: true, force: true });
@@ -87,8 +101,8 @@ async function cloneFromNullPeer(sb: GitSandbox, remote: string, objects: string
 }
 
 /**
- * git push of 1 GiB, git push of 1000 × 64 KiB files and git clone of the latter, taking turns
- * round by round; each row the median of its rounds.
+ * git push of 1 GiB, git push of 1000 × 64 KiB files and git clone of each, taking turns round by
+ * round; each row the median of its rounds.
  */
 export async function benchGitLfs(session: RealClientSession, only: (name: string) => boolean): Promise<void> {
   const ctx = session.ctx;
@@ -103,15 +117,26 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   const clone: ClientRound[] = [];
   const cloneWarmUp: ClientRound[] = []; // the first clone, left out (one at most)
   const cloneFloor: CloneFloor[] = [];
+  const cloneBig: ClientRound[] = [];
+  const cloneBigFloor: CloneFloor[] = [];
+  const bigFile: ClonedFile = { path: 'asset.bin', size: bigSize };
+  const smallFile: ClonedFile = { path: join('assets', `${n - 1}.bin`), size: 65536 };
   const smallFiles = async (work: string, r: number): Promise<void> => {
     const pool = new SeededBytes(`git-small-${r}`).bytes(n * 65536);
     for (let i = 0; i < n; i++) await stageObject(work, `assets/${i}.bin`, [pool.subarray(i * 65536, (i + 1) * 65536)]);
   };
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
-      if (only('git-push')) {
-        const big = await committedProject(sb, join(root, `big-${r}`), url, (work) => stageObject(work, 'asset.bin', new SeededBytes(`git-big-${r}`).chunks(bigSize)));
-        pushBig.push(await session.round(() => push(sb, big.work), (ms) => ms));
+      if (only('git-push') || only('git-clone')) {
+        const big = await committedProject(sb, join(root, `big-${r}`), url, (work) => stageObject(work, bigFile.path, new SeededBytes(`git-big-${r}`).chunks(bigSize)));
+        if (only('git-push')) pushBig.push(await session.round(() => push(sb, big.work), (ms) => ms));
+        else await push(sb, big.work);
+        if (only('git-clone')) {
+          const dest = join(root, `clone-big-${r}`);
+          cloneBig.push(await session.round(() => cloneChecked(sb, [big.remote], dest, root, bigFile), (ms) => ms));
+          rmSync(dest, { recursive: true, force: true });
+          cloneBigFloor.push(await cloneFromNullPeer(sb, big.remote, join(big.work, '.git', 'lfs', 'objects'), root, `big-${r}`, bigFile));
+        }
         rmSync(join(root, `big-${r}`), { recursive: true, force: true });
       }
       let remote: string | null = null;
@@ -128,10 +153,7 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         await journalRetired(session.s.server.dataDir);
         const cloned = async (tag: string): Promise<ClientRound> => {
           const dest = join(root, `clone-${tag}`);
-          const round = await session.round(() => runClient(['git', 'clone', '-q', remote!, dest], { env: sb.env, cwd: root }), (ms) => ms);
-          // The files must be the objects, not pointers: the smudge filter fetched them.
-          const got = statSync(join(dest, 'assets', `${n - 1}.bin`)).size;
-          if (got !== 65536) throw new Error(`git clone left a ${got}-byte file where a 64 KiB object belongs`);
+          const round = await session.round(() => cloneChecked(sb, [remote!], dest, root, smallFile), (ms) => ms);
           rmSync(dest, { recursive: true, force: true });
           return round;
         };
@@ -139,14 +161,22 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         // first time this server serves small objects, while V8 still compiles that path.
         if (r === 0) cloneWarmUp.push(await cloned('warm-up'));
         clone.push(await cloned(String(r)));
-        cloneFloor.push(await cloneFromNullPeer(sb, remote, objects, root, String(r)));
+        cloneFloor.push(await cloneFromNullPeer(sb, remote, objects, root, String(r), smallFile));
       }
       rmSync(join(root, `small-${r}`), { recursive: true, force: true });
     }
   });
-  session.figures.movedBytes += pushBig.length * bigSize + (pushSmall.length + clone.length + cloneWarmUp.length) * n * 65536;
+  session.figures.movedBytes += (pushBig.length + cloneBig.length) * bigSize + (pushSmall.length + clone.length + cloneWarmUp.length) * n * 65536;
   const small = { name: '1000 objects', units: n / 1000 };
   if (pushBig.length > 0) session.figures.gitPush1gMs = session.recordRow('real.git_push_1g', `git push of a ${bigSize / MiB} MiB asset to a fresh bare remote (first push of a new repository: 401, then credentials)`, lfs, 'ms', pushBig, { name: 'GiB', units: bigSize / GiB }, growth);
+  if (cloneBig.length > 0) {
+    const floorMs = median(cloneBigFloor.map((f) => f.ms));
+    const floorDetail =
+      `the same clone right after each of ours from a server that stores nothing (null-peer.ts, the object streamed from memory): wall ${fmt(floorMs)} ms ` +
+      `(${cloneBigFloor.map((f) => `${fmt(f.ms)} ms`).join(', ')}), client CPU ${fmt(median(cloneBigFloor.map((f) => f.clientCpuS)) * 1000)} ms, server CPU ${fmt(median(cloneBigFloor.map((f) => f.serverCpuS)) * 1000)} ms`;
+    const ms = session.recordRow('real.git_clone_1g', `git clone of the ${bigSize / MiB} MiB asset's repository (smudge download and checkout included)`, lfs, 'ms', cloneBig, { name: 'GiB', units: bigSize / GiB }, growth, floorDetail);
+    session.figures.gitClone1g = { ms, serverCpuS: median(cloneBig.map((c) => c.span.serverCpuS)), clientCpuS: median(cloneBig.map((c) => c.clientCpuS)), floorMs };
+  }
   if (pushSmall.length > 0) session.figures.gitPushSmallMs = session.recordRow('real.git_push_64k', `git push of ${n} × 64 KiB files to a fresh bare remote`, lfs, 'ms', pushSmall, small, growth);
   if (clone.length > 0) {
     const warm = cloneWarmUp[0];

@@ -17,6 +17,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const body = Buffer.alloc(65536, 0x5a);
+/** Objects larger than this are streamed (a 1 GiB asset of a clone), smaller ones sent whole. */
+const STREAMED_OVER = 1 << 20;
 const objects = new Map<string, Buffer>();
 const objectsDir = process.argv[2];
 if (objectsDir !== undefined) {
@@ -59,7 +61,19 @@ app.post('/*', (res, req) => {
 app.get('/*', (res, req) => {
   const url = req.getUrl();
   const bytes = objects.get(url.slice(url.lastIndexOf('/') + 1)) ?? body;
-  res.cork(() => res.writeStatus('200 OK').writeHeader('Content-Type', 'application/octet-stream').end(bytes));
+  if (bytes.length <= STREAMED_OVER) {
+    res.cork(() => res.writeStatus('200 OK').writeHeader('Content-Type', 'application/octet-stream').end(bytes));
+    return;
+  }
+  // A large object goes as the socket takes it (uWS's tryEnd and onWritable): end() would copy
+  // what the socket did not take into uWS's own buffer, a copy of the object no server makes.
+  let gone = false;
+  res.onAborted(() => (gone = true));
+  const sendFrom = (offset: number): boolean => res.tryEnd(bytes.subarray(offset), bytes.length)[0];
+  res.cork(() => {
+    res.writeStatus('200 OK').writeHeader('Content-Type', 'application/octet-stream');
+    if (!sendFrom(0)) res.onWritable((offset) => !gone && sendFrom(offset));
+  });
 });
 app.listen('127.0.0.1', 0, (socket) => {
   if (socket === false) process.exit(1);
