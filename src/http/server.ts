@@ -26,6 +26,8 @@ export class HttpServer {
   readonly #patterns: { re: RegExp; methods: string[] }[] = [];
   #closing = false;
   #idle: (() => void) | null = null;
+  /** The request series per route and status, their labels hashed once rather than on every request. */
+  readonly #series = new Map<string, { count: ReturnType<Metrics['requests']['labels']>; seconds: ReturnType<Metrics['requestSeconds']['labels']> }>();
 
   constructor(metrics: Metrics, log: Logger, requestLog: RequestLog | null) {
     this.#metrics = metrics;
@@ -60,9 +62,9 @@ export class HttpServer {
       // Labels are the route's name (a template such as "download", never its oid or repository) and the status.
       const status = ctx.aborted && !ctx.responded ? 499 : ctx.status;
       const ms = performance.now() - ctx.startedAt;
-      const labels = { route: ctx.route, status: String(status) };
-      this.#metrics.requests.inc(labels);
-      this.#metrics.requestSeconds.observe(labels, ms / 1000);
+      const series = this.#seriesOf(ctx.route, status);
+      series.count.inc();
+      series.seconds.observe(ms / 1000);
       this.#requestLog?.end(ctx, status, ms);
       if (this.#inFlight.size === 0 && this.#idle) this.#idle();
     };
@@ -92,6 +94,18 @@ export class HttpServer {
       fail(e);
     }
     done();
+  }
+
+  #seriesOf(route: string, status: number): { count: ReturnType<Metrics['requests']['labels']>; seconds: ReturnType<Metrics['requestSeconds']['labels']> } {
+    const key = `${route} ${status}`;
+    let series = this.#series.get(key);
+    if (series === undefined) {
+      // Route names are the table's own and statuses few: the map stays small.
+      const labels = { route, status: String(status) };
+      series = { count: this.#metrics.requests.labels(labels), seconds: this.#metrics.requestSeconds.labels(labels) };
+      this.#series.set(key, series);
+    }
+    return series;
   }
 
   /** The Allow header value when some route serves `url` with another method; null otherwise. */

@@ -168,6 +168,24 @@ export class AccessService {
   }
 
   /**
+   * authorize's grant when it needs no wait and no refusal: a token whose cached answer allows
+   * `need`. Null otherwise (no token, not cached, refused, a caller still to identify): authorize
+   * then decides, counts and answers as always. For the small GET answered in line.
+   */
+  authorizedInLine(token: string | null, repo: RepoName, need: Need): Grant | null {
+    if (token === null) return null;
+    const hashed = hashToken(token);
+    const now = Date.now();
+    if (this.#opts.identifyCallers === true && this.#identities.peek(hashed, now) === undefined) return null;
+    const hit = this.#answers.get(`${hashed}\0${repo.key}`, now);
+    if (hit === undefined || hit.value.kind !== 'granted') return null;
+    const p = hit.value.permissions;
+    if (!p.pull || (need === 'push' && !p.push) || (need === 'admin' && !p.admin)) return null;
+    this.#metrics.authCacheHits.inc({ kind: 'granted' });
+    return { permissions: p, anonymous: false };
+  }
+
+  /**
    * The forge user id behind `token` when already known (cached by identify); never asks the forge.
    * For request lines, which name the user and never the token.
    */

@@ -52,6 +52,12 @@ export class DownloadGrants {
     }
   }
 
+  /** True when `repo` holds a live grant for `oid`; the grant stays. */
+  has(repo: string, oid: Oid): boolean {
+    const until = this.#grants.get(oid)?.get(repo);
+    return until !== undefined && until > this.#now();
+  }
+
   /** True when `repo` holds a live grant for `oid`; the grant is used up either way. */
   take(repo: string, oid: Oid): boolean {
     const repos = this.#grants.get(oid);

@@ -359,6 +359,12 @@ export class PolicedAccessService extends AccessService {
     };
   }
 
+  /** In line only where the settings are this node's own: shared ones are read again first (authorize). */
+  override authorizedInLine(...args: Parameters<AccessService['authorizedInLine']>): ReturnType<AccessService['authorizedInLine']> {
+    if (this.#settings.guard() !== null || this.#settings.refusesRepo(args[1], args[0])) return null;
+    return super.authorizedInLine(...args);
+  }
+
   /** The forge's answer without the access settings: the dashboard's admin check must never be locked out by an allow list. */
   authorizeIgnoringSettings(...args: Parameters<AccessService['authorize']>): ReturnType<AccessService['authorize']> {
     return super.authorize(...args);

@@ -3,7 +3,7 @@ import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { BlobReader, BlobStore, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
+import type { BlobReader, BlobStore, InLineObject, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadJudge } from './access-service.js';
 import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
 import type { DownloadGrants } from './download-grants.js';
@@ -254,6 +254,17 @@ export class TransferService implements UploadGate {
     this.#grants?.withdraw(oid);
   }
 
+  /**
+   * A small object's bytes at once, when the batch has just granted this download and the store can
+   * read them in line (BlobStore.openInLine); undefined otherwise, and openForDownload decides.
+   */
+  openInLine(repo: RepoName, oid: Oid): InLineObject | undefined {
+    if (this.#grants === null || this.#store.openInLine === undefined || !this.#grants.has(repo.key, oid)) return undefined;
+    const held = this.#store.openInLine(oid);
+    if (held !== undefined) this.#grants.take(repo.key, oid);
+    return held;
+  }
+
   /** Opens an object this repository holds; 404 otherwise (never revealing other repositories' objects). */
   async openForDownload(repo: RepoName, oid: Oid): Promise<BlobReader> {
     if (this.#grants?.take(repo.key, oid) === true) {
@@ -314,7 +325,12 @@ export class TransferService implements UploadGate {
 
   /** A download finished: `bytes` is what a completed one sent (its chunks were counted as they streamed). */
   countDownloaded(bytes: number, ok: boolean): void {
-    this.#metrics.transferCompletedBytes.inc({ direction: 'download' }, bytes);
-    this.#metrics.transfers.inc({ direction: 'download', outcome: ok ? 'ok' : 'failed' });
+    // Bound at first use (a series appears once it has counted something), then kept: a clone counts a thousand of these.
+    (this.#downloadedBytes ??= this.#metrics.transferCompletedBytes.labels({ direction: 'download' })).inc(bytes);
+    if (ok) (this.#downloadsOk ??= this.#metrics.transfers.labels({ direction: 'download', outcome: 'ok' })).inc();
+    else this.#metrics.transfers.inc({ direction: 'download', outcome: 'failed' });
   }
+
+  #downloadedBytes: ReturnType<Metrics['transferCompletedBytes']['labels']> | null = null;
+  #downloadsOk: ReturnType<Metrics['transfers']['labels']> | null = null;
 }

@@ -5,13 +5,13 @@ import { dirname, join } from 'node:path';
 import { parseOid, shardPath, type Oid } from '../protocol/oid.js';
 import { IO_CHUNK } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
-import { INLINE_READ_MAX, openOnThreadpool, plainReads, readWhole } from './inline-reader.js';
+import { INLINE_READ_MAX, openOnThreadpool, plainReads, readInLine, readWhole } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
 import { StagedFileWriter } from './raw-writer.js';
 import { mapIoError, StagingFile, stagingPath } from './staging-file.js';
 import { WholeObjectWriter } from './whole-object-writer.js';
 import { writeFullySync } from '../util/write-fully.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
+import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
 
 /** Uploads from this size (or of unknown size) go past the page cache where their writes are aligned. */
 const DIRECT_IO_MIN_SIZE = 8 << 20;
@@ -200,6 +200,25 @@ export class DiskBlobStore implements BlobStore {
       }
     }
     return { size, storedSize: size, framed: null, ...plainReads(fd, size), close: async () => closeSync(fd) };
+  }
+
+  openInLine(oid: Oid): InLineObject | undefined {
+    // As open's first steps: whatever they could not do at once here (a missing name, an error, a
+    // file that is not regular or not small) is left to open.
+    let fd: number;
+    try {
+      fd = openSync(this.pathOf(oid), constants.O_RDONLY | constants.O_NONBLOCK);
+    } catch {
+      return undefined;
+    }
+    try {
+      const st = fstatSync(fd);
+      return st.isFile() && st.size <= INLINE_READ_MAX ? readInLine(fd, st.size) : undefined;
+    } catch {
+      return undefined;
+    } finally {
+      closeSync(fd);
+    }
   }
 
   async stat(oid: Oid): Promise<BlobStat | null> {

@@ -3,7 +3,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { smallBuffers } from './buffer-pool.js';
 import { readFully } from './framed-reader.js';
 import { RawChunkSource } from './raw-reader.js';
-import type { BlobReader, ChunkSource } from './types.js';
+import type { BlobReader, ChunkSource, InLineObject } from './types.js';
 
 /**
  * Objects up to this size are read on the calling thread. A small read from the page cache takes a
@@ -71,6 +71,28 @@ export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | '
     close: async () => {
       if (held !== null) smallBuffers.give(held);
       held = null;
+    },
+  };
+}
+
+/**
+ * A small object's bytes read whole, in line, into a pooled buffer (BlobStore.openInLine); undefined
+ * when the read fails, so that `open` meets the failure again and reports it as it always does.
+ */
+export function readInLine(fd: number, size: number): InLineObject | undefined {
+  const bytes = smallBuffers.take(size);
+  try {
+    readFullySync(fd, bytes, 0);
+  } catch {
+    smallBuffers.give(bytes);
+    return undefined;
+  }
+  let held = true;
+  return {
+    bytes,
+    release: () => {
+      if (held) smallBuffers.give(bytes);
+      held = false;
     },
   };
 }

@@ -123,6 +123,13 @@ export interface BlobStore {
   createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter>;
   /** Null when the store does not hold the oid. */
   open(oid: Oid): Promise<BlobReader | null>;
+  /**
+   * Optional: a small object's whole bytes at once, without waiting, where the store can read them on
+   * the calling thread (a local file in the page cache). Undefined whenever it cannot (absent, large,
+   * framed, journaled, remote, a read error): `open` then decides. A download of a small object
+   * then needs no turn of the event loop (docs/performance.md, "A small GET in line").
+   */
+  openInLine?(oid: Oid): InLineObject | undefined;
   stat(oid: Oid): Promise<BlobStat | null>;
   /** Removes the oid's bytes (readers already open keep reading them); false when there were none. */
   delete(oid: Oid): Promise<boolean>;
@@ -141,6 +148,12 @@ export interface BlobStore {
   readonly presigner: Presigner | null;
   /** Capability: the legacy per-repository layout that dedupe folds in (disk). */
   readonly legacy: LegacyLayout | null;
+}
+
+/** An object's whole bytes in a pooled buffer, held until `release` (once). */
+export interface InLineObject {
+  readonly bytes: Buffer;
+  release(): void;
 }
 
 /** A presigned link: the URL and the headers the client must send with it. */

@@ -36,6 +36,11 @@ export interface StoreUnderTest {
    * tell: both may report it, and the bytes are the same either way (content-addressed).
    */
   readonly atomicCreate: boolean;
+  /**
+   * The largest object openInLine gives back, where the stack reads in line (disk: a plain object up
+   * to INLINE_READ_MAX outside the journal); 0 where it never does (a bucket, a faulty layer).
+   */
+  readonly inLineMax: number;
   /** The stack under the verify layer, to plant bytes that do not match their oid; null where there is none or it is not reachable. */
   readonly below: BlobStore | null;
   /** The faulty layer in the stack, if any. */
@@ -238,6 +243,14 @@ async function assertStored(t: Test, h: StoreUnderTest, data: Buffer, put: PutRe
     t.equal(sha(back), sha(data), `${what}: reads back the same bytes`);
   } finally {
     await reader.close();
+  }
+  // In line: the object's own bytes or nothing (a framed object must never come back as its frames).
+  const inLine = h.store.openInLine?.(oid);
+  try {
+    if (inLine !== undefined) t.equal(sha(inLine.bytes), sha(data), `${what}: openInLine gives the same bytes`);
+    else if (h.inLineMax > 0 && data.byteLength <= h.inLineMax && stat.framed !== true && !inJournal(h, data.byteLength)) t.fail(`${what}: a small plain object is read in line`);
+  } finally {
+    inLine?.release();
   }
   const held = await h.storedBytesOf(oid);
   if (held === null) t.ok(h.journals && data.byteLength < FRAME_SIZE, `${what}: only a journaling stack holds a small object outside its own file`);
@@ -500,6 +513,39 @@ export async function blobStoreConformance(t: Test, name: string, make: MakeStor
       t.equal(await h.store.stat(missing), null, 'stat of a missing oid: null');
       t.equal(await h.store.delete(missing), false, 'delete of a missing oid: false');
       t.equal(await h.store.quarantine(missing), false, 'quarantine of a missing oid: false');
+    });
+
+    await test('openInLine gives a small object whole or nothing: never a missing, deleted or quarantined one', async (t, h) => {
+      const none = (oid: Oid, what: string): void => {
+        const held = h.store.openInLine?.(oid);
+        held?.release();
+        t.equal(held, undefined, `openInLine of ${what}: nothing`);
+      };
+      none(oidOf(Buffer.from('never stored')), 'a missing oid');
+      for (const kind of KINDS) {
+        const data = seededData(kind, 20_000, 31);
+        const oid = oidOf(data);
+        await put(h.store, data);
+        const held = h.store.openInLine?.(oid);
+        if (held !== undefined) {
+          t.ok(held.bytes.equals(data), `${kind}: the object's own bytes`);
+          held.release();
+          held.release(); // a second release gives nothing back twice
+        } else {
+          t.ok(h.inLineMax === 0 || inJournal(h, data.byteLength) || (await h.store.stat(oid))?.framed === true, `${kind}: left to open only where the stack does not read it in line`);
+        }
+        const again = await readObject(h.store, oid);
+        t.ok(again?.equals(data), `${kind}: open reads it all the same`);
+        await h.store.delete(oid);
+        none(oid, `${kind} after its delete`);
+      }
+      const kept = seededData('incompressible', 5_000, 32);
+      await put(h.store, kept);
+      await h.store.quarantine(oidOf(kept));
+      none(oidOf(kept), 'a quarantined object');
+      const large = seededData('incompressible', Math.max(h.inLineMax, FRAME_SIZE) + 1, 33);
+      await put(h.store, large);
+      none(oidOf(large), 'an object larger than the stack reads in line');
     });
 
     await test('list yields exactly the stored oids with their stored sizes', async (t, h) => {

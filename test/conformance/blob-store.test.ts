@@ -7,6 +7,7 @@ import { shardPath, type Oid } from '../../src/protocol/oid.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { composeStore } from '../../src/store/compose.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
+import { INLINE_READ_MAX } from '../../src/store/inline-reader.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
 import { FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { ReferenceLog } from '../../src/store/layers/journal.js';
@@ -138,14 +139,16 @@ function onDisk(layers: Layers): () => Promise<StoreUnderTest> {
     const root = join(scratch, `disk-${++made}`);
     await mkdir(root, { recursive: true });
     const built = stack(await adapter.disk(root), layers);
-    return diskHarness(root, built, { verifies: layers.verify === true, compresses: layers.compress === true, journals: false, atomicCreate: true }, async () => undefined);
+    // The faulty layer injects its faults through open: it reads nothing in line.
+    const inLineMax = layers.faulty === true ? 0 : INLINE_READ_MAX;
+    return diskHarness(root, built, { verifies: layers.verify === true, compresses: layers.compress === true, journals: false, atomicCreate: true, inLineMax }, async () => undefined);
   };
 }
 
 function diskHarness(
   root: string,
   built: { store: BlobStore; below: BlobStore | null; faulty: FaultyBlobStore | null },
-  traits: { verifies: boolean; compresses: boolean; journals: boolean; atomicCreate: boolean },
+  traits: { verifies: boolean; compresses: boolean; journals: boolean; atomicCreate: boolean; inLineMax: number },
   close: () => Promise<void>,
 ): StoreUnderTest {
   const staging = adapter.diskStaging(root);
@@ -196,6 +199,7 @@ function onS3(layers: Layers): () => Promise<StoreUnderTest> {
       compresses: layers.compress === true,
       journals: false,
       atomicCreate: false,
+      inLineMax: 0,
       // Counted in s3rver's own folder: it answers a bucket-level GET (ListObjectsV2) signed for
       // `/bucket/` with SignatureDoesNotMatch, and ListMultipartUploads with NotImplemented, so
       // multipart uploads are not counted (it also keeps an aborted upload's parts on its disk).
@@ -221,7 +225,7 @@ function composedOnDisk(): () => Promise<StoreUnderTest> {
     await mkdir(root, { recursive: true });
     const backend = await adapter.disk(root);
     const composed = await adapter.composed(backend, root);
-    return diskHarness(root, { store: composed.store, below: null, faulty: null }, { verifies: true, compresses: true, journals: true, atomicCreate: true }, composed.close);
+    return diskHarness(root, { store: composed.store, below: null, faulty: null }, { verifies: true, compresses: true, journals: true, atomicCreate: true, inLineMax: INLINE_READ_MAX }, composed.close);
   };
 }
 

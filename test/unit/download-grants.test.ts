@@ -92,3 +92,17 @@ t.test('a batch grants the downloads it links to this server, nothing else', asy
   await batch.answer(repo, parseBatchRequest({ operation: 'download', objects: [{ oid: held, size: 11 }] }));
   t.equal(grants.size, 0, 'nor does a download refused for its size');
 });
+
+t.test('has tells of a live grant without using it up', async (t) => {
+  let now = 1000;
+  const grants = new DownloadGrants({ ttlMs: 50, now: () => now });
+  const a = oid();
+  t.notOk(grants.has('acme/game', a), 'nothing granted');
+  grants.grant('acme/game', a);
+  t.ok(grants.has('acme/game', a), 'granted');
+  t.ok(grants.has('acme/game', a), 'still granted: has uses nothing up');
+  t.notOk(grants.has('acme/other', a), 'not for another repository');
+  now += 50;
+  t.notOk(grants.has('acme/game', a), 'lapsed');
+  t.equal(grants.size, 1, 'a lapsed grant goes when taken, withdrawn or pushed out, not when asked about');
+});

@@ -1,14 +1,14 @@
 import { blake3 } from '../../format/native-codecs.js';
 import { lfsError } from '../../errors/errors.js';
 import type { FrameCodec } from '../../format/frame-codec.js';
-import { Codec, FRAME_SIZE, INDEX_ENTRY_SIZE, MIN_FRAMED_SIZE, TRAILER_SIZE, encodeIndex, encodeTrailer, readFrameIndex, type FrameEntry } from '../../format/frame-format.js';
+import { Codec, FRAME_SIZE, INDEX_ENTRY_SIZE, MIN_FRAMED_SIZE, TRAILER_SIZE, decodeTrailer, encodeIndex, encodeTrailer, readFrameIndex, type FrameEntry } from '../../format/frame-format.js';
 import { samplesShrink } from '../../format/frame-sample.js';
 import type { Oid } from '../../protocol/oid.js';
 import { Backlog } from '../backlog.js';
 import { ChunkGatherer, blockPool, compressedBuffers } from '../buffer-pool.js';
 import { fillFrom } from '../fill-from.js';
 import { FramedChunkSource } from '../framed-reader.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
 /** Frames of one upload compressing or being stored at once before the caller is asked to wait. */
@@ -85,6 +85,16 @@ export class CompressingBlobStore extends ForwardingBlobStore {
       await stored.close();
       throw e;
     }
+  }
+
+  override openInLine(oid: Oid): InLineObject | undefined {
+    const held = this.inner.openInLine?.(oid);
+    if (held === undefined || held.bytes.byteLength < TRAILER_SIZE) return held;
+    // Bytes that end in a frame trailer are frames to decode, or plain bytes that only look so: open
+    // tells which (the index and its digest), as it does for any object.
+    if (decodeTrailer(held.bytes.subarray(held.bytes.byteLength - TRAILER_SIZE), held.bytes.byteLength) === null) return held;
+    held.release();
+    return undefined;
   }
 
   override async stat(oid: Oid): Promise<BlobStat | null> {

@@ -1,5 +1,5 @@
 import type { Oid } from '../../protocol/oid.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, Presigner, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, Presigner, StoredObject, WriterOptions } from '../types.js';
 
 /**
  * A layer that passes every operation to the store it wraps; a real layer extends it and overrides
@@ -30,6 +30,10 @@ export abstract class ForwardingBlobStore implements BlobStore {
 
   open(oid: Oid): Promise<BlobReader | null> {
     return this.inner.open(oid);
+  }
+
+  openInLine(oid: Oid): InLineObject | undefined {
+    return this.inner.openInLine?.(oid);
   }
 
   stat(oid: Oid): Promise<BlobStat | null> {
