@@ -9,6 +9,11 @@ import { sendError } from './respond.js';
 export type Handler = (ctx: RequestContext) => void | Promise<void>;
 type Method = 'get' | 'head' | 'post' | 'put' | 'del' | 'any';
 export type Logger = (msg: string, fields: object) => void;
+/** One route and status's request counter and duration histogram, bound to their labels. */
+interface RequestSeries {
+  readonly count: ReturnType<Metrics['requests']['labels']>;
+  readonly seconds: ReturnType<Metrics['requestSeconds']['labels']>;
+}
 
 /**
  * The only module that owns the uWS app: the route table, the abort wiring and the single error
@@ -27,7 +32,7 @@ export class HttpServer {
   #closing = false;
   #idle: (() => void) | null = null;
   /** The request series per route and status, their labels hashed once rather than on every request. */
-  readonly #series = new Map<string, { count: ReturnType<Metrics['requests']['labels']>; seconds: ReturnType<Metrics['requestSeconds']['labels']> }>();
+  readonly #series = new Map<string, RequestSeries>();
 
   constructor(metrics: Metrics, log: Logger, requestLog: RequestLog | null) {
     this.#metrics = metrics;
@@ -96,7 +101,7 @@ export class HttpServer {
     done();
   }
 
-  #seriesOf(route: string, status: number): { count: ReturnType<Metrics['requests']['labels']>; seconds: ReturnType<Metrics['requestSeconds']['labels']> } {
+  #seriesOf(route: string, status: number): RequestSeries {
     const key = `${route} ${status}`;
     let series = this.#series.get(key);
     if (series === undefined) {

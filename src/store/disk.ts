@@ -13,6 +13,12 @@ import { WholeObjectWriter } from './whole-object-writer.js';
 import { writeFullySync } from '../util/write-fully.js';
 import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
 
+/**
+ * How objects are opened on the event loop. O_NONBLOCK: opening something that is not a regular
+ * file (a FIFO) must never wait there; such a name is opened again on the threadpool by open.
+ */
+const READ_IN_LINE = constants.O_RDONLY | constants.O_NONBLOCK;
+
 /** Uploads from this size (or of unknown size) go past the page cache where their writes are aligned. */
 const DIRECT_IO_MIN_SIZE = 8 << 20;
 /** Objects of known size up to this are written in line (see #writeInLine). */
@@ -170,11 +176,9 @@ export class DiskBlobStore implements BlobStore {
   async open(oid: Oid): Promise<BlobReader | null> {
     // In line (see inline-reader.ts): the open, fstat and close of a file whose inode and folders
     // are cached take a few µs each, less than one threadpool round trip; a clone opens one per object.
-    // O_NONBLOCK: opening something that is not a regular file (a FIFO) must never wait on the event
-    // loop; such a name is opened again on the threadpool, as any file was before.
     let fd: number;
     try {
-      fd = openSync(this.pathOf(oid), constants.O_RDONLY | constants.O_NONBLOCK);
+      fd = openSync(this.pathOf(oid), READ_IN_LINE);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw e;
@@ -207,7 +211,7 @@ export class DiskBlobStore implements BlobStore {
     // file that is not regular or not small) is left to open.
     let fd: number;
     try {
-      fd = openSync(this.pathOf(oid), constants.O_RDONLY | constants.O_NONBLOCK);
+      fd = openSync(this.pathOf(oid), READ_IN_LINE);
     } catch {
       return undefined;
     }

@@ -51,13 +51,7 @@ export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader,
  * descriptor held while the response goes out.
  */
 export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | 'readAt' | 'close'> {
-  let held: Buffer | null = smallBuffers.take(size);
-  try {
-    readFullySync(fd, held, 0);
-  } catch (e) {
-    smallBuffers.give(held);
-    throw e;
-  }
+  let held: Buffer | null = readPooled(fd, size);
   const bytes = (start: number, length: number): Buffer => {
     if (held === null) throw new Error('object read after its reader was closed');
     if (start < 0 || start + length > held.byteLength) throw new Error(`read of ${length} bytes at ${start} past the object's ${held.byteLength}`);
@@ -80,11 +74,10 @@ export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | '
  * when the read fails, so that `open` meets the failure again and reports it as it always does.
  */
 export function readInLine(fd: number, size: number): InLineObject | undefined {
-  const bytes = smallBuffers.take(size);
+  let bytes: Buffer;
   try {
-    readFullySync(fd, bytes, 0);
+    bytes = readPooled(fd, size);
   } catch {
-    smallBuffers.give(bytes);
     return undefined;
   }
   let held = true;
@@ -95,6 +88,18 @@ export function readInLine(fd: number, size: number): InLineObject | undefined {
       held = false;
     },
   };
+}
+
+/** The first `size` bytes of the file into a pooled buffer, given back if the read fails. */
+function readPooled(fd: number, size: number): Buffer {
+  const bytes = smallBuffers.take(size);
+  try {
+    readFullySync(fd, bytes, 0);
+  } catch (e) {
+    smallBuffers.give(bytes);
+    throw e;
+  }
+  return bytes;
 }
 
 /** One range of bytes in memory, handed out once; the reader that holds them gives the buffer back. */

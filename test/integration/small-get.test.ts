@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parseOid, shardPath } from '../../src/protocol/oid.js';
 import { textLike } from '../helpers/data.js';
-import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, batch, blob, blobOf, http, push, type Blob, type Reply } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
 
@@ -10,15 +10,12 @@ import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
 // the same status, headers and bytes as the GET through the store's readers, for plain and framed
 // small objects, and never to a caller or repository the batch did not grant it to.
 
-const forge = new GitHubEmulator();
-await forge.start();
-t.teardown(() => forge.stop());
-forge.repos.set('acme/game', { private: true });
+const { forge, env } = await pushableGame(t);
 forge.repos.set('acme/other', { private: true });
 forge.tokens.set('tok', { login: 'dev', repos: { 'acme/game': 'push', 'acme/other': 'pull' } });
 forge.tokens.set('tok-other', { login: 'visitor', repos: { 'acme/other': 'pull' } });
 const dataDir = tmpDir();
-const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_COMPRESSION: 'zstd:3' }, { dataDir });
+const server = await startServer({ ...env, SVC_COMPRESSION: 'zstd:3' }, { dataDir });
 t.teardown(() => server.stop());
 
 const objectUrl = (repo: string, b: Blob): string => `${server.url}/${repo}/objects/${b.oid}`;

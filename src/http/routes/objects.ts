@@ -129,9 +129,11 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
   http.route('get', '/:org/:repo/objects/:oid', 'download', (ctx) => {
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
+    const token = tokenFromAuthorization(ctx.header('authorization'));
+    const authorized = access.authorizedInLine(token, repo, 'pull') !== null;
     // A clone's GET right after its batch, of a small object, with the token's answer cached: answered
     // before this handler returns, with no await (docs/performance.md, "A small GET in line").
-    if (ctx.header('range') === '' && access.authorizedInLine(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull') !== null) {
+    if (authorized && ctx.header('range') === '') {
       const held = transfers.openInLine(repo, oid);
       if (held !== undefined) {
         const size = held.bytes.byteLength;
@@ -146,12 +148,15 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
         return;
       }
     }
-    return download(ctx, repo, oid);
+    return download(ctx, repo, oid, token, authorized);
   });
 
-  /** A GET through the store's readers: ranges, large objects, and whatever could not be answered in line. */
-  const download = async (ctx: RequestContext, repo: RepoName, oid: Oid): Promise<void> => {
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
+  /**
+   * A GET through the store's readers: ranges, large objects, and whatever could not be answered in
+   * line. `authorized`: authorizedInLine granted it already (authorize would only repeat that).
+   */
+  const download = async (ctx: RequestContext, repo: RepoName, oid: Oid, token: string | null, authorized: boolean): Promise<void> => {
+    if (!authorized) await access.authorize(token, repo, 'pull', ctx);
     const reader = await transfers.openForDownload(repo, oid);
     let sent = 0;
     try {
