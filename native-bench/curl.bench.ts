@@ -24,6 +24,16 @@ const q = (s: string): string => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"
 /** Rounds per row: an odd number, so the median is one of them. */
 export const clientRounds = (ctx: BenchContext): number => (ctx.quick ? 1 : 3);
 
+/**
+ * Rounds of each small-object kind run first on a server just started, left out of the medians: V8's
+ * optimizing compiler takes up a function only after some thousands of calls of it, so the request
+ * path is still being compiled over the first few thousand requests, while a server that has been up
+ * serves warm. `small-ab.js curl --warm --v8-trace` (one round of each left out, as before) counted
+ * in the next rounds 59 TurboFan compiles (328 ms of CPU), then 15 (105 ms), then 3 (10–27 ms), and
+ * server CPU per sequential PUT 1.02, 0.68, 0.56, 0.55 ms: three rounds of each go first.
+ */
+export const warmUpRounds = (ctx: BenchContext): number => (ctx.quick ? 1 : 3);
+
 /** `curl -T file` of one object to its upload action, with the action's headers; throws unless 200. */
 function curlPut(file: string, action: LfsAction): Promise<ClientRun> {
   const headers = Object.entries(action.header ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
@@ -103,10 +113,18 @@ interface Peers {
 const toFloor = (pairs: { file: string; href: string }[], port: number): { file: string; href: string }[] =>
   pairs.map((p) => ({ file: p.file, href: p.href.replace(/^http:\/\/[^/]+/, `http://127.0.0.1:${port}`) }));
 
-const smallDetail = (rounds: SmallRound[], n: number, warm: SmallRound | undefined, unit: string): string =>
-  (warm === undefined ? '' : `the first round after the server started, left out (warm-up): ${fmt(warm.value)} ${unit}, server CPU per 1000 objects ${fmt((warm.span.serverCpuS * 1e6) / n)} ms; `) +
+const smallDetail = (rounds: SmallRound[], n: number, warm: readonly SmallRound[], unit: string): string =>
+  (warm.length === 0 ? '' : `${warmUpDetail(warm, n, 'round', unit)}; `) +
   `TCP connections opened per round: ${rounds.map((r) => r.connects).join(', ')}; batches (undici) per round ${rounds.map((r) => `${fmt(r.batchMs)} ms`).join(', ')}; ` +
   `server CPU spent later writing each object out of the journal to a file of its own (not in the figure): ${rounds.map((r) => `${fmt(r.laterMs)} ms`).join(', ')} per object`;
+
+/** The warm-up rounds' figures and server CPU, for a row's detail (see warmUpRounds). */
+export function warmUpDetail(warm: readonly ClientRound[], n: number, what: string, unit: string): string {
+  return (
+    `${warm.length === 1 ? `the first ${what}` : `the first ${warm.length} ${what}s`} after the server started, left out (warm-up): ${warm.map((w) => fmt(w.value)).join(', ')} ${unit}, ` +
+    `server CPU per 1000 objects ${warm.map((w) => `${fmt((w.span.serverCpuS * 1e6) / n)} ms`).join(', ')}`
+  );
+}
 
 /**
  * Ends a small-object round: what its objects cost the server after their acknowledgement (its CPU
@@ -225,7 +243,7 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   ctx.note(probe);
   const seq: SmallRound[] = [];
   const par: SmallRound[] = [];
-  const warm: { seq?: SmallRound; par?: SmallRound } = {};
+  const warm: { seq: SmallRound[]; par: SmallRound[] } = { seq: [], par: [] };
   const floorPeer = await startPeer('null-peer.js');
   const durablePeer = await startPeer('durable-peer.js', [join(ctx.scratch, 'durable-peer')]).catch((e: unknown) => {
     floorPeer.stop();
@@ -235,12 +253,11 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
   let growth: number;
   try {
     ({ growth } = await session.section(async () => {
-      // One round of each first, left out of the medians: right after a start V8 is still compiling
-      // the request path (its optimizing compiler takes up functions over the first few thousand
-      // requests: each later round was faster, 1,546 → 1,836 → 2,085 objects/s), while a server that
-      // has been up serves warm. Its figures are in the rows' details.
-      if (only('curl-seq64k')) warm.seq = await seqRound(session, 'warm-up', n, peers);
-      if (only('curl-par64k')) warm.par = await parRound(session, 'warm-up', n, peers);
+      // Warm-up rounds first, left out of the medians (warmUpRounds); their figures are in the rows' details.
+      for (let w = 0; w < warmUpRounds(ctx); w++) {
+        if (only('curl-seq64k')) warm.seq.push(await seqRound(session, `warm-up-${w}`, n, peers));
+        if (only('curl-par64k')) warm.par.push(await parRound(session, `warm-up-${w}`, n, peers));
+      }
       for (let r = 0; r < clientRounds(ctx); r++) {
         // Taking turns, and in the other order on odd rounds, so neither always follows the other.
         const order = r % 2 === 0 ? ['seq', 'par'] : ['par', 'seq'];
@@ -255,7 +272,7 @@ export async function benchCurlSmall(session: RealClientSession, only: (name: st
     durablePeer.stop();
   }
   recordFloor(session, seq, par, n, curl);
-  session.figures.movedBytes += (seq.length + par.length + Object.keys(warm).length) * n * 65536;
+  session.figures.movedBytes += (seq.length + par.length + warm.seq.length + warm.par.length) * n * 65536;
   const per = { name: '1000 objects', units: n / 1000 };
   if (seq.length > 0) session.figures.curlSeqMs = session.recordRow('real.curl_seq_64k', `${n} × 64 KiB sequential, one curl process (keep-alive; batch per 100 through undici, timed and added)`, curl, 'ms/object', seq, per, growth, `${smallDetail(seq, n, warm.seq, 'ms/object')}; ${probe}`);
   if (par.length > 0) session.figures.curlParPerSec = session.recordRow('real.curl_par_64k', `${n} × 64 KiB, 8 curl processes in parallel (${n / 8} each; batches timed and added)`, curl, 'objects/s', par, per, growth, smallDetail(par, n, warm.par, 'objects/s'));

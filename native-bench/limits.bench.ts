@@ -75,7 +75,7 @@ export function benchBlake3(ctx: BenchContext): number {
 
 /**
  * zstd (zstd-napi) at levels 1, 3 and 9 on three kinds of data, compressing independent 4 MiB frames
- * as the store does (issue 5 item 1); decompression is timed over the same frames.
+ * as the store does; decompression is timed over the same frames.
  */
 export function benchZstd(ctx: BenchContext): void {
   const size = ctx.quick ? 8 * MiB : 32 * MiB;
@@ -188,7 +188,7 @@ export async function ddBesideBusy(ctx: BenchContext, count: number): Promise<{ 
   return best;
 }
 
-/** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick issue 5 names. */
+/** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick of the upload targets. */
 export function benchDd(ctx: BenchContext): number | null {
   const count = ctx.quick ? 256 : 1024;
   const path = join(ctx.scratch, 'dd.bin');

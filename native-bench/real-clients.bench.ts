@@ -180,7 +180,7 @@ export async function idleRss(pid: number): Promise<number> {
 
 const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
 
-/** The rows issue 16's targets are judged by: curl and git-lfs only. */
+/** The rows the speed targets are judged by: curl and git-lfs only. */
 export function compareRealClients(f: RealClientFigures, quick: boolean): Comparison[] {
   const out: Comparison[] = [];
   const curl = `curl ${f.curlVersion ?? '?'}`;

@@ -36,7 +36,7 @@ import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigu
 /** Every measure --only accepts. */
 const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'rss-clients', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'cluster'] as const;
 
-/** The measures through real clients (curl, git-lfs), which issue 16's targets are judged by. */
+/** The measures through real clients (curl, git-lfs), which the speed targets are judged by. */
 const REAL = ['curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone'];
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -62,7 +62,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; dat
   return { quick, only, dataDir, profile };
 }
 
-/** Does the built server know SVC_COMPRESSION (issue 5)? Only then is the compressed run meaningful. */
+/** Does the built server know SVC_COMPRESSION? Only then is the compressed run meaningful. */
 async function serverSupportsCompression(): Promise<boolean> {
   const schema = (await import(resolve(here, '../src/config/schema.js'))) as { DEFAULTS?: Record<string, unknown> };
   return schema.DEFAULTS !== undefined && 'SVC_COMPRESSION' in schema.DEFAULTS;
@@ -92,7 +92,7 @@ function pairedRow(label: string, client: string, p: PairedUploads, share: numbe
   };
 }
 
-/** Sets each of our figures against its limit and target (issue 2 "Benchmarks", issue 5 "Targets"). */
+/** Sets each of our figures against its limit and target. */
 function compare(l: Limits, s: ServerFigures, rss: RssFigures | null, z: CompressedFigures | null, zr: RssFigures | null, quick: boolean): Comparison[] {
   const out: Comparison[] = [];
   const mb = (x: number): string => `${fmt(x)} MB/s`;
@@ -274,7 +274,7 @@ async function main(): Promise<void> {
           const zrss = results.measurements.find((m) => m.key === 'server.rss_zstd3');
           zr = zrss ? ({ peak: zrss.value * MiB } as RssFigures) : null;
         } else {
-          ctx.note('Compressed-store targets (issue 5) not measured: the built server has no SVC_COMPRESSION yet.');
+          ctx.note('Compressed-store targets not measured: the built server has no SVC_COMPRESSION yet.');
         }
       }
     } finally {

@@ -586,7 +586,7 @@ async function sha256Of(chunks: AsyncIterable<Buffer>): Promise<string> {
   return h.digest('hex');
 }
 
-/** Figures of the compressed-store run (issue 5), when the server supports SVC_COMPRESSION. */
+/** Figures of the compressed-store run, when the server supports SVC_COMPRESSION. */
 export interface CompressedFigures {
   uploadIncompressible?: number;
   uploadIncompressibleLean?: number;

@@ -24,9 +24,9 @@
  * `--pin-NAME` runs build NAME's server on CPU 0 and its clones' git and git-lfs on CPU 1 (taskset):
  * the same server with a core of its own, so what sharing two cores with the client costs it shows.
  * `--v8-trace` starts the servers with V8's optimization, deoptimization and GC traces and
- * reports per round the major collections (forced ones apart), the functions marked for
- * deoptimization and the TurboFan compiles with the milliseconds they took (on V8's own threads,
- * but the server's CPU all the same).
+ * reports per round the young-generation collections (scavenges), the major collections (forced
+ * ones apart), the functions marked for deoptimization and the TurboFan compiles with the
+ * milliseconds they took (on V8's own threads, but the server's CPU all the same).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -276,6 +276,7 @@ function v8Events(lines: readonly string[]): Row {
   });
   const majors = lines.filter((l) => l.includes(': Mark-Compact '));
   return {
+    scavenges: lines.filter((l) => l.includes(': Scavenge ')).length,
     majorGcs: majors.length,
     forcedGcs: majors.filter((l) => l.includes(' testing; ')).length,
     deoptimized: lines.filter((l) => l.startsWith('[marking dependent code ')).length,

@@ -34,7 +34,25 @@ export class LfsClient {
     this.dispatcher = new Agent({ connections, pipelining: 1, bodyTimeout: 0, headersTimeout: 0 });
   }
 
+  /**
+   * A batch is sent once more when the server closed the keep-alive connection it went out on: the
+   * bench generates and hashes a GiB of data synchronously between requests, and a connection idle
+   * past the server's idle timeout (8–12 s) meanwhile is closed before undici's own keep-alive
+   * timer, which runs on this blocked event loop, could retire it. A batch changes nothing on the
+   * server, so it is safe to repeat; each retry is written to stderr, so a server that closes
+   * connections still shows.
+   */
   async batch(operation: 'upload' | 'download', objects: { oid: string; size: number }[]): Promise<BatchObject[]> {
+    try {
+      return await this.#batch(operation, objects);
+    } catch (e) {
+      if (((e as Error).cause as { code?: string } | undefined)?.code !== 'UND_ERR_SOCKET') throw e;
+      process.stderr.write(`batch ${operation} sent again: ${(e as Error).message}\n`);
+      return this.#batch(operation, objects);
+    }
+  }
+
+  async #batch(operation: 'upload' | 'download', objects: { oid: string; size: number }[]): Promise<BatchObject[]> {
     const res = await request(`${this.#base}/objects/batch`, {
       method: 'POST',
       dispatcher: this.dispatcher,
