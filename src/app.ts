@@ -152,7 +152,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       });
   }, 1000);
   retirer.unref();
-  // Access settings (issue 7) are enforced inside authorize, so every /{org}/{repo} route obeys them.
+  // Access settings are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = db.stats;
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);

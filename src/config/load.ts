@@ -195,7 +195,7 @@ function parseDatabaseUrl(value: string | null): string | null {
   return value;
 }
 
-/** SVC_STORE=s3: the bucket settings and credentials (issue 8); null for the disk store. */
+/** SVC_STORE=s3: the bucket settings and credentials (docs/s3.md); null for the disk store. */
 function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
   if (store === 'disk') return null;
   const bucket = raw(env, 'SVC_S3_BUCKET');

@@ -65,7 +65,7 @@ export interface Config {
   /** Seconds after which a lock is stale and anyone with push may take it over; null (unset) = never. */
   readonly lockMaxAge: number | null;
   /**
-   * Defaults of the access settings the dashboard edits (issue 7). Saved settings in SQLite override
+   * Defaults of the access settings the dashboard edits. Saved settings in SQLite override
    * them; DELETE /-/api/access returns to these.
    */
   readonly access: {
@@ -82,11 +82,11 @@ export interface Config {
   readonly adminRepo: string | null;
   /** Seconds a dashboard session lasts. */
   readonly sessionTtl: number;
-  /** Seconds during which retain never takes an object uploaded or referenced (issue 6); 0 = no grace. */
+  /** Seconds during which retain never takes an object uploaded or referenced (docs/maintenance.md); 0 = no grace. */
   readonly gcGrace: number;
   /** Where objects live: the local disk under dataDir (SVC_STORE=disk) or an S3-compatible bucket (s3). */
   readonly store: 'disk' | 's3';
-  /** The bucket (issue 8) when store is 's3'; null otherwise. */
+  /** The bucket (docs/s3.md) when store is 's3'; null otherwise. */
   readonly s3: S3Config | null;
   /**
    * The only folder `import` may read other servers' content folders from (absolute); requests name
@@ -95,7 +95,7 @@ export interface Config {
   readonly importDir: string | null;
 }
 
-/** SVC_S3_* and the standard AWS credential variables (issue 8). */
+/** SVC_S3_* and the standard AWS credential variables (docs/s3.md). */
 export interface S3Config {
   readonly bucket: string;
   /** Endpoint origin (MinIO, Ceph RGW, R2 …); https://s3.{region}.amazonaws.com when unset. */

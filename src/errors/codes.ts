@@ -31,7 +31,7 @@ export const ERROR_CODES = {
   LFS_ERR_FORBIDDEN_WRITE: { status: 403, message: 'This token may read but not write this repository' },
   LFS_ERR_FORBIDDEN: { status: 403, message: 'This token may not do that' },
   // 503 like the rate-limit case, but without Retry-After: the client sees a server-side outage
-  // (issue 3 item 6); the cause label forge_unreachable keeps the two apart in metrics.
+  // (docs/behaviour.md, Access); the cause label forge_unreachable keeps the two apart in metrics.
   LFS_ERR_FORGE_UNREACHABLE: { status: 503, message: 'The forge could not be reached to check these credentials' },
   LFS_ERR_FORGE_RATE_LIMITED: { status: 503, message: 'The forge is rate-limiting this server; retry later' },
   LFS_ERR_LOOKUP_BUDGET_SPENT: { status: 503, message: 'Too many credential lookups right now; retry later' },
@@ -47,7 +47,7 @@ export const ERROR_CODES = {
   LFS_ERR_LOCK_FORCE_NEEDS_ADMIN: { status: 403, message: "Releasing someone else's lock needs admin permission on the repository" },
   LFS_ERR_OBJECT_DAMAGED: { status: 500, message: 'The stored object is damaged' },
   LFS_ERR_INTERNAL: { status: 500, message: 'Internal server error' },
-  // Dashboard, repository page and access settings (issue 7).
+  // Dashboard, repository page and access settings.
   LFS_ERR_SESSION_REQUIRED: { status: 401, message: "Sign in to the dashboard, or send a forge administrator's token" },
   LFS_ERR_NOT_ADMIN: { status: 403, message: 'Only an administrator of the forge, or of the repository named by SVC_ADMIN_REPO, may use the dashboard' },
   LFS_ERR_ORIGIN_MISMATCH: { status: 403, message: "Origin does not match this server's SVC_BASE_URL" },

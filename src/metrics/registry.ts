@@ -97,14 +97,14 @@ export interface JournalFlushes {
   readonly plainSegments: number;
 }
 
-/** Store figures are recomputed at most this often (issue 7 item 4). */
+/** Store figures are read from SQLite at most this often, however many scrapes arrive (docs/metrics.md). */
 export const STORE_FIGURES_MAX_AGE_MS = 60_000;
 /** Job and pool figures are live, but one scrape reads them once for all their series. */
 const LIVE_FIGURES_MAX_AGE_MS = 250;
 
 /**
  * Every `svc_rejections_total` cause in use, with where it comes from. The spec's Errors table names
- * the first three; the access settings (issue 7) add the others. Bounded: a cause is never built
+ * the first three; the access settings add the others. Bounded: a cause is never built
  * from input.
  */
 export const REJECTION_CAUSES = {

@@ -50,7 +50,7 @@ interface CacheEntry<T> {
 
 /**
  * A Map used as a bounded LRU with per-entry expiry: an attacker spraying random tokens evicts old
- * entries instead of growing memory (issue 3 item 4). Insertion order is recency order.
+ * entries instead of growing memory (docs/behaviour.md, Access). Insertion order is recency order.
  */
 class BoundedCache<T> {
   readonly #map = new Map<string, CacheEntry<T>>();

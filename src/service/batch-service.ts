@@ -26,9 +26,9 @@ export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
 export class BatchService {
   readonly #objects: ObjectIndex;
   readonly #links: BatchLinks;
-  /** Access settings: max object size and repository quota (issue 7); none when absent. */
+  /** Access settings: max object size and repository quota; none when absent. */
   readonly #limits: UploadLimits | null;
-  /** The legacy per-repository layout (issue 6): its objects count as present until dedupe folds them. */
+  /** The legacy per-repository layout: its objects count as present until dedupe folds them. */
   readonly #legacy: Pick<LegacyLayout, 'legacySizeSync'> | null;
 
   constructor(objects: ObjectIndex, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyLayout, 'legacySizeSync'> | null = null) {
@@ -38,7 +38,7 @@ export class BatchService {
     this.#legacy = legacy;
   }
 
-  /** SVC_S3_PRESIGN (issue 8): links straight to the bucket; null = every link points at this server. */
+  /** SVC_S3_PRESIGN (docs/s3.md): links straight to the bucket; null = every link points at this server. */
   #presign: PresignService | null = null;
 
   /** Turns on presigned bucket links (spec Authentication rules 14-16). */
@@ -113,7 +113,7 @@ export class BatchService {
     }
     // Spec rule 1: already present in this repository → no actions, the client skips it.
     if (held !== null) return { oid: o.oid, size: o.size };
-    // --- access settings (issue 7): an over-size object gets 422, one past the quota 507, each in its own entry.
+    // --- access settings: an over-size object gets 422, one past the quota 507, each in its own entry.
     const refusal = budget?.admit(o.size) ?? null;
     if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
     // --- end access settings

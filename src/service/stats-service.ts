@@ -72,7 +72,7 @@ export interface SeriesPoint extends TransferFigures {
   readonly stored_bytes: number;
 }
 
-/** A maintenance job as the dashboard shows it (filled once the job runner exists, issue 6). */
+/** A maintenance job as the dashboard shows it, as the job runner reports it. */
 export interface JobView {
   readonly id: string;
   readonly kind: string;
@@ -89,7 +89,7 @@ export interface JobView {
   readonly finished_at: string | null;
 }
 
-/** Worker-pool load (filled once the pool exists, issue 5). */
+/** Worker-pool load, as the maintenance service reports it. */
 export interface PoolView {
   readonly threads: number;
   readonly busy: number;

@@ -284,7 +284,7 @@ export class TransferService implements UploadGate {
     return reader;
   }
 
-  /** SVC_S3_PRESIGN (issue 8): promotes presigned uploads at verify; null when links point here. */
+  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
   #promoter: IncomingPromoter | null = null;
 
   /** Turns on promotion of presigned uploads by the verify action. */

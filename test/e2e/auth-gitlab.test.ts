@@ -7,7 +7,7 @@ import { GitSandbox } from '../helpers/git.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 /**
- * The real git-lfs client against forge_b (issue 3, Tests): a CI job pushes with its job token
+ * The real git-lfs client against forge_b: a CI job pushes with its job token
  * (spec Authentication rule 2), and a client with no credentials at all pulls a public repository
  * (rule 10).
  */

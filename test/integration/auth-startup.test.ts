@@ -6,7 +6,7 @@ import t from 'tap';
 import { MAIN, startServer, tmpDir } from '../helpers/start-server.js';
 
 /**
- * Start-up refusals of the authentication configuration (issue 3 items 1, 4, 8): the server exits
+ * Start-up refusals of the authentication configuration: the server exits
  * non-zero with a one-line reason on stderr, and never starts listening.
  */
 function run(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {

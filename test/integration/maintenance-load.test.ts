@@ -6,7 +6,7 @@ import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http } from '../helpers/lfs-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
-// The HTTP thread stays responsive while an audit runs (issue 6 "measured, not assumed"): p99 of
+// The HTTP thread stays responsive while an audit runs (measured, not assumed): p99 of
 // GET /health, of batch and of 2 MiB uploads, idle and during back-to-back audits of ≥ 2 GiB, and
 // the audit's throughput on cached data. Figures are reported (t.comment), not asserted: they
 // depend on the machine. STOWAGE_LOAD_GIB sets the audited size (default 2).

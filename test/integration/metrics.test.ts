@@ -7,7 +7,7 @@ import { LFS, basic, batch, blob, blobOf, http, push, type Blob } from '../helpe
 import { startServer } from '../helpers/start-server.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-// GET /metrics (issue 7 item 4) against the real server after real traffic: every series present
+// GET /metrics (docs/metrics.md) against the real server after real traffic: every series present
 // with the values the traffic implies, route labels only ever route names, and the whole exposition
 // accepted by Prometheus' own linter (`promtool check metrics`, Debian package `prometheus`).
 const forge = new GitHubEmulator();

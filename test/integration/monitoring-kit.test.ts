@@ -86,7 +86,7 @@ t.test('alert rules: promtool check rules and the rules\' unit tests', async (t)
   promtool(t, ['check', 'rules', ALERTS]);
   promtool(t, ['test', 'rules', ALERT_TESTS]);
   const names = new Set([...readFileSync(ALERTS, 'utf8').matchAll(/^\s+- alert: (\w+)$/gm)].map((m) => m[1]!));
-  // The cases operators asked for (issue: disk, forge, budget, audit, readiness, target down).
+  // The cases operators need alerts for (disk, forge, budget, audit, readiness, target down).
   for (const a of ['StowageDown', 'StowageNotReady', 'StowageDiskNearlyFull', 'StowageForgeUnreachable', 'StowageForgeRateLimited', 'StowageLookupBudgetSpent', 'StowageAuditFoundCorruption']) {
     t.ok(names.has(a), `alert ${a} is shipped`);
   }

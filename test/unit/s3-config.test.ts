@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ConfigError, loadConfig } from '../../src/config/load.js';
 
-// SVC_STORE=s3 and its variables (issue 8): defaults and each validation message.
+// SVC_STORE=s3 and its variables (docs/s3.md): defaults and each validation message.
 const creds = { AWS_ACCESS_KEY_ID: 'AKID', AWS_SECRET_ACCESS_KEY: 'secret' };
 const s3 = { SVC_STORE: 's3', SVC_S3_BUCKET: 'lfs-objects', ...creds };
 

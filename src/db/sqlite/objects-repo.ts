@@ -27,7 +27,7 @@ export class ObjectsRepo implements ObjectIndex {
     this.#quarantine = quarantine;
     this.#getInRepo = db.prepare(
       'SELECT o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid WHERE r.repo = ? AND r.oid = ?' +
-        // Quarantined objects (issue 6) are missing to batch, download and verify until good bytes arrive.
+        // Quarantined objects (docs/maintenance.md) are missing to batch, download and verify until good bytes arrive.
         ' AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)',
     );
     this.#unquarantine = db.prepare('DELETE FROM quarantine WHERE oid = ?');
@@ -102,7 +102,7 @@ export class ObjectsRepo implements ObjectIndex {
     return this.#anyObject.get()!.n === 1;
   }
 
-  /** True when an audit found the stored bytes bad and no good copy has arrived since (issue 6). */
+  /** True when an audit found the stored bytes bad and no good copy has arrived since. */
   async isQuarantined(oid: Oid): Promise<boolean> {
     return this.#quarantine.maybeAny && this.#isQuarantined.get(oid)!.n > 0;
   }

@@ -66,7 +66,7 @@ function cancelNeeds(job: JobDetail): Need {
 }
 
 /**
- * The maintenance endpoints (issue 6). The spec names these paths' purpose only; behaviour and
+ * The maintenance endpoints (docs/maintenance.md). The spec names these paths' purpose only; behaviour and
  * permissions are ours (design §3): retain needs push (what a pusher may upload, a pusher may
  * stop referencing; bytes go only when no repository references them and never within the grace),
  * dedupe and compress need admin (they rewrite storage), audit needs pull (it only reads; any

@@ -25,9 +25,9 @@ export interface ObjectRoutesDeps {
   readonly access: AccessService;
   readonly batch: BatchService;
   readonly transfers: TransferService;
-  /** Access settings: max object size and repository quota (issue 7). */
+  /** Access settings: max object size and repository quota. */
   readonly limits?: UploadLimits;
-  /** SVC_S3_PRESIGN (issue 8): signed verify links of presigned uploads. */
+  /** SVC_S3_PRESIGN (docs/s3.md): signed verify links of presigned uploads. */
   readonly presign?: PresignService;
 }
 
@@ -105,7 +105,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       expected = n;
     }
     const judge = await access.authorizeUpload(tokenFromAuthorization(ctx.header('authorization')), repo, oid, ctx);
-    // --- access settings (issue 7): refuse or cut an upload past the max object size or the quota.
+    // --- access settings: refuse or cut an upload past the max object size or the quota.
     body.limit((await deps.limits?.admitPut(repo, oid, expected)) ?? null);
     // --- end access settings
     // The answer may go before the reference commits (TransferService.upload).

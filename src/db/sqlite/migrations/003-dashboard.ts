@@ -1,5 +1,5 @@
 /**
- * Dashboard state (issue 7): sign-in sessions, the saved access settings, a small time series of
+ * Dashboard state: sign-in sessions, the saved access settings, a small time series of
  * server-wide figures for the plots, and the last audit of each repository (filled by the audit job).
  */
 export const sql = `
