@@ -66,11 +66,11 @@ function cancelNeeds(job: JobDetail): Need {
 }
 
 /**
- * The maintenance endpoints (docs/maintenance.md). The spec names these paths' purpose only; behaviour and
- * permissions are ours (design §3): retain needs push (what a pusher may upload, a pusher may
- * stop referencing; bytes go only when no repository references them and never within the grace),
- * dedupe and compress need admin (they rewrite storage), audit needs pull (it only reads; any
- * reader may check their data), and quarantining what it finds needs admin.
+ * The maintenance endpoints (docs/maintenance.md). The spec names these paths' purpose only;
+ * behaviour and permissions are ours (design §3): retain needs push (what a pusher may upload, a
+ * pusher may stop referencing; bytes go only when no repository references them and never within
+ * the grace), dedupe and compress need admin (they rewrite storage), audit needs pull (it only
+ * reads; any reader may check their data), and quarantining what it finds needs admin.
  */
 export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRoutesDeps): void {
   const { access, maintenance } = deps;

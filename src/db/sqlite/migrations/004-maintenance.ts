@@ -1,8 +1,9 @@
 /**
- * Maintenance (docs/maintenance.md): the jobs table (progress and final report survive a restart; a job found
- * `running` at start was interrupted), quarantine marks (a corrupt object is reported missing by
- * batch and never served until good bytes arrive), and retain's deletion intents (an object's row is
- * removed before its file, so a crash in between leaves an intent the next job finishes).
+ * Maintenance (docs/maintenance.md): the jobs table (progress and final report survive a restart;
+ * a job found `running` at start was interrupted), quarantine marks (a corrupt object is reported
+ * missing by batch and never served until good bytes arrive), and retain's deletion intents (an
+ * object's row is removed before its file, so a crash in between leaves an intent the next job
+ * finishes).
  */
 export const sql = `
 CREATE TABLE jobs (
