@@ -6,7 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
 import { PARALLEL_CURLS, runClient, type ClientRun } from './lib/client-run.js';
@@ -335,7 +335,9 @@ export async function uploadBig(client: LfsClient, oid: string, size: number, fi
 /**
  * 1 GiB durable uploads through curl, each beside `dd conv=fdatasync` of the same size (before it on
  * even rounds, after it on odd ones; the dd is the faster of two back to back, see ddBeside), and
- * the most this machine's cores allow (see recordUploadCeiling).
+ * the most this machine's cores allow (see recordUploadCeiling). After each round also a `dd
+ * oflag=direct`: what the disk takes at that moment through the path large uploads use (1 MiB
+ * `O_DIRECT` writes, StagingFile), which on this VM can be well below the page cache's `dd`.
  */
 export async function benchCurlUpload(session: RealClientSession): Promise<BigObject> {
   const ctx = session.ctx;
@@ -343,6 +345,7 @@ export async function benchCurlUpload(session: RealClientSession): Promise<BigOb
   const src = new BigSource(ctx, size);
   const rounds: ClientRound[] = [];
   const dds: number[] = [];
+  const directs: number[] = [];
   const ceilings: UploadCeiling[] = [];
   let last = { oid: '', size };
   const nullPeer = await startPeer('null-peer.js');
@@ -363,6 +366,7 @@ export async function benchCurlUpload(session: RealClientSession): Promise<BigOb
         );
         const dd = before ?? (await ddBesideBusy(ctx, size / MiB));
         dds.push(dd.rate);
+        directs.push((await ddBesideBusy(ctx, size / MiB, true)).rate);
         // The same curl command into a server that stores nothing: what curl, loopback and uWS cost.
         const busy0 = machineBusySeconds();
         const floor = await curlPut(src.path, { href: `http://127.0.0.1:${nullPeer.port}/null`, header: { 'Transfer-Encoding': 'chunked' } });
@@ -376,9 +380,12 @@ export async function benchCurlUpload(session: RealClientSession): Promise<BigOb
   session.figures.movedBytes += rounds.length * size;
   const pairs = rounds.map((r, i) => `${fmt(r.value)}/${fmt(dds[i]!)}`).join(', ');
   const ratio = median(rounds.map((r, i) => r.value / dds[i]!));
-  const rate = session.recordRow('real.curl_upload_1g', `durable upload of ${size / MiB} MiB: batch + curl -T (chunked, as the action asks)`, `curl ${session.figures.curlVersion ?? ''}`.trim(), 'MB/s', rounds, { name: 'GiB', units: size / GiB }, growth, `beside dd (upload/dd MB/s): ${pairs}; median ratio ${(ratio * 100).toFixed(0)}%`);
+  const directPairs = rounds.map((r, i) => `${fmt(r.value)}/${fmt(directs[i]!)}`).join(', ');
+  const directRatio = median(rounds.map((r, i) => r.value / directs[i]!));
+  const detail = `beside dd (upload/dd MB/s): ${pairs}; median ratio ${(ratio * 100).toFixed(0)}%; after each, dd oflag=direct (upload/dd MB/s): ${directPairs}; median ratio ${(directRatio * 100).toFixed(0)}%`;
+  const rate = session.recordRow('real.curl_upload_1g', `durable upload of ${size / MiB} MiB: batch + curl -T (chunked, as the action asks)`, `curl ${session.figures.curlVersion ?? ''}`.trim(), 'MB/s', rounds, { name: 'GiB', units: size / GiB }, growth, detail);
   const ceilingRatio = recordUploadCeiling(session, ceilings);
-  session.figures.curlUpload = { ratio, pairs, rate, ms: median(rounds.map((r) => r.ms)), ceilingRatio };
+  session.figures.curlUpload = { ratio, pairs, rate, ms: median(rounds.map((r) => r.ms)), ceilingRatio, directRatio };
   return { ...last, file: src.path };
 }
 
@@ -443,7 +450,9 @@ function cached(file: string): number {
 }
 
 /**
- * The 1 GiB object downloaded through curl into /dev/null: warm (its file in the page cache), and
+ * The 1 GiB object downloaded through curl into /dev/null: warm (its file in the page cache), each
+ * warm download followed by the same curl from a server that sends the object from memory (the
+ * null peer: uWS's `tryEnd` as the socket takes it, no file), the ceiling of the warm row; and
  * cold, each cold download beside a cold `dd iflag=direct` read of the object's own file.
  */
 export async function benchCurlDownload(session: RealClientSession, only: (name: string) => boolean, big: BigObject | null): Promise<void> {
@@ -464,12 +473,27 @@ export async function benchCurlDownload(session: RealClientSession, only: (name:
   const warm: ClientRound[] = [];
   const cold: ClientRound[] = [];
   const ddCold: number[] = [];
+  const fromMemory: number[] = [];
   let dropped = '';
   const { growth } = await session.section(async () => {
     if (only('curl-download')) {
       await curlGet(href); // fills the page cache
       const resident = cached(stored);
-      for (let r = 0; r < clientRounds(ctx); r++) warm.push(await session.round(() => curlGet(href), (ms) => mbps(size, ms)));
+      const memoryDir = join(ctx.scratch, 'download-from-memory');
+      mkdirSync(memoryDir, { recursive: true });
+      linkSync(stored, join(memoryDir, big.oid)); // the null peer reads it into memory at start
+      const memoryPeer = await startPeer('null-peer.js', [memoryDir]);
+      try {
+        const memoryHref = `http://127.0.0.1:${memoryPeer.port}/null/objects/${big.oid}`;
+        await curlGet(memoryHref); // as ours had one before its rounds
+        for (let r = 0; r < clientRounds(ctx); r++) {
+          warm.push(await session.round(() => curlGet(href), (ms) => mbps(size, ms)));
+          fromMemory.push(mbps(size, (await curlGet(memoryHref)).ms));
+        }
+      } finally {
+        memoryPeer.stop();
+        rmSync(memoryDir, { recursive: true, force: true });
+      }
       ctx.note(`curl warm download: ${fmt(resident / MiB)} MiB of the ${fmt(size / MiB)} MiB object file in the page cache before it (fincore)`);
       for (let r = 0; r < clientRounds(ctx); r++) {
         const ddRead = async (): Promise<void> => {
@@ -487,7 +511,11 @@ export async function benchCurlDownload(session: RealClientSession, only: (name:
     }
   });
   session.figures.movedBytes += (warm.length + cold.length) * size;
-  if (warm.length > 0) session.figures.curlWarmMBps = session.recordRow('real.curl_download_warm', `download of ${size / MiB} MiB, warm (object file in the page cache), curl -o /dev/null`, curl, 'MB/s', warm, per, growth);
+  if (warm.length > 0) {
+    const memoryDetail = `the same curl right after each of ours from a server that sends the object from memory (null-peer.ts): ${fmt(median(fromMemory))} MB/s (${fromMemory.map((v) => fmt(v)).join(', ')})`;
+    session.figures.curlWarmMBps = session.recordRow('real.curl_download_warm', `download of ${size / MiB} MiB, warm (object file in the page cache), curl -o /dev/null`, curl, 'MB/s', warm, per, growth, memoryDetail);
+    session.figures.curlFromMemoryMBps = median(fromMemory);
+  }
   if (cold.length > 0) {
     const pairs = cold.map((r, i) => `${fmt(r.value)}/${fmt(ddCold[i]!)}`).join(', ');
     const ratio = median(cold.map((r, i) => r.value / ddCold[i]!));

@@ -89,15 +89,43 @@ async function cloneChecked(sb: GitSandbox, args: string[], dest: string, root: 
  */
 async function cloneFromNullPeer(sb: GitSandbox, remote: string, objects: string, root: string, tag: string, file: ClonedFile): Promise<CloneFloor> {
   const peer = await startPeer('null-peer.js', [objects]);
-  const dest = join(root, `clone-floor-${tag}`);
+  try {
+    return await cloneFromPeer(sb, peer, remote, join(root, `clone-floor-${tag}`), root, file);
+  } finally {
+    peer.stop();
+  }
+}
+
+/** A checked clone of `remote` into `dest` (removed after) with git-lfs pointed at a peer, the peer's CPU measured. */
+async function cloneFromPeer(sb: GitSandbox, peer: { port: number; pid: number }, remote: string, dest: string, root: string, file: ClonedFile): Promise<CloneFloor> {
   try {
     const end = watchServer(peer.pid);
     const run = await cloneChecked(sb, ['-c', `lfs.url=http://127.0.0.1:${peer.port}/${REPO}`, remote], dest, root, file);
     return { ms: run.ms, serverCpuS: end().serverCpuS, clientCpuS: run.clientCpuS };
   } finally {
-    peer.stop();
     rmSync(dest, { recursive: true, force: true });
   }
+}
+
+/** The serving minimum (serving-peer.ts), started once and kept warm across the section's clones. */
+interface ServingPeer {
+  readonly port: number;
+  readonly pid: number;
+  readonly root: string;
+}
+
+/**
+ * The same clone from the serving minimum: the round's objects linked into its folder and read into
+ * its index first (not measured), then the clone, each `GET` reading the object's file.
+ */
+async function cloneFromServingPeer(sb: GitSandbox, peer: ServingPeer, remote: string, objects: string, root: string, tag: string, file: ClonedFile): Promise<CloneFloor> {
+  rmSync(peer.root, { recursive: true, force: true });
+  const linked = spawnSync('cp', ['-al', objects, peer.root], { encoding: 'utf8' });
+  if (linked.status !== 0) throw new Error(`cp -al ${objects} ${peer.root}: ${linked.stderr}`);
+  const indexed = await fetch(`http://127.0.0.1:${peer.port}/index`, { method: 'POST' });
+  if (!indexed.ok) throw new Error(`serving-peer.js /index answered ${indexed.status}`);
+  await indexed.arrayBuffer();
+  return cloneFromPeer(sb, peer, remote, join(root, `clone-serving-${tag}`), root, file);
 }
 
 /**
@@ -126,6 +154,7 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   const clone: ClientRound[] = [];
   const cloneWarmUp: ClientRound[] = []; // the first clones, left out (warmUpClones)
   const cloneFloor: CloneFloor[] = [];
+  const cloneServing: CloneFloor[] = []; // the serving minimum (serving-peer.ts), after the null peer
   const cloneBig: ClientRound[] = [];
   const cloneBigFloor: CloneFloor[] = [];
   const bigFile: ClonedFile = { path: 'asset.bin', size: bigSize };
@@ -134,6 +163,9 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
     const pool = new SeededBytes(`git-small-${r}`).bytes(n * 65536);
     for (let i = 0; i < n; i++) await stageObject(work, `assets/${i}.bin`, [pool.subarray(i * 65536, (i + 1) * 65536)]);
   };
+  // Long-lived, as our server: it warms up over the same warm-up clones.
+  const servingRoot = join(root, 'serving-peer');
+  const serving = only('git-clone') ? await startPeer('serving-peer.js', [servingRoot]) : null;
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
       if (only('git-push') || only('git-clone')) {
@@ -168,13 +200,20 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         };
         // Clones first, left out of the median (as the small-upload rows' first rounds): the first
         // time this server serves small objects, while V8 still compiles that path.
-        if (r === 0) for (let w = 0; w < warmUpClones(ctx); w++) cloneWarmUp.push(await cloned(`warm-up-${w}`));
+        const servingPeer = { port: serving!.port, pid: serving!.pid, root: servingRoot };
+        if (r === 0) {
+          for (let w = 0; w < warmUpClones(ctx); w++) {
+            cloneWarmUp.push(await cloned(`warm-up-${w}`));
+            await cloneFromServingPeer(sb, servingPeer, remote, objects, root, `warm-up-${w}`, smallFile);
+          }
+        }
         clone.push(await cloned(String(r)));
         cloneFloor.push(await cloneFromNullPeer(sb, remote, objects, root, String(r), smallFile));
+        cloneServing.push(await cloneFromServingPeer(sb, servingPeer, remote, objects, root, String(r), smallFile));
       }
       rmSync(join(root, `small-${r}`), { recursive: true, force: true });
     }
-  });
+  }).finally(() => serving?.stop());
   session.figures.movedBytes += (pushBig.length + cloneBig.length) * bigSize + (pushSmall.length + clone.length + cloneWarmUp.length) * n * 65536;
   const small = { name: '1000 objects', units: n / 1000 };
   if (pushBig.length > 0) session.figures.gitPush1gMs = session.recordRow('real.git_push_1g', `git push of a ${bigSize / MiB} MiB asset to a fresh bare remote (first push of a new repository: 401, then credentials)`, lfs, 'ms', pushBig, { name: 'GiB', units: bigSize / GiB }, growth);
@@ -194,8 +233,19 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
     const floorDetail =
       `the same clone right after each of ours from a server that stores nothing (null-peer.ts: uWS answering the batch and each object from memory), server CPU per 1000 objects ` +
       `${fmt(perObject(floorCpu) * 1000)} ms (${cloneFloor.map((f) => `${fmt(perObject(f.serverCpuS) * 1000)} ms`).join(', ')}), wall ${cloneFloor.map((f) => `${fmt(f.ms)} ms`).join(', ')}`;
-    const ms = session.recordRow('real.git_clone_64k', `git clone of the ${n} × 64 KiB repository (smudge downloads included)`, lfs, 'ms', clone, small, growth, [warmDetail, floorDetail].filter(Boolean).join('; '));
+    const servingCpu = median(cloneServing.map((f) => f.serverCpuS));
+    const servingDetail =
+      `the same clone right after the null peer's from the serving minimum (serving-peer.ts: the batch from an index in memory, each GET's token hash checked and its object's file opened, read and closed; warmed up over the same warm-up clones), server CPU per 1000 objects ` +
+      `${fmt(perObject(servingCpu) * 1000)} ms (${cloneServing.map((f) => `${fmt(perObject(f.serverCpuS) * 1000)} ms`).join(', ')}), wall ${cloneServing.map((f) => `${fmt(f.ms)} ms`).join(', ')}`;
+    const ms = session.recordRow('real.git_clone_64k', `git clone of the ${n} × 64 KiB repository (smudge downloads included)`, lfs, 'ms', clone, small, growth, [warmDetail, floorDetail, servingDetail].filter(Boolean).join('; '));
     const serverCpuS = median(clone.map((c) => c.span.serverCpuS));
-    session.figures.gitClone = { ms, serverCpuMsPerObject: perObject(serverCpuS), clientCpuS: median(clone.map((c) => c.clientCpuS)), serverCpuS, floorCpuMsPerObject: perObject(floorCpu) };
+    session.figures.gitClone = {
+      ms,
+      serverCpuMsPerObject: perObject(serverCpuS),
+      clientCpuS: median(clone.map((c) => c.clientCpuS)),
+      serverCpuS,
+      floorCpuMsPerObject: perObject(floorCpu),
+      servingCpuMsPerObject: perObject(servingCpu),
+    };
   }
 }

@@ -167,15 +167,18 @@ export async function ddBeside(ctx: BenchContext, count: number): Promise<number
   return (await ddBesideBusy(ctx, count)).rate;
 }
 
-/** ddBeside, with the machine's busy CPU seconds (machineBusySeconds) during the faster dd. */
-export async function ddBesideBusy(ctx: BenchContext, count: number): Promise<{ rate: number; busyS: number }> {
+/**
+ * ddBeside, with the machine's busy CPU seconds (machineBusySeconds) during the faster dd; with
+ * `direct`, `oflag=direct` (the path a large upload takes, StagingFile) instead of the page cache.
+ */
+export async function ddBesideBusy(ctx: BenchContext, count: number, direct = false): Promise<{ rate: number; busyS: number }> {
   const path = join(ctx.scratch, 'dd-beside.bin');
   let best = { rate: 0, busyS: 0 };
   for (let i = 0; i < 2; i++) {
     // Not spawnSync: the bench's keep-alive connections must see the server's idle close meanwhile.
     const busy0 = machineBusySeconds();
     const t0 = performance.now();
-    const child = spawn('dd', ddArgs(path, count), { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn('dd', ddArgs(path, count, direct), { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));
