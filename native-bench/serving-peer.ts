@@ -87,13 +87,16 @@ app.get('/*', (res, req) => {
     return;
   }
   const fd = openSync(pathOf(oid), 'r');
-  let n: number;
+  let n = -1;
   try {
     const size = fstatSync(fd).size;
-    if (size > MAX_OBJECT) throw new Error(`serving-peer.js serves objects of up to ${MAX_OBJECT} bytes, not ${size}`);
-    n = readSync(fd, buffer, 0, size, 0);
+    if (size <= MAX_OBJECT) n = readSync(fd, buffer, 0, size, 0);
   } finally {
     closeSync(fd);
+  }
+  if (n < 0) {
+    res.cork(() => res.writeStatus('501 Not Implemented').writeHeader('Content-Type', LFS_JSON).end(`{"message":"serving-peer.js serves objects of up to ${MAX_OBJECT} bytes"}`));
+    return;
   }
   // end() copies into uWS's buffer what the socket does not take: the buffer is free again after it.
   res.cork(() => res.writeStatus('200 OK').writeHeader('Content-Type', 'application/octet-stream').end(buffer.subarray(0, n)));
