@@ -107,11 +107,12 @@ async function cloneFromPeer(sb: GitSandbox, peer: { port: number; pid: number }
   }
 }
 
-/** The serving minimum (serving-peer.ts), started once and kept warm across the section's clones. */
+/** The serving minimum (serving-peer.ts), started once and kept warm across the section's clones; `root` is its objects' folder. */
 interface ServingPeer {
   readonly port: number;
   readonly pid: number;
   readonly root: string;
+  readonly stop: () => void;
 }
 
 /**
@@ -165,7 +166,7 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
   };
   // Long-lived, as our server: it warms up over the same warm-up clones.
   const servingRoot = join(root, 'serving-peer');
-  const serving = only('git-clone') ? await startPeer('serving-peer.js', [servingRoot]) : null;
+  const serving: ServingPeer | null = only('git-clone') ? { ...(await startPeer('serving-peer.js', [servingRoot])), root: servingRoot } : null;
   const { growth } = await session.section(async () => {
     for (let r = 0; r < clientRounds(ctx); r++) {
       if (only('git-push') || only('git-clone')) {
@@ -200,16 +201,15 @@ export async function benchGitLfs(session: RealClientSession, only: (name: strin
         };
         // Clones first, left out of the median (as the small-upload rows' first rounds): the first
         // time this server serves small objects, while V8 still compiles that path.
-        const servingPeer = { port: serving!.port, pid: serving!.pid, root: servingRoot };
         if (r === 0) {
           for (let w = 0; w < warmUpClones(ctx); w++) {
             cloneWarmUp.push(await cloned(`warm-up-${w}`));
-            await cloneFromServingPeer(sb, servingPeer, remote, objects, root, `warm-up-${w}`, smallFile);
+            await cloneFromServingPeer(sb, serving!, remote, objects, root, `warm-up-${w}`, smallFile);
           }
         }
         clone.push(await cloned(String(r)));
         cloneFloor.push(await cloneFromNullPeer(sb, remote, objects, root, String(r), smallFile));
-        cloneServing.push(await cloneFromServingPeer(sb, servingPeer, remote, objects, root, String(r), smallFile));
+        cloneServing.push(await cloneFromServingPeer(sb, serving!, remote, objects, root, String(r), smallFile));
       }
       rmSync(join(root, `small-${r}`), { recursive: true, force: true });
     }
