@@ -10,17 +10,20 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { startCluster } from '../test/helpers/cluster.js';
-import { startPostgres } from '../test/helpers/postgres.js';
-import { startS3Server, type S3Server } from '../test/helpers/s3-server.js';
-import { BigSource, parallelPuts, smallRound, uploadBig } from './curl.bench.js';
+import type { BenchContext } from './lib/context.js';
+import { BigSource, parallelPuts, smallRound, uploadBig } from './lib/curl.js';
 import { GiB, MiB } from './lib/data-gen.js';
 import { LfsClient } from './lib/lfs-client.js';
 import { cpuSecondsOf, watchServer } from './lib/proc-stats.js';
+import { fromProduct, type GitHubEmulator } from './lib/product.js';
 import { fmt, type Comparison } from './lib/report.js';
-import { mbps, type BenchContext } from './limits.bench.js';
-import { journalRetired, median, REPO, startStowage, TOKEN } from './server.bench.js';
+import { mbps, median } from './lib/stats.js';
+import { journalRetired, REPO, startStowage, TOKEN } from './lib/stowage.js';
+
+const { startCluster } = await fromProduct<typeof import('../dist/test/helpers/cluster.js')>('test/helpers/cluster.js');
+const { startPostgres } = await fromProduct<typeof import('../dist/test/helpers/postgres.js')>('test/helpers/postgres.js');
+const { startS3Server } = await fromProduct<typeof import('../dist/test/helpers/s3-server.js')>('test/helpers/s3-server.js');
+type S3Server = import('../dist/test/helpers/s3-server.js').S3Server;
 
 /**
  * Narrowing for A/B work (the full section runs without them): BENCH_CLUSTER_SETUPS=sqlite-s3,pg-s3

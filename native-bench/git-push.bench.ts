@@ -7,58 +7,20 @@
  * is repeated from a server that stores nothing, to tell the client's share of its wall time.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { createWriteStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { GitSandbox } from '../test/helpers/git.js';
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { runClient } from './lib/client-run.js';
+import type { BenchContext } from './lib/context.js';
+import { clientRounds, warmUpDetail } from './lib/curl.js';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
+import { committedProject, push, stageObject } from './lib/git-lfs.js';
+import { startPeer } from './lib/peers.js';
 import { watchServer } from './lib/proc-stats.js';
+import { GitSandbox } from './lib/product.js';
 import { fmt } from './lib/report.js';
-import { clientRounds, warmUpDetail } from './curl.bench.js';
-import { startPeer, type BenchContext } from './limits.bench.js';
-import type { ClientRound, RealClientSession } from './real-clients.bench.js';
-import { journalRetired, median, REPO, TOKEN } from './server.bench.js';
-
-/**
- * Stores an object the way `git add` through git-lfs's clean filter leaves it: the bytes under
- * .git/lfs/objects and a pointer file in the work tree (its clean is then a pass-through). What is
- * timed, the push, reads the same files; only the set-up's copy and hashing by git-lfs are saved.
- */
-export async function stageObject(work: string, file: string, chunks: Iterable<Buffer>): Promise<string> {
-  const tmp = join(work, '.git', 'lfs', `incoming-${file.replace(/\//g, '-')}`);
-  mkdirSync(dirname(tmp), { recursive: true });
-  const out = createWriteStream(tmp);
-  const hash = createHash('sha256');
-  let size = 0;
-  for (const c of chunks) {
-    hash.update(c);
-    size += c.length;
-    if (!out.write(c)) await new Promise<void>((r) => out.once('drain', () => r()));
-  }
-  await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
-  const oid = hash.digest('hex');
-  const dir = join(work, '.git', 'lfs', 'objects', oid.slice(0, 2), oid.slice(2, 4));
-  mkdirSync(dir, { recursive: true });
-  renameSync(tmp, join(dir, oid));
-  mkdirSync(dirname(join(work, file)), { recursive: true });
-  writeFileSync(join(work, file), `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`);
-  return oid;
-}
-
-/** A fresh project (bare remote + work tree) whose commit holds the objects `fill` stages. */
-export async function committedProject(sb: GitSandbox, dir: string, url: string, fill: (work: string) => Promise<unknown>): Promise<{ remote: string; work: string }> {
-  const p = await sb.newProject(dir, `${url}/${REPO}`);
-  await fill(p.work);
-  await sb.git(p.work, 'add', '.');
-  await sb.git(p.work, 'commit', '-qm', 'assets');
-  // On disk before the timed push, so that its writeback does not compete with the server's writes.
-  spawnSync('sync');
-  return p;
-}
-
-/** `git push` timed, with the CPU of git and git-lfs. */
-export const push = (sb: GitSandbox, work: string): Promise<{ ms: number; clientCpuS: number }> => runClient(['git', 'push', '-q', 'origin', 'main'], { env: sb.env, cwd: work });
+import type { ClientRound, RealClientSession } from './lib/session.js';
+import { median } from './lib/stats.js';
+import { journalRetired, REPO, TOKEN } from './lib/stowage.js';
 
 /** A clone of the same repository from a server that stores nothing (null-peer.ts). */
 interface CloneFloor {

@@ -4,17 +4,21 @@
  * upload's commit carries: sweeps, the access settings it was admitted by), for 1000 uploads at 8
  * at once, as 8 parallel clients would. Reports ms per upload (wall time / uploads) and per-call latency.
  *
- *   npx tsc -p tsconfig.json && flock /work/bench.lock node dist/native-bench/index-calls.bench.js
+ *   npm run bench:build && flock /work/bench.lock node native-bench/dist/index-calls.bench.js
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Index } from '../src/db/index-types.js';
-import { PostgresIndex } from '../src/db/postgres/postgres-index.js';
-import { openSqliteIndex } from '../src/db/sqlite/sqlite-index.js';
-import { parseOid, type Oid } from '../src/protocol/oid.js';
-import { startPostgres } from '../test/helpers/postgres.js';
+import { fromProduct } from './lib/product.js';
+import { median } from './lib/stats.js';
+
+type Index = import('../dist/src/db/index-types.js').Index;
+type Oid = import('../dist/src/protocol/oid.js').Oid;
+const { PostgresIndex } = await fromProduct<typeof import('../dist/src/db/postgres/postgres-index.js')>('src/db/postgres/postgres-index.js');
+const { openSqliteIndex } = await fromProduct<typeof import('../dist/src/db/sqlite/sqlite-index.js')>('src/db/sqlite/sqlite-index.js');
+const { parseOid } = await fromProduct<typeof import('../dist/src/protocol/oid.js')>('src/protocol/oid.js');
+const { startPostgres } = await fromProduct<typeof import('../dist/test/helpers/postgres.js')>('test/helpers/postgres.js');
 
 const UPLOADS = 1000;
 const PARALLEL = 8;
@@ -45,7 +49,6 @@ async function run(ix: Index, label: string): Promise<number> {
   return Number(process.hrtime.bigint() - t0) / 1e6 / UPLOADS;
 }
 
-const median = (xs: number[]): number => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const teardowns: (() => Promise<void>)[] = [];
 const scratch = mkdtempSync(join(tmpdir(), 'stowage-index-bench-'));

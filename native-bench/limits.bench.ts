@@ -3,39 +3,20 @@
  * its figures through `ctx.record` and returns the headline value for the comparisons.
  */
 import { Blake3Hasher } from '@napi-rs/blake-hash';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { open, rename, rm, unlink } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { Compressor, Decompressor } from 'zstd-napi';
+import { tries, type BenchContext } from './lib/context.js';
 import { GiB, MiB, SeededBytes, meshLike, textLike } from './lib/data-gen.js';
+import { dd } from './lib/dd.js';
 import { rawGet } from './lib/lfs-client.js';
-import { machineBusySeconds } from './lib/proc-stats.js';
-import { fmt, type Measurement } from './lib/report.js';
-
-/** What every benchmark gets: sizes for the mode, a scratch dir on the data disk, a recorder. */
-export interface BenchContext {
-  readonly quick: boolean;
-  /** Scratch directory on the same file system as the server's data dir. */
-  readonly scratch: string;
-  /** With --profile: where the servers write their V8 CPU profiles (node --cpu-prof). */
-  readonly profileDir: string | null;
-  record(m: Measurement): void;
-  note(text: string): void;
-}
-
-/** MB/s with MB = 10^6 bytes, as dd reports and as the targets are written. */
-export const mbps = (bytes: number, ms: number): number => bytes / 1e6 / (ms / 1000);
-
-/** The p-th percentile (nearest rank) of `values`. */
-export function percentile(values: number[], p: number): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
-}
+import { startPeer } from './lib/peers.js';
+import { fmt } from './lib/report.js';
+import { mbps, percentile } from './lib/stats.js';
 
 /** node:crypto sha256 over `total` bytes fed in 1 MiB updates, as an upload's hashing sees them. */
 export function benchSha256(ctx: BenchContext): number {
@@ -109,9 +90,6 @@ export function benchZstd(ctx: BenchContext): void {
   }
 }
 
-/** Runs per limit in a full run: the machine is shared, so a limit is the best of a few tries. */
-export const tries = (ctx: BenchContext): number => (ctx.quick ? 1 : 2);
-
 /** Sequential 1 MiB writes of `total` bytes into a new file, then one fdatasync: the durable write rate. */
 export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
   const total = ctx.quick ? 256 * MiB : GiB;
@@ -144,52 +122,6 @@ export async function benchDiskWrite(ctx: BenchContext): Promise<number> {
   return rate;
 }
 
-/** `dd if=/dev/zero of=path bs=1M count=… conv=fdatasync [oflag=direct]`'s arguments. */
-const ddArgs = (path: string, count: number, direct = false): string[] => ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync', ...(direct ? ['oflag=direct'] : [])];
-
-/** One `dd … conv=fdatasync` of `count` MiB into `path`: its rate, what dd says, or why it failed. */
-function dd(path: string, count: number, direct = false): { rate: number; says: string; failed: string | null } {
-  const t0 = performance.now();
-  const r = spawnSync('dd', ddArgs(path, count, direct), { encoding: 'utf8' });
-  const rate = mbps(count * MiB, performance.now() - t0);
-  const says = (r.stderr.trim().split('\n').pop() ?? '').replace(/^.*copied, /, '');
-  return { rate, says, failed: r.status === 0 ? null : r.stderr };
-}
-
-/**
- * The dd yardstick measured right beside an upload (see pairUp), so both see the same spell of a
- * shared machine: the faster of two dd runs of `count` MiB, each removed again. Two, because on this
- * VM a dd whose page cache must grow into guest memory not touched lately runs at a quarter of its
- * rate (see benchDdGrowing), and between uploads the bench's 1 GiB data buffers take the memory a
- * previous dd freed; the second dd reuses what the first freed, as the limit above does.
- */
-export async function ddBeside(ctx: BenchContext, count: number): Promise<number> {
-  return (await ddBesideBusy(ctx, count)).rate;
-}
-
-/**
- * ddBeside, with the machine's busy CPU seconds (machineBusySeconds) during the faster dd; with
- * `direct`, `oflag=direct` (the path a large upload takes, StagingFile) instead of the page cache.
- */
-export async function ddBesideBusy(ctx: BenchContext, count: number, direct = false): Promise<{ rate: number; busyS: number }> {
-  const path = join(ctx.scratch, 'dd-beside.bin');
-  let best = { rate: 0, busyS: 0 };
-  for (let i = 0; i < 2; i++) {
-    // Not spawnSync: the bench's keep-alive connections must see the server's idle close meanwhile.
-    const busy0 = machineBusySeconds();
-    const t0 = performance.now();
-    const child = spawn('dd', ddArgs(path, count, direct), { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const code = await new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));
-    const rate = mbps(count * MiB, performance.now() - t0);
-    const busyS = machineBusySeconds() - busy0;
-    await rm(path, { force: true });
-    if (code !== 0) throw new Error(`dd failed: ${stderr}`);
-    if (rate > best.rate) best = { rate, busyS };
-  }
-  return best;
-}
 
 /** `dd if=/dev/zero of=… bs=1M count=1024 conv=fdatasync`, the yardstick of the upload targets. */
 export function benchDd(ctx: BenchContext): number | null {
@@ -370,17 +302,6 @@ async function parallelDurableFiles(ctx: BenchContext, body: Buffer, writers: nu
   }
 }
 
-const here = dirname(fileURLToPath(import.meta.url));
-
-/** Starts a peer process of this folder (loopback-peer.js, null-peer.js, durable-peer.js); resolves with its port and a stopper. */
-export async function startPeer(script = 'loopback-peer.js', args: readonly string[] = []): Promise<{ port: number; pid: number; stop: () => void }> {
-  const child = spawn(process.execPath, [resolve(here, script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((ok, fail) => {
-    createInterface({ input: child.stdout! }).once('line', (l) => ok((JSON.parse(l) as { port: number }).port));
-    child.once('exit', (c) => fail(new Error(`${script} exited ${c}`)));
-  });
-  return { port, pid: child.pid!, stop: () => child.kill('SIGTERM') };
-}
 
 /**
  * Loopback limits with undici as the client and a plain node:http peer in its own process:

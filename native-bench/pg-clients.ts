@@ -4,7 +4,7 @@
  * 8, all with named prepared statements; the RSS each adds to a process; its install size.
  *
  *   npm install --no-save pg postgres     # the one not chosen is not a dependency
- *   npx tsc -p tsconfig.json && flock /work/bench.lock node dist/native-bench/pg-clients.js
+ *   npm run bench:build && flock /work/bench.lock node native-bench/dist/pg-clients.js
  *
  * Each client runs in a child process of its own (so RSS is its own) against a throwaway local
  * PostgreSQL (test/helpers/postgres.ts). Results are medians of ROUNDS runs.
@@ -12,7 +12,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { startPostgres } from '../test/helpers/postgres.js';
+import { fromProduct } from './lib/product.js';
+import { median } from './lib/stats.js';
+
+const { startPostgres } = await fromProduct<typeof import('../dist/test/helpers/postgres.js')>('test/helpers/postgres.js');
 
 const N = 4000;
 const CONCURRENT = 8;
@@ -101,7 +104,6 @@ function duKb(path: string): number {
   return readdirSync(path).reduce((kb, e) => (e === 'node_modules' ? kb : kb + duKb(join(path, e))), 0);
 }
 
-const median = (xs: number[]): number => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const [, , role, client, url] = process.argv;

@@ -1,6 +1,6 @@
 /**
  * Prints where a V8 CPU profile spent its time: self time per function, top first.
- *   node dist/native-bench/profile-summary.js <file.cpuprofile> [top=25]
+ *   node native-bench/dist/profile-summary.js <file.cpuprofile> [top=25]
  * `npm run bench -- --profile` writes the server's profiles to native-bench/results/profiles/.
  */
 import { readFileSync } from 'node:fs';
@@ -38,7 +38,7 @@ export function summarize(profile: CpuProfile): { total: number; rows: { name: s
 if (process.argv[1]?.endsWith('profile-summary.js')) {
   const file = process.argv[2];
   if (!file) {
-    process.stderr.write('usage: node dist/native-bench/profile-summary.js <file.cpuprofile> [top]\n');
+    process.stderr.write('usage: node native-bench/dist/profile-summary.js <file.cpuprofile> [top]\n');
     process.exit(2);
   }
   const top = Number(process.argv[3] ?? 25);

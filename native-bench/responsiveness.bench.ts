@@ -2,7 +2,7 @@
  * Issue 5's responsiveness figure: while a 1 GiB compressed upload and an audit run, how fast do
  * `GET /health` and a 100-object batch answer? Prints p50/p99 idle and under that load.
  *
- *   npm run build && node dist/native-bench/responsiveness.bench.js [--size-mib=1024]
+ *   npm run build && node native-bench/dist/responsiveness.bench.js [--size-mib=1024]
  */
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
@@ -12,9 +12,9 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
-import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { startServer, tmpDir } from '../test/helpers/start-server.js';
 import { textLike } from './lib/data-gen.js';
+import { GitHubEmulator, startServer, tmpDir } from './lib/product.js';
+import { percentile } from './lib/stats.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const REPO = 'bench/responsive';
@@ -22,10 +22,6 @@ const TOKEN = 'bench-admin';
 const AUTH = `Basic ${Buffer.from(`bench:${TOKEN}`).toString('base64')}`;
 const LFS = 'application/vnd.git-lfs+json';
 const MiB = 1 << 20;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /** Sequential requests until `until()` is true; returns the latency of each, sorted. */
 async function probe(fn: () => Promise<void>, until: () => boolean): Promise<number[]> {

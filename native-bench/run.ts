@@ -14,7 +14,7 @@
  *                                    SQLite + S3), through curl; only when asked by name
  *   npm run bench -- --data-dir=/mnt/disk   scratch dir on the disk you want measured (default: os tmpdir)
  *   npm run bench -- --profile       servers run under node --cpu-prof; profiles in native-bench/results/profiles/
- *                                    (summarize: node dist/native-bench/profile-summary.js FILE)
+ *                                    (summarize: node native-bench/dist/profile-summary.js FILE)
  *
  * Results: native-bench/results/latest.json and latest.md (machine description included).
  */
@@ -22,16 +22,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { BenchContext } from './lib/context.js';
 import { MiB } from './lib/data-gen.js';
 import { describeMachine } from './lib/machine-info.js';
 import { fmt, renderMarkdown, writeResults, type BenchResults, type Comparison } from './lib/report.js';
-import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchSha256, benchZstd, type BenchContext } from './limits.bench.js';
+import { benchBlake3, benchDd, benchDiskWrite, benchFsync, benchLoopback, benchSha256, benchZstd } from './limits.bench.js';
 import { benchCurlDownload, benchCurlSmall, benchCurlUpload } from './curl.bench.js';
 import { benchCluster, compareCluster, type ClusterFigures } from './cluster.bench.js';
 import { benchGitLfs } from './git-push.bench.js';
-import { compareRealClients, compareTransferMemory, RealClientSession, type RealClientFigures } from './real-clients.bench.js';
-import { benchTransferMemory, type TransferMemoryFigures } from './transfer-memory.bench.js';
-import { benchCompressed, benchRss, benchServer, startForge, type CompressedFigures, type PairedUploads, type RssFigures, type ServerFigures } from './server.bench.js';
+import { fromProduct } from './lib/product.js';
+import { RealClientSession, type RealClientFigures } from './lib/session.js';
+import { startForge } from './lib/stowage.js';
+import { compareRealClients } from './real-clients.bench.js';
+import { benchTransferMemory, compareTransferMemory, type TransferMemoryFigures } from './transfer-memory.bench.js';
+import { benchCompressed, benchRss, benchServer, type CompressedFigures, type PairedUploads, type RssFigures, type ServerFigures } from './server.bench.js';
 
 /** Every measure --only accepts. */
 const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone', 'rss-clients', 'upload', 'download', 'range', 'seq64k', 'par64k', 'rss', 'compressed', 'cluster'] as const;
@@ -40,8 +44,8 @@ const NAMES = ['sha256', 'blake3', 'zstd', 'disk', 'dd', 'fsync', 'loopback', 'c
 const REAL = ['curl-upload', 'curl-seq64k', 'curl-par64k', 'curl-download', 'git-push', 'git-clone'];
 
 const here = dirname(fileURLToPath(import.meta.url));
-/** dist/native-bench → native-bench/results in the source tree. */
-const RESULTS = resolve(here, '../../native-bench/results');
+/** native-bench/dist → native-bench/results in the source tree. */
+const RESULTS = resolve(here, '../results');
 
 function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; dataDir: string; profile: boolean } {
   let quick = false;
@@ -64,7 +68,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; dat
 
 /** Does the built server know SVC_COMPRESSION? Only then is the compressed run meaningful. */
 async function serverSupportsCompression(): Promise<boolean> {
-  const schema = (await import(resolve(here, '../src/config/schema.js'))) as { DEFAULTS?: Record<string, unknown> };
+  const schema = await fromProduct<{ DEFAULTS?: Record<string, unknown> }>('src/config/schema.js');
   return schema.DEFAULTS !== undefined && 'SVC_COMPRESSION' in schema.DEFAULTS;
 }
 

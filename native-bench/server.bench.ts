@@ -4,78 +4,16 @@
  * (batch → PUT with the action's headers → verify). Every figure includes the protocol round trips.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { startServer, type RunningServer } from '../test/helpers/start-server.js';
+import { tries, type BenchContext } from './lib/context.js';
 import { GiB, MiB, SeededBytes, textLike } from './lib/data-gen.js';
+import { ddBeside } from './lib/dd.js';
 import { KeepAliveConnection } from './lib/keepalive-client.js';
 import { LfsClient, type BatchObject } from './lib/lfs-client.js';
 import { cpuSecondsOf, mainThreadCpuSecondsOf, peakRssOver, rssOf } from './lib/proc-stats.js';
+import type { GitHubEmulator } from './lib/product.js';
 import { fmt } from './lib/report.js';
-import { ddBeside, mbps, percentile, tries, type BenchContext } from './limits.bench.js';
-
-const here = dirname(fileURLToPath(import.meta.url));
-export const REPO = 'bench/assets';
-export const TOKEN = 'bench-push-token';
-
-/** A running server with its forge and a client holding a token with push on one repository. */
-export interface Stowage {
-  readonly server: RunningServer;
-  readonly client: LfsClient;
-  readonly pid: number;
-  /** Stops the server and removes its data; with `failure`, prints the server's last log lines first. */
-  stop(failure?: unknown): Promise<void>;
-}
-
-/** The forge emulator shared by every server of the run. */
-export async function startForge(): Promise<GitHubEmulator> {
-  const forge = new GitHubEmulator();
-  forge.tokens.set(TOKEN, { login: 'bench', repos: { [REPO]: 'push' } });
-  forge.repos.set(REPO, { private: true });
-  await forge.start();
-  return forge;
-}
-
-/** Starts a server whose data dir lives under the scratch dir (same disk as the limits). */
-export async function startStowage(ctx: BenchContext, forge: GitHubEmulator, name: string, env: Record<string, string> = {}): Promise<Stowage> {
-  const dataDir = join(ctx.scratch, `server-${name}`);
-  mkdirSync(dataDir, { recursive: true });
-  const profiling: Record<string, string> = {};
-  if (ctx.profileDir !== null) {
-    mkdirSync(ctx.profileDir, { recursive: true });
-    profiling.NODE_OPTIONS = `--import=${pathToFileURL(join(here, 'cpu-profile.preload.js')).href}`;
-    profiling.STOWAGE_CPU_PROFILE = join(ctx.profileDir, `server-${name}.cpuprofile`);
-  }
-  const server = await startServer({ SVC_AUTH: 'forge_a', SVC_FORGE_A_API_URL: forge.url, ...profiling, ...env }, { dataDir });
-  const client = new LfsClient(server.url, REPO, TOKEN, 8);
-  return {
-    server,
-    client,
-    pid: server.child.pid!,
-    async stop(failure?: unknown) {
-      if (failure !== undefined) {
-        process.stderr.write(`server ${name} failed (${String(failure)}); exit code ${server.child.exitCode}; last log lines:\n${server.logs.slice(-15).join('\n')}\n`);
-      }
-      await client.close();
-      await server.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-/** An object kept in the benchmark's memory, sent as 1 MiB chunks. */
-export interface MemObject {
-  readonly oid: string;
-  readonly size: number;
-  readonly data: Buffer;
-}
-
-/** Wraps bytes with their sha256, the object's LFS oid. */
-export function memObject(data: Buffer): MemObject {
-  return { oid: createHash('sha256').update(data).digest('hex'), size: data.length, data };
-}
+import { median, mbps, percentile } from './lib/stats.js';
+import { journalRetired, memObject, startStowage, type MemObject } from './lib/stowage.js';
 
 async function* slices(data: Buffer, chunk = MiB): AsyncGenerator<Buffer> {
   for (let at = 0; at < data.length; at += chunk) yield data.subarray(at, at + chunk);
@@ -146,12 +84,6 @@ export interface PairedUploads {
   readonly pairs: string;
 }
 
-/** The median of a non-empty list (the mean of the middle two for an even count). */
-export const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /**
  * The upload targets are ratios to `dd … conv=fdatasync` on a shared 2-core VM whose disk and CPU
@@ -400,22 +332,7 @@ export async function benchServer(ctx: BenchContext, forge: GitHubEmulator, only
   return figures;
 }
 
-/** Lets the server finish background work of the previous measure (journal flushes, writeback). */
-function settle(ms = 1000): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
-/**
- * Seconds until the server's journal holds no segment: the small objects of the bursts before have
- * files of their own (retirement starts after a 1 s lull and yields to a burst that starts). Used
- * before a small-object measure, so that it is not measured against the previous one's retirement.
- */
-export async function journalRetired(dataDir: string, maxMs = 60_000): Promise<number> {
-  const t0 = performance.now();
-  const journal = join(dataDir, 'journal');
-  while (readdirSync(journal).some((f) => f.startsWith('seg-')) && performance.now() - t0 < maxMs) await settle(20);
-  return (performance.now() - t0) / 1000;
-}
 
 /** git-lfs's sequential pattern: one batch per 100 objects, then each object in turn; ms per object. */
 async function sequentialUpload(objs: MemObject[], transfer: (entry: BatchObject, o: MemObject) => Promise<void>, client: LfsClient): Promise<number> {

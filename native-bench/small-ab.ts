@@ -1,9 +1,9 @@
 /**
  * A/B of the small-object paths through the clients users have, builds taking turns round by round
- * (run it under the bench lock: `flock /work/bench.lock node dist/native-bench/small-ab.js …`).
+ * (run it under the bench lock: `flock /work/bench.lock node native-bench/dist/small-ab.js …`).
  *
- *   node dist/native-bench/small-ab.js curl  [--n=1000] [--rounds=4] [--only=seq,par,get] [--no-retire] [--warm] NAME=DIST …
- *   node dist/native-bench/small-ab.js clone [--n=1000] [--rounds=3] [--log-requests] NAME=DIST …
+ *   node native-bench/dist/small-ab.js curl  [--n=1000] [--rounds=4] [--only=seq,par,get] [--no-retire] [--warm] NAME=DIST …
+ *   node native-bench/dist/small-ab.js clone [--n=1000] [--rounds=3] [--log-requests] NAME=DIST …
  *
  * DIST is a build's dist directory (a copy of `dist/` placed where `node_modules` resolves, e.g.
  * beside a symlink to this checkout's). `curl`: per build and round a fresh server; N × 64 KiB PUT
@@ -33,10 +33,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SERVER_NODE_FLAGS } from '../src/config/node-flags.js';
-import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { GitSandbox } from '../test/helpers/git.js';
 import { cpuSecondsOf, mainThreadCpuSecondsOf } from './lib/proc-stats.js';
+import { GitHubEmulator, GitSandbox, SERVER_NODE_FLAGS } from './lib/product.js';
+import { median } from './lib/stats.js';
 
 type Row = Record<string, number>;
 interface Server {
@@ -297,7 +296,6 @@ for (let r = 0; r < ROUNDS; r++) {
     process.stdout.write(`${name} round ${r + 1}: ${Object.entries(row).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(', ')}\n`);
   }
 }
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const [name, rows] of results) {
   const keys = Object.keys(rows[0]!).filter((k) => !k.startsWith('load'));
   process.stdout.write(`${name} medians of ${rows.length}: ${keys.map((k) => `${k} ${median(rows.map((x) => x[k]!)).toFixed(3)}`).join(', ')}; load ${rows.map((x) => `${x.load0!.toFixed(1)}–${x.load1!.toFixed(1)}`).join(', ')}\n`);

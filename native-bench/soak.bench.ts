@@ -16,10 +16,11 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { Pool, request } from 'undici';
-import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { filesUnder } from '../test/helpers/fs-events.js';
-import { startServer, tmpDir, type RunningServer } from '../test/helpers/start-server.js';
 import { MiB, SeededBytes, mulberry32 } from './lib/data-gen.js';
+import { fromProduct, GitHubEmulator, startServer, tmpDir, type RunningServer } from './lib/product.js';
+import { percentile } from './lib/stats.js';
+
+const { filesUnder } = await fromProduct<typeof import('../dist/test/helpers/fs-events.js')>('test/helpers/fs-events.js');
 
 const here = dirname(fileURLToPath(import.meta.url));
 const REPO = 'soak/store';
@@ -62,9 +63,6 @@ function item(key: string, size: number): Item {
 const bytesOf = (it: Item): Buffer => new SeededBytes(it.key).bytes(it.size);
 const objectUrl = (server: RunningServer, oid: string): string => `${server.url}/${REPO}/objects/${oid}`;
 
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 const ms = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : 'n/a');
 const loadavg = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' / ');
 function rssMiB(pid: number): number {
@@ -508,7 +506,7 @@ async function main(): Promise<void> {
     };
     const md = report(meta, kill, idle, burst);
     console.log(`\n${md}`);
-    const out = resolve(here, '../../native-bench/results');
+    const out = resolve(here, '../results');
     if (!existsSync(out)) mkdirSync(out, { recursive: true });
     const suffix = COMPRESSION === 'off' ? '' : `-${COMPRESSION.replace(':', '')}`;
     writeFileSync(join(out, `soak-latest${suffix}.md`), `${md}\n`);

@@ -8,17 +8,16 @@
  */
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { GitSandbox } from '../test/helpers/git.js';
-import type { GitHubEmulator } from '../test/helpers/forge-emulator.js';
 import { runClient } from './lib/client-run.js';
+import type { BenchContext } from './lib/context.js';
+import { BigSource, curlGet, uploadBig } from './lib/curl.js';
 import { GiB, MiB, SeededBytes } from './lib/data-gen.js';
+import { committedProject, push, stageObject } from './lib/git-lfs.js';
 import { peakRssOver } from './lib/proc-stats.js';
-import { fmt } from './lib/report.js';
-import { BigSource, curlGet, uploadBig } from './curl.bench.js';
-import { committedProject, push, stageObject } from './git-push.bench.js';
-import type { BenchContext } from './limits.bench.js';
-import { clientVersions, idleRss } from './real-clients.bench.js';
-import { startStowage, TOKEN } from './server.bench.js';
+import { GitSandbox, type GitHubEmulator } from './lib/product.js';
+import { fmt, type Comparison } from './lib/report.js';
+import { clientVersions, idleRss } from './lib/session.js';
+import { startStowage, TOKEN } from './lib/stowage.js';
 
 /** One transfer of the scenario: which client moved the object which way, and the peak it left. */
 export interface TransferStep {
@@ -113,4 +112,22 @@ export async function benchTransferMemory(ctx: BenchContext, forge: GitHubEmulat
     rmSync(root, { recursive: true, force: true });
     rmSync(join(ctx.scratch, 'memory-curl.bin'), { force: true });
   }
+}
+
+const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
+const signed = (x: number): string => `${x < 0 ? '−' : '+'}${fmt(Math.abs(x) / MiB)} MiB`;
+
+/** The memory target, judged in its own scenario (transfer-memory.bench.ts): a fresh server, 5 GiB through curl and git-lfs. */
+export function compareTransferMemory(m: TransferMemoryFigures): Comparison {
+  const g = m.peak - m.start;
+  return {
+    label: `server RSS peak growth while ${fmt(m.moved / GiB)} GiB go up and down through curl and git-lfs (fresh server)`,
+    client: m.clients,
+    ours: `${signed(g)} over just-started idle (${fmt(m.start / MiB)} MiB)`,
+    limit: '16 MiB budget',
+    ratio: `${pct(g / (16 * MiB))} of budget`,
+    ratioValue: g / (16 * MiB),
+    target: '≤ 16 MiB',
+    pass: g <= 16 * MiB,
+  };
 }

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MachineInfo } from './machine-info.js';
-import { SERVER_NODE_FLAGS } from '../../src/config/node-flags.js';
+import { SERVER_NODE_FLAGS } from './product.js';
 
 /** One measured figure. Rates use MB = 10^6 bytes (as dd and the targets do). */
 export interface Measurement {

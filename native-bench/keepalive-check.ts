@@ -3,15 +3,14 @@
  * internal buffer boundaries (found by native-bench: a PUT of exactly 1 MiB left the socket paused, and
  * the next request on that connection — git-lfs's verify — got ECONNRESET).
  *
- *   npx tsc -p tsconfig.json && node dist/scripts/bench-keepalive-check.js
+ *   npm run bench:build && node native-bench/dist/keepalive-check.js
  *
  * Exits 1 when any request after an upload fails. One undici connection, so every request reuses it.
  */
 import { createHash } from 'node:crypto';
-import { GitHubEmulator } from '../test/helpers/forge-emulator.js';
-import { startServer } from '../test/helpers/start-server.js';
-import { SeededBytes } from '../native-bench/lib/data-gen.js';
-import { LfsClient } from '../native-bench/lib/lfs-client.js';
+import { SeededBytes } from './lib/data-gen.js';
+import { LfsClient } from './lib/lfs-client.js';
+import { GitHubEmulator, startServer } from './lib/product.js';
 
 const SIZES = [65536, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 2 << 20, 4 << 20, 3 << 20];
 

@@ -1,3 +1,4 @@
+// Proves: the least a server keeping objects in files must spend per clone GET (the clone row's serving minimum).
 /**
  * The serving minimum, the clone row's yardstick beside the null peer (as the durable minimum is the
  * small-upload rows'): the least a server that keeps its objects in files must do to answer a clone,

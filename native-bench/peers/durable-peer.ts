@@ -1,3 +1,4 @@
+// Proves: the least any server must spend to acknowledge a 64 KiB PUT durably (the small-upload rows' durable minimum).
 /**
  * The durable minimum, a yardstick for the small-object rows beside the null peer's floor: the least
  * a server must do before it may answer a 64 KiB PUT with 200, with nothing else around it (no

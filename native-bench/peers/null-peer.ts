@@ -1,3 +1,4 @@
+// Proves: what curl, loopback TCP and uWS cost with no server work behind them (the small-object and clone rows' floor).
 /**
  * A server that stores nothing, on the same HTTP layer as ours (uWS), for the floor of the small-object
  * rows: the same curl runs against it show what curl, loopback TCP and uWS cost with no server work

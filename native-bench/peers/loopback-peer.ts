@@ -1,3 +1,4 @@
+// Proves: what loopback TCP through node:http carries each way (the limit our upload and download are set against).
 /**
  * A plain node:http peer on 127.0.0.1 for the loopback limits, run as its own process so that it
  * does not share the benchmark's event loop (our server is a separate process too):
