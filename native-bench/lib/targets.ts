@@ -28,3 +28,14 @@ export function targetsTable(r: BenchResults): string {
     ...rows.map((row) => `| ${row.map(cell).join(' | ')} |`),
   ].join('\n');
 }
+
+/** The README's table: the targets judged through the clients users have (curl, git-lfs) and the idle RSS. */
+export function readmeTable(r: BenchResults): string {
+  const users = judged(r).filter((c) => !c.label.startsWith('ceiling:') && (c.client === undefined || /^(curl|git-lfs|—)/.test(c.client)));
+  const ours = (c: Comparison): string => (c.ratio === '—' ? c.ours : `${c.ours}; ${c.ratio}`);
+  return [
+    '| Row | Client | Ours | Beside it, same run | Target | |',
+    '|---|---|---|---|---|---|',
+    ...users.map((c) => `| ${[c.label, (c.client ?? '—').replace(/ [\d.]+/g, ''), ours(c), c.limit, c.target, c.pass ? 'PASS' : 'MISS'].map(cell).join(' | ')} |`),
+  ].join('\n');
+}
