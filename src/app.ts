@@ -35,6 +35,7 @@ import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
+import { DiskReserve } from './store/disk-reserve.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
 import { openHasher } from './workers/native-hasher.js';
@@ -168,6 +169,14 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     });
   }
   const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
+  // Only the disk store writes object bytes into the data directory: there new uploads stop short of
+  // SVC_DISK_RESERVE. With a bucket the data directory holds the index alone (or nothing, with
+  // PostgreSQL), which uploads grow by a row each: no reserve there.
+  const reserve = disk === null ? null : new DiskReserve(config.dataDir, config.diskReserve);
+  if (reserve !== null) {
+    batch.useReserve(reserve);
+    transfers.useReserve(reserve);
+  }
   // A batch's downloads are looked up once, by the batch: their GETs follow within moments.
   const grants = new DownloadGrants();
   batch.useGrants(grants);
@@ -228,6 +237,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       const fs = await statfs(config.dataDir);
       return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
     },
+    reserve: () => (reserve === null ? { bytes: 0, reached: false } : { bytes: reserve.bytes, reached: reserve.reached() }),
     ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
   });
   http.route('any', '/*', 'not_found', (ctx) => {

@@ -397,6 +397,7 @@ export function loadConfig(env: Env): Config {
     chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
     workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
     compressionLevel,
+    diskReserve: parseSize('SVC_DISK_RESERVE', raw(env, 'SVC_DISK_RESERVE')!, 0, 2 ** 50),
     directIo: parseBoolean('SVC_DIRECT_IO', raw(env, 'SVC_DIRECT_IO')!),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
     trustProxy: parseBoolean('SVC_TRUST_PROXY', raw(env, 'SVC_TRUST_PROXY')!),

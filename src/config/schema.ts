@@ -53,6 +53,12 @@ export interface Config {
   readonly workers: number;
   /** zstd level for new objects (SVC_COMPRESSION=zstd[:level]), or null when off. */
   readonly compressionLevel: number | null;
+  /**
+   * Bytes of free space on the data directory's file system that new object bytes never take
+   * (SVC_DISK_RESERVE; docs/durability.md): left for the index, the journal and maintenance, so
+   * retain can still free a store that uploads filled. 0 = none. Disk store only.
+   */
+  readonly diskReserve: number;
   /** Large uploads are written with O_DIRECT, past the page cache (SVC_DIRECT_IO). */
   readonly directIo: boolean;
   /** Log every request as a JSON line on stdout. */
@@ -192,6 +198,7 @@ export const DEFAULTS = {
   SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
   SVC_WORKERS: null, // number of cores
   SVC_COMPRESSION: 'off',
+  SVC_DISK_RESERVE: '128MiB', // the index's WAL up to its checkpoint mark, a journal segment's retirement, margin (docs/durability.md)
   SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',
   SVC_TRUST_PROXY: 'false', // true only behind a proxy that sets X-Forwarded-For (anyone can send one)

@@ -78,6 +78,8 @@ export interface MetricSources {
   quarantined(): number | Promise<number>;
   /** Free and total bytes of the data directory's file system. */
   dataDir(): Promise<DiskSpace>;
+  /** The disk reserve in use (SVC_DISK_RESERVE; 0 without one) and whether free space is below it now. */
+  reserve(): { readonly bytes: number; readonly reached: boolean };
   /** What GET /ready would answer: true when the store takes a write. */
   ready(): Promise<boolean>;
 }
@@ -127,6 +129,7 @@ const noSources: MetricSources = {
   audits: () => ({ clean: 0, problemsFound: 0, incomplete: 0, lastSuccessAt: null }),
   quarantined: () => 0,
   dataDir: async () => ({ freeBytes: 0, sizeBytes: 0 }),
+  reserve: () => ({ bytes: 0, reached: false }),
   ready: async () => false,
 };
 
@@ -451,6 +454,22 @@ class Series {
     help: 'Size of the data directory\'s file system in bytes (statfs, read at scrape time)',
     registers: [this.registry],
     collect: this.#sourced(async (s, g) => g.set((await s.dataDir()).sizeBytes)),
+  });
+
+  /** Free space new objects never take (SVC_DISK_RESERVE), so retain and the index keep room. */
+  readonly storeReserve = new this.#prom.Gauge({
+    name: 'svc_store_reserve_bytes',
+    help: 'Free bytes of the data directory\'s file system that uploads never take (SVC_DISK_RESERVE; 0 with none, or with the bucket store)',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set(s.reserve().bytes)),
+  });
+
+  /** Uploads are being refused with 507 until retain (or more disk) frees room. */
+  readonly storeReserveReached = new this.#prom.Gauge({
+    name: 'svc_store_reserve_reached',
+    help: '1 while free space on the data directory\'s file system is below the reserve, so new uploads get 507 (statfs, read at scrape time), else 0',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set(s.reserve().reached ? 1 : 0)),
   });
 
   /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */

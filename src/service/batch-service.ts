@@ -5,6 +5,7 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { DownloadGrants } from './download-grants.js';
 import type { PresignService } from './presign-service.js';
 import type { UploadBudget, UploadLimits } from './settings-service.js';
+import { RESERVE_MESSAGE, type DiskReserve } from '../store/disk-reserve.js';
 import type { LegacyLayout } from '../store/types.js';
 
 export interface BatchLinks {
@@ -62,6 +63,14 @@ export class BatchService {
     this.#uploadAhead = listener;
   }
 
+  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
+  #reserve: DiskReserve | null = null;
+
+  /** Uploads that would take the disk into its reserve get a 507 entry instead of an action. */
+  useReserve(reserve: DiskReserve): void {
+    this.#reserve = reserve;
+  }
+
   async answer(repo: RepoName, req: BatchRequest): Promise<BatchResponse> {
     const base = `${this.#links.baseUrl}/${repo.org}/${repo.repo}/objects`;
     const budget = req.operation === 'upload' ? ((await this.#limits?.uploadBudget(repo)) ?? null) : null;
@@ -69,7 +78,9 @@ export class BatchService {
     const valid = req.objects.flatMap((o) => (o.invalid === undefined && o.parsedOid !== null ? [o.parsedOid] : []));
     const found = await this.#objects.findManyInRepo(repo.key, valid);
     const objects: BatchResponseObject[] = [];
-    for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget));
+    // The batch's uploads are admitted together: what the entries before asked counts for the next.
+    const room = { asked: 0 };
+    for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget, room));
     // Rule 14: links back to this server are never `authenticated: true`, so the client sends credentials.
     return { transfer: 'basic', objects, hash_algo: 'sha256' };
   }
@@ -81,6 +92,7 @@ export class BatchService {
     base: string,
     found: ReadonlyMap<Oid, ObjectRow>,
     budget: UploadBudget | null,
+    room: { asked: number },
   ): Promise<BatchResponseObject> {
     if (o.invalid !== undefined || o.parsedOid === null) {
       return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
@@ -117,6 +129,10 @@ export class BatchService {
     const refusal = budget?.admit(o.size) ?? null;
     if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
     // --- end access settings
+    if (this.#reserve !== null) {
+      if (!this.#reserve.admits(room.asked + o.size, false)) return { oid: o.oid, size: o.size, error: { code: 507, message: RESERVE_MESSAGE } };
+      room.asked += o.size;
+    }
     // Rule 15: a presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
     const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;
     if (signed !== null) return signed;

@@ -3,6 +3,7 @@ import { lfsError } from '../errors/errors.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
+import { reserveReached, type DiskReserve } from '../store/disk-reserve.js';
 import type { BlobReader, BlobStore, InLineObject, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadJudge } from './access-service.js';
 import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
@@ -65,6 +66,22 @@ export class TransferService implements UploadGate {
     let down: Bound | null = null;
     this.countUploadBytes = (bytes) => (up ??= metrics.transferBytes.labels({ direction: 'upload' })).inc(bytes);
     this.countDownloadBytes = (bytes) => (down ??= metrics.transferBytes.labels({ direction: 'download' })).inc(bytes);
+  }
+
+  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
+  #reserve: DiskReserve | null = null;
+
+  /** Refuses new object bytes that would take the data directory's file system into its reserve. */
+  useReserve(reserve: DiskReserve): void {
+    this.#reserve = reserve;
+  }
+
+  /**
+   * Throws 507 when `size` new bytes (0 for a size not announced) would leave less free space than
+   * the reserve: the room left is kept for what frees space (retain) and for the index.
+   */
+  admitBytes(size: number | null): void {
+    if (this.#reserve !== null && !this.#reserve.admits(size ?? 0)) throw reserveReached();
   }
 
   /** True while an upload of `oid` is in flight, up to and including recording its reference. */
@@ -149,6 +166,7 @@ export class TransferService implements UploadGate {
    */
   async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, judge: UploadJudge | null = null, acknowledge: () => void = () => undefined): Promise<number> {
     const started = performance.now();
+    this.admitBytes(expectedSize);
     this.#metrics.inFlight.inc({ direction: 'upload' });
     try {
       return await this.asUpload(oid, (upload) => this.#upload(repo, oid, body, expectedSize, started, upload, judge, acknowledge));

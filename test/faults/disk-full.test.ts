@@ -43,7 +43,9 @@ if (!mounted) {
   forge.repos.set('acme/game', { private: true });
   forge.tokens.set('tok', { login: 'w', repos: { 'acme/game': 'push' } });
   forge.tokens.set('root', { login: 'root', siteAdmin: true, repos: {} });
-  const env = { SVC_FORGE_A_API_URL: forge.url };
+  // No reserve: this file is about the disk filled from outside, past anything the server keeps back
+  // (test/faults/disk-reserve.test.ts covers the reserve).
+  const env = { SVC_FORGE_A_API_URL: forge.url, SVC_DISK_RESERVE: '0' };
   const get = (url: string, oid: string) => http('GET', `${url}/acme/game/objects/${oid}`, { headers: { authorization: basic('tok') } });
   /** Every object reads back whole from `server`. */
   const allIntact = async (t: Test, server: RunningServer, objs: readonly Blob[], what: string): Promise<void> => {

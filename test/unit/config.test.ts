@@ -12,6 +12,7 @@ t.test('defaults', async (t) => {
   t.ok(c.auth.rejectionTtl < c.auth.cacheTtl);
   t.equal(c.chunkedUploadThreshold, 1_000_000_000);
   t.equal(c.directIo, true, 'large uploads go past the page cache unless told otherwise');
+  t.equal(c.diskReserve, 128 << 20, 'uploads stop with 128 MiB still free');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.auth), 'deep-frozen');
 });
 
@@ -22,10 +23,13 @@ t.test('explicit values', async (t) => {
   t.equal(c.auth.cacheTtl, 600);
   t.equal(c.auth.rejectionTtl, 45);
   t.equal(loadConfig({ SVC_DIRECT_IO: 'false' }).directIo, false);
+  t.equal(loadConfig({ SVC_DISK_RESERVE: '2GiB' }).diskReserve, 2 * 2 ** 30, 'the reserve takes a size');
+  t.equal(loadConfig({ SVC_DISK_RESERVE: '0' }).diskReserve, 0, '0 turns it off');
 });
 
 const refusals: [Record<string, string>, RegExp][] = [
   [{ SVC_PORT: 'eighty' }, /SVC_PORT must be a whole number/],
+  [{ SVC_DISK_RESERVE: 'lots' }, /SVC_DISK_RESERVE must be a size/],
   [{ SVC_PORT: '70000' }, /SVC_PORT must be between 0 and 65535/],
   [{ SVC_BASE_URL: 'ftp://x' }, /SVC_BASE_URL must use http or https/],
   [{ SVC_BASE_URL: 'not a url' }, /SVC_BASE_URL must be an absolute/],

@@ -93,6 +93,8 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
       const plain = reader;
       let put: PutResult;
       try {
+        // The framed copy sits beside the plain one until it replaces it: kept out of the disk's reserve.
+        if (!dryRun) deps.uploads.admitBytes(row.size);
         const w = await writer.createWriter(row.oid, { repo: repo.key, expectedSize: row.size, replace: true });
         put = await withObjectPull(plain, (pull) => pumpInto(pull, w, (n) => reportBytes(meter.buffer, n)));
       } catch (e) {

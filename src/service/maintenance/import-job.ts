@@ -199,6 +199,8 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     }
   };
   try {
+    // New object bytes, as an upload's: refused (the job fails with 507) where they would enter the disk's reserve.
+    deps.uploads.admitBytes((await fh.stat()).size);
     return await deps.uploads.asUpload(oid, async (upload) => {
       // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
       if (await deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);

@@ -19,6 +19,8 @@ export interface UploadGate {
    * delete has settled (either way).
    */
   markDeleting(oid: Oid): () => void;
+  /** Throws 507 when `size` new bytes would take the disk into its reserve (SVC_DISK_RESERVE). */
+  admitBytes(size: number | null): void;
   /** Before `oid` is quarantined: downloads batch answers granted (DownloadGrants) ask the index again. */
   withdrawGrants(oid: Oid): void;
   /**

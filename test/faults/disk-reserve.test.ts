@@ -1,0 +1,127 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmdirSync, rmSync, statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { basic, batch, blob, http, LFS, type Blob } from '../helpers/lfs-http.js';
+import { rawHead, rawRequest } from '../helpers/raw-http.js';
+import { startServer } from '../helpers/start-server.js';
+
+// A disk filled by uploads alone (no outside filler): the server stops taking new object bytes while
+// SVC_DISK_RESERVE is still free, so what frees space (retain) and what the index needs (locks) keep
+// working, and uploads resume once retain freed room, without a restart. Mounting needs root.
+const mountPoint = mkdtempSync(join(tmpdir(), 'stowage-reserve-'));
+const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mountPoint]).status === 0;
+if (!mounted) {
+  rmdirSync(mountPoint);
+  t.test('disk-reserve faults', { skip: 'needs permission to mount a tmpfs (run as root)' }, () => undefined);
+} else {
+  t.teardown(() => {
+    spawnSync('umount', [mountPoint]);
+    rmdirSync(mountPoint);
+  });
+  const free = (): number => {
+    const { bavail, bsize } = statfsSync(mountPoint);
+    return bavail * bsize;
+  };
+  const RESERVE = 24 << 20;
+
+  const forge = new GitHubEmulator();
+  await forge.start();
+  t.teardown(() => forge.stop());
+  forge.repos.set('acme/ci', { private: true });
+  forge.repos.set('acme/game', { private: true });
+  forge.tokens.set('tok', { login: 'w', repos: { 'acme/ci': 'push', 'acme/game': 'push' } });
+
+  t.test('uploads stop at the reserve; retain frees space, locks work, uploads resume without a restart', async (t) => {
+    const dataDir = join(mountPoint, 'data');
+    t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+    const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_GC_GRACE: '0', SVC_DISK_RESERVE: String(RESERVE) }, { dataDir, keepData: true });
+    t.teardown(() => server.stop());
+    const auth = { authorization: basic('tok') };
+    /** Batch then PUT; the batch entry's own error code when it refuses the object. */
+    const upload = async (repo: string, b: Blob): Promise<number> => {
+      const answer = await batch(server.url, repo, 'tok', 'upload', [{ oid: b.oid, size: b.size }]);
+      if (answer.status !== 200) return answer.status;
+      const obj = answer.json().objects[0];
+      if (obj.error !== undefined) return obj.error.code;
+      const put = await http('PUT', obj.actions.upload.href, { headers: { ...auth, 'content-type': 'application/octet-stream', ...(obj.actions.upload.header ?? {}) }, body: b.data });
+      return put.status;
+    };
+    const gauge = async (name: string): Promise<number | null> => {
+      const text = (await http('GET', `${server.url}/metrics`)).body.toString();
+      const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+      return m === null ? null : Number(m[1]);
+    };
+
+    const acknowledged: Blob[] = [];
+    for (const size of [64 << 10, 300 << 10, 2 << 20]) {
+      const b = blob(size);
+      t.equal(await upload('acme/game', b), 200, `${size} bytes stored in acme/game`);
+      acknowledged.push(b);
+    }
+
+    // acme/ci's uploads fill the disk: large ones until refused, then ever smaller ones.
+    let ciStored = 0;
+    let lastRefusal = 0;
+    for (const size of [4 << 20, 512 << 10, 64 << 10, 4 << 10]) {
+      for (let i = 0; i < 200; i++) {
+        const status = await upload('acme/ci', blob(size));
+        if (status !== 200) {
+          lastRefusal = status;
+          break;
+        }
+        ciStored++;
+      }
+    }
+    t.ok(ciStored > 0, `acme/ci stored ${ciStored} objects before uploads were refused`);
+    t.equal(lastRefusal, 507, 'the refusal is 507');
+    const full = free();
+    t.comment(`free space once uploads are refused: ${full} bytes`);
+    t.ok(full > 0, `uploads are refused while the disk still has room (${full} bytes free)`);
+    t.equal(await gauge('svc_store_reserve_bytes'), RESERVE, 'the reserve in use is exposed');
+    t.equal(await gauge('svc_store_reserve_reached'), 1, 'reaching it is exposed');
+
+    // While in the reserve: the batch says 507 per object, a PUT 507 with the Git LFS body, and two
+    // PUTs on one keep-alive connection each get their answer (no reset).
+    const small = blob(16 << 10);
+    const refusedBatch = await batch(server.url, 'acme/game', 'tok', 'upload', [{ oid: small.oid, size: small.size }]);
+    t.equal(refusedBatch.status, 200, 'the batch itself answers');
+    t.equal(refusedBatch.json().objects[0].error?.code, 507, 'the batch entry says 507');
+    const put = (b: Blob) =>
+      rawHead(`PUT /acme/game/objects/${b.oid} HTTP/1.1`, [`Authorization: ${basic('tok')}`, 'Content-Type: application/octet-stream', `Content-Length: ${b.size}`]);
+    const second = blob(16 << 10);
+    const raw = await rawRequest(server.port, Buffer.concat([Buffer.from(put(small), 'latin1'), small.data, Buffer.from(put(second), 'latin1'), second.data]), { responses: 2 });
+    t.equal(raw.responses.length, 2, 'both PUTs on the keep-alive connection are answered');
+    for (const [i, res] of raw.responses.entries()) {
+      t.equal(res.status, 507, `PUT ${i + 1} in the reserve: 507`);
+      t.match(res.headers['content-type'], LFS, `PUT ${i + 1}: Git LFS media type`);
+      t.match(JSON.parse(res.body.toString()), { message: String, request_id: String }, `PUT ${i + 1}: Git LFS error body`);
+    }
+
+    // Retain drops everything of acme/ci and frees its bytes.
+    const before = free();
+    const retain = await http('POST', `${server.url}/acme/ci/objects/retain`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oids: [] }) });
+    t.equal(retain.status, 200, `retain on the full store answers 200 (${retain.body.toString().slice(0, 200)})`);
+    if (retain.status === 200) t.ok(retain.json().bytes > 0, `retain freed ${retain.json().bytes} bytes`);
+    t.ok(free() > before, `free space grew (${before} → ${free()} bytes)`);
+
+    const lock = await http('POST', `${server.url}/acme/game/locks`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ path: 'assets/level.bin' }) });
+    t.equal(lock.status, 201, 'a lock can be taken');
+
+    for (const size of [64 << 10, 2 << 20]) {
+      const b = blob(size);
+      t.equal(await upload('acme/game', b), 200, `${size} bytes stored again, without a restart`);
+      acknowledged.push(b);
+    }
+    t.equal(await gauge('svc_store_reserve_reached'), 0, 'the reserve is no longer reached');
+
+    let intact = 0;
+    for (const b of acknowledged) {
+      const back = await http('GET', `${server.url}/acme/game/objects/${b.oid}`, { headers: auth });
+      if (back.status === 200 && back.body.equals(b.data)) intact++;
+    }
+    t.equal(intact, acknowledged.length, `every acknowledged object of acme/game reads back whole (${intact} of ${acknowledged.length})`);
+  });
+}
