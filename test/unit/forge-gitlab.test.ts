@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { isLfsError } from '../../src/errors/errors.js';
 import { ForgeHttpClient } from '../../src/forge/client.js';
-import { GitLabAdapter, permissionsForLevel, projectPathOfJobUrl } from '../../src/forge/gitlab.js';
+import { GitLabAdapter, permissionsForLevel, projectPathOfJobUrl, urlRootOf } from '../../src/forge/gitlab.js';
 import { parseRepoName, type RepoName } from '../../src/protocol/repo-name.js';
 import { GitLabEmulator } from '../helpers/gitlab-emulator.js';
 
@@ -92,8 +92,13 @@ t.test('CI job tokens (rule 2)', async (t) => {
   t.same(await adapter.lookup('glcbt-finished', repo('grp/private'), signal), BAD, 'a job that is not running');
   t.same(await adapter.identify('glcbt-64_abc', signal), { id: '12', name: 'dev', siteAdmin: false }, 'job tokens name the pipeline user');
   t.same(await adapter.identify('dev', signal), { id: '12', name: 'dev', siteAdmin: false });
-  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8'), 'grp/private', 'relative URL root');
+  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8', '/gitlab'), 'grp/private', 'relative URL root removed');
+  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8'), 'gitlab/grp/private', 'never guessed: without the root, it is part of the path');
+  t.equal(projectPathOfJobUrl('https://gl.example/evilgroup/grp/private/-/jobs/8'), 'evilgroup/grp/private', 'a subgroup project keeps its whole path');
+  t.equal(projectPathOfJobUrl('https://gl.example/grp/private/-/jobs/8', '/gitlab'), null, 'not under the root: nothing');
   t.equal(projectPathOfJobUrl('not a url'), null);
+  t.equal(urlRootOf('https://gl.example/gitlab/api/v4/'), '/gitlab');
+  t.equal(urlRootOf('https://gl.example/api/v4'), '');
 });
 
 t.test('forge_b rate limits: 429 in each form (Errors, forge rule 3)', async (t) => {
