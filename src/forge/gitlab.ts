@@ -1,6 +1,6 @@
 import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
-import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
+import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
 /** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes (forges.md §2.2). */
 export const JOB_TOKEN_PREFIX = 'glcbt-';
@@ -101,7 +101,8 @@ export class GitLabAdapter implements ForgeAdapter {
 
   async #jobLookup(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
     const job = await this.#job(token, signal);
-    if (job === null) return { kind: 'bad_token' };
+    // Neither a personal token (401 or a glcbt- value) nor a running job's: unknown to the forge.
+    if (job === null) return UNKNOWN_TOKEN;
     // GitLab paths are unique regardless of case, so the case of the request does not matter; the
     // whole path does (a suffix never matches).
     if (job.projectPath !== null && job.projectPath.toLowerCase() === repo.key.toLowerCase()) {
