@@ -8,6 +8,7 @@ import { ClusterNode } from './service/cluster-node.js';
 import { ClusterUploads } from './service/cluster-uploads.js';
 import { sharedKey } from './service/shared-secret.js';
 import { indexReferenceLog } from './service/index-reference-log.js';
+import { LookupBudget } from './forge/budget.js';
 import { ForgeHttpClient } from './forge/client.js';
 import { createForgeAdapter } from './forge/index.js';
 import { registerHealthRoutes } from './http/routes/health.js';
@@ -106,7 +107,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
-  const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout);
+  // Every forge call, whichever adapter makes it, spends from the one server-wide budget (spec rule 8).
+  const lookupBudget = new LookupBudget(config.auth.lookupBudget);
+  const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout, lookupBudget);
   if (journal !== null) {
     // The journal holds every acknowledged upload's reference: restore any the index lost in a crash.
     const replay = await journal.recover();
@@ -156,7 +159,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Access settings are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = db.stats;
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
-  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests }, metrics);
+  const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests, budget: lookupBudget }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
@@ -222,6 +225,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   stats.start();
   // Issue 7 item 4: what /metrics reads at scrape time (store figures at most once a minute).
   metrics.useSources({
+    lookupBudget: () => ({ used: lookupBudget.used(), limit: lookupBudget.limit }),
     storeFigures: async () => {
       const [t, locks] = await Promise.all([statsRepo.serverTotals(), statsRepo.lockTotal()]);
       return { objects: t.objects, logicalBytes: t.logicalBytes, storedBytes: t.storedBytes, locks };

@@ -1,5 +1,6 @@
 import type { Agent, IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { lfsError } from '../errors/errors.js';
+import type { LookupBudget } from './budget.js';
 import { lazyModule } from '../util/lazy-module.js';
 import { readCappedText } from '../util/read-capped.js';
 
@@ -24,14 +25,17 @@ const MAX_SOCKETS = 64;
 /**
  * The one way this server talks to a forge: node:http(s) with keep-alive, a deadline on the whole
  * exchange and on silence, bodies capped, and network failures mapped to
- * LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7).
+ * LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7). With a budget, every call spends from it
+ * before it is sent, and none is sent once it is spent (LFS_ERR_LOOKUP_BUDGET_SPENT).
  */
 export class ForgeHttpClient {
   readonly #agents = new Map<'http:' | 'https:', Agent>();
   readonly #timeoutMs: number;
+  readonly #budget: LookupBudget | null;
 
-  constructor(timeoutSeconds: number) {
+  constructor(timeoutSeconds: number, budget: LookupBudget | null = null) {
     this.#timeoutMs = timeoutSeconds * 1000;
+    this.#budget = budget;
   }
 
   /** The connection pool of a scheme, made at its first request. */
@@ -56,6 +60,8 @@ export class ForgeHttpClient {
   }
 
   async #send(method: 'GET' | 'POST', url: string, headers: Record<string, string>, body: string | undefined, signal?: AbortSignal): Promise<ForgeResponse> {
+    // Outside the try below: a spent budget is our refusal, not the forge being unreachable.
+    this.#budget?.spend();
     const deadline = signal ? AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs);
     try {
       const res = await this.#request(method, new URL(url), headers, body, deadline);

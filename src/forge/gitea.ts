@@ -1,6 +1,6 @@
 import type { RepoName } from '../protocol/repo-name.js';
 import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
-import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
+import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
  * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §3–4).
@@ -31,7 +31,7 @@ export class GiteaAdapter implements ForgeAdapter {
     const url = `${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`;
     const res = await this.#http.get(url, token === null ? {} : { authorization: `token ${token}` }, signal);
     checkAvailability(res);
-    if (res.status === 401) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
+    if (res.status === 401) return token === null ? { kind: 'no_access' } : UNKNOWN_TOKEN;
     // 403: a scoped token without read:repository (unusable here), or REQUIRE_SIGNIN_VIEW for anonymous.
     if (res.status === 403) return token === null ? { kind: 'no_access' } : { kind: 'bad_token' };
     if (res.status === 404 || (res.status >= 300 && res.status < 400)) return { kind: 'no_access' };

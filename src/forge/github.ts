@@ -1,7 +1,7 @@
 import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 import { GITHUB_HEADERS, isGitHubRateLimit, type GitHubAppIdentity } from './github-app.js';
-import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
+import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
  * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §1).
@@ -38,7 +38,7 @@ export class GitHubAdapter implements ForgeAdapter {
     // Spec forge rule 3: forge_a signals rate limiting with 403 (or 429); it is never a refusal.
     if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
     if (res.status === 401) {
-      if (token !== null) return { kind: 'bad_token' };
+      if (token !== null) return UNKNOWN_TOKEN;
       // An installation token revoked under us is our problem, not the caller's: forget it and ask plainly.
       if (asApp === null) return { kind: 'no_access' };
       this.#app?.forget(repo);

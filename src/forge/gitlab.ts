@@ -1,6 +1,6 @@
 import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
-import { forgeFailure, READ_ONLY, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
+import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
 /** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes (forges.md §2.2). */
 export const JOB_TOKEN_PREFIX = 'glcbt-';
@@ -40,7 +40,12 @@ interface ProjectBody {
  *   proves read access (GitLab 404s what a token cannot see), so that is read only, never write.
  * - CI job tokens: the project endpoint ignores them (it serves the caller as anonymous, §2.2, 2.7),
  *   so they are checked with `GET {api}/job` and `JOB-TOKEN`, which returns the running job; a job
- *   may read and write its own project (matched by the job's `web_url`), as git over HTTPS lets it.
+ *   may read and write its own project, as git over HTTPS lets it. Its own project is matched by
+ *   identity: the job's full project path (from its `web_url`, the instance's relative URL root
+ *   removed) must be the repository's {org}/{repo} exactly, so a job of `evilgroup/acme/game` is
+ *   never taken for `acme/game`. (The project id would be better still, but the project endpoint
+ *   does not accept job tokens, so a private project's id cannot be learnt with one.) A job answer
+ *   that names no project under this instance's root grants nothing of its own (fail closed).
  *   Any other project it may read only when that project is public. A token is taken for a job
  *   token when it carries the `glcbt-` prefix, or when the project endpoint does not know it as a
  *   personal token (401) — job tokens from before the prefix existed.
@@ -48,10 +53,13 @@ interface ProjectBody {
 export class GitLabAdapter implements ForgeAdapter {
   readonly #api: string;
   readonly #http: ForgeHttpClient;
+  /** The instance's relative URL root ('' or e.g. '/gitlab'): what precedes `/api/v4` in the API URL. */
+  readonly #root: string;
 
   constructor(apiUrl: string, http: ForgeHttpClient) {
     this.#api = apiUrl;
     this.#http = http;
+    this.#root = urlRootOf(apiUrl);
   }
 
   async lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
@@ -93,7 +101,10 @@ export class GitLabAdapter implements ForgeAdapter {
 
   async #jobLookup(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
     const job = await this.#job(token, signal);
-    if (job === null) return { kind: 'bad_token' };
+    // Neither a personal token (401 or a glcbt- value) nor a running job's: unknown to the forge.
+    if (job === null) return UNKNOWN_TOKEN;
+    // GitLab paths are unique regardless of case, so the case of the request does not matter; the
+    // whole path does (a suffix never matches).
     if (job.projectPath !== null && job.projectPath.toLowerCase() === repo.key.toLowerCase()) {
       return { kind: 'granted', permissions: { pull: true, push: true, admin: false } };
     }
@@ -111,27 +122,41 @@ export class GitLabAdapter implements ForgeAdapter {
     if (res.status >= 500) throw forgeFailure(res.status);
     if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) return null;
     const body = res.body as { web_url?: unknown; user?: unknown };
-    return { projectPath: projectPathOfJobUrl(body.web_url), user: body.user };
+    return { projectPath: projectPathOfJobUrl(body.web_url, this.#root), user: body.user };
   }
 }
 
+/** The relative URL root of a GitLab API URL: its path before `/api/v4`, without a trailing slash. */
+export function urlRootOf(apiUrl: string): string {
+  let path: string;
+  try {
+    path = new URL(apiUrl).pathname;
+  } catch {
+    return '';
+  }
+  return path.replace(/\/+$/, '').replace(/\/api\/v4$/, '');
+}
+
 /**
- * `web_url` is `{gitlab}/{full project path}/-/jobs/{id}` (a relative URL root may precede the
- * path); the project's full path is what sits before `/-/jobs/`. Only a two-segment path can be an
- * {org}/{repo} of ours, so deeper paths (subgroups) after a root prefix are cut to their last two.
+ * `web_url` is `{gitlab}{root}/{full project path}/-/jobs/{id}`. The project's full path is what
+ * sits between the instance's relative URL root and `/-/jobs/`, every segment of it: a subgroup
+ * project's path has three or more and so is no {org}/{repo} of ours. Null when the URL is not
+ * under `root` or is not a job's (the caller then grants nothing of its own). The path is taken
+ * as sent, never decoded, so an escape cannot make two paths look alike.
  */
-export function projectPathOfJobUrl(webUrl: unknown): string | null {
+export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
   if (typeof webUrl !== 'string') return null;
   let path: string;
   try {
-    path = decodeURIComponent(new URL(webUrl).pathname);
+    path = new URL(webUrl).pathname;
   } catch {
     return null;
   }
-  const m = /^\/(.+)\/-\/jobs\/\d+\/?$/.exec(path);
+  if (!path.startsWith(`${root}/`)) return null;
+  const m = /^\/([^?#]+?)\/-\/jobs\/\d+\/?$/.exec(path.slice(root.length));
   if (!m) return null;
   const segments = m[1]!.split('/');
-  return segments.length >= 2 ? segments.slice(-2).join('/') : null;
+  return segments.every((s) => s !== '' && s !== '.' && s !== '..') ? segments.join('/') : null;
 }
 
 /** forge_b rate-limits with 429 (spec Errors, forge rule 3); Retry-After, else RateLimit-Reset, else 60 s. */

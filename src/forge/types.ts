@@ -12,8 +12,12 @@ export interface Permissions {
 export type ForgeAnswer =
   /** The forge answered with what this caller may do. `permissions.pull` may be false only for a refusal. */
   | { readonly kind: 'granted'; readonly permissions: Permissions }
-  /** The token is unusable (forge 401): the client should be asked for credentials again. */
-  | { readonly kind: 'bad_token' }
+  /**
+   * The token is unusable (forge 401, or 403 for a token lacking a scope): the client should be
+   * asked for credentials again. `everywhere`: the forge does not know the token at all (401), so
+   * no repository would answer otherwise, and the refusal is cached for every repository.
+   */
+  | { readonly kind: 'bad_token'; readonly everywhere?: true }
   /** The token works but cannot see the repository (forge 404 / no role). */
   | { readonly kind: 'no_access' };
 
@@ -45,6 +49,9 @@ export interface ForgeAdapter {
 export function forgeFailure(status: number): LfsError {
   return lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge answered ${status} while checking these credentials`);
 }
+
+/** A token the forge does not know (401): bad for every repository. */
+export const UNKNOWN_TOKEN: ForgeAnswer = Object.freeze({ kind: 'bad_token', everywhere: true });
 
 /** Read only: what an anonymous caller gets on a public repository (rule 10). */
 export const READ_ONLY: Permissions = Object.freeze({ pull: true, push: false, admin: false });

@@ -82,6 +82,8 @@ export interface MetricSources {
   reserve(): { readonly bytes: number; readonly reached: boolean };
   /** What GET /ready would answer: true when the store takes a write. */
   ready(): Promise<boolean>;
+  /** The forge lookup budget: calls spent in the current minute and its size (absent: no series). */
+  lookupBudget?(): { readonly used: number; readonly limit: number };
 }
 
 export interface JournalFlushes {
@@ -478,6 +480,30 @@ class Series {
     help: '1 when the store takes a write (what GET /ready checks, run at scrape time), else 0',
     registers: [this.registry],
     collect: this.#sourced(async (s, g) => g.set((await s.ready()) ? 1 : 0)),
+  });
+
+  /** Forge calls spent in the sliding minute; near the limit, legitimate clients are about to get 503. */
+  readonly lookupBudgetUsed = new this.#prom.Gauge({
+    name: 'svc_forge_lookup_budget_used',
+    help: 'Forge calls made in the last minute, all counted against SVC_AUTH_LOOKUP_BUDGET (read at scrape time)',
+    registers: [this.registry],
+    collect: this.#sourced((s, g) => {
+      const b = s.lookupBudget?.();
+      g.reset();
+      if (b !== undefined) g.set(b.used);
+    }),
+  });
+
+  /** The budget's size (SVC_AUTH_LOOKUP_BUDGET), the denominator of the figure above. */
+  readonly lookupBudgetLimit = new this.#prom.Gauge({
+    name: 'svc_forge_lookup_budget_limit',
+    help: 'Forge calls allowed per minute, server-wide (SVC_AUTH_LOOKUP_BUDGET)',
+    registers: [this.registry],
+    collect: this.#sourced((s, g) => {
+      const b = s.lookupBudget?.();
+      g.reset();
+      if (b !== undefined) g.set(b.limit);
+    }),
   });
 
   constructor(sources: () => MetricSources) {

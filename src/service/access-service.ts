@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import type { SettingGuard } from '../db/index-types.js';
 import { isLfsError, lfsError } from '../errors/errors.js';
+import type { LookupBudget } from '../forge/budget.js';
 import type { ForgeAdapter, ForgeAnswer, Identity, Permissions } from '../forge/types.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
@@ -28,8 +29,12 @@ export interface Grant {
 export interface AccessOptions {
   readonly cacheTtl: number; // seconds
   readonly rejectionTtl: number; // seconds
-  readonly lookupBudget: number; // per minute
   readonly cacheEntries: number;
+  /**
+   * The server-wide budget the forge client spends every call from (SVC_AUTH_LOOKUP_BUDGET). Read
+   * here only to skip calls that are optional when it is spent; null or absent: unbounded.
+   */
+  readonly budget?: LookupBudget | null;
   /**
    * Resolve who is behind each token once per cacheTtl (SVC_LOG_REQUESTS: request lines name the
    * forge user). Costs one forge call per token and TTL, and is skipped when the budget is spent.
@@ -42,6 +47,25 @@ export const CHALLENGE = { 'LFS-Authenticate': 'Basic realm="Stowage"', 'WWW-Aut
 
 /** The key under which anonymous answers are cached, per repository (design §3). Not a possible sha256. */
 const ANONYMOUS = 'anonymous';
+
+/** In place of a repository in a cache key: a token the forge refused is bad for every repository. */
+const ANY_REPOSITORY = '*';
+
+/** Far above any forge token in use (GitHub's fine-grained tokens, the longest, are 93 characters). */
+export const MAX_TOKEN_BYTES = 512;
+/** Visible ASCII, no space: what every forge's tokens are made of. */
+const TOKEN_CHARS = /^[\x21-\x7e]+$/;
+
+/**
+ * Refuses, before any cache or forge call, a token no forge could have issued: empty, longer than
+ * MAX_TOKEN_BYTES, or with a character outside visible ASCII (which could not go into the forge
+ * request's header either). One client's junk then costs neither forge calls nor cache entries.
+ */
+function checkPlausible(token: string): void {
+  if (token.length === 0 || token.length > MAX_TOKEN_BYTES || !TOKEN_CHARS.test(token)) {
+    throw lfsError('LFS_ERR_AUTH_MALFORMED', `These credentials cannot be a forge token: empty, longer than ${MAX_TOKEN_BYTES} bytes, or not visible ASCII`, CHALLENGE);
+  }
+}
 
 interface CacheEntry<T> {
   readonly value: T;
@@ -113,9 +137,10 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
  * Token → permissions on one repository, asked of the forge and cached (spec Authentication rules
  * 5–10): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
  * forge never. Keys are sha256 of the token, so no raw token is kept; the caches are bounded LRUs.
- * Concurrent misses for the same key share one forge lookup, which runs detached from any one
- * client so a caller hanging up does not fail the others. Misses are capped by a server-wide
- * budget per minute; answers from a cache never touch the budget.
+ * A token the forge does not know at all is remembered as refused for every repository. Concurrent
+ * misses for the same key share one forge lookup, which runs detached from any one client so a
+ * caller hanging up does not fail the others. Every forge call a miss makes spends from the
+ * server-wide budget (LookupBudget, spent in ForgeHttpClient); answers from a cache never do.
  */
 export class AccessService {
   readonly #forge: ForgeAdapter;
@@ -125,8 +150,6 @@ export class AccessService {
   readonly #identities: BoundedCache<Identity | null>;
   readonly #inFlight = new Map<string, Promise<ForgeAnswer>>();
   readonly #identifying = new Map<string, Promise<Identity | null>>();
-  /** Times (ms) of the uncached lookups of the last minute, oldest first; at most lookupBudget long. */
-  readonly #lookupTimes: number[] = [];
   /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
   readonly #detached = new AbortController().signal;
 
@@ -153,6 +176,7 @@ export class AccessService {
   }
 
   async authorize(token: string | null, repo: RepoName, need: Need, caller: Caller): Promise<Grant> {
+    if (token !== null) checkPlausible(token);
     const answer = await this.#answer(token, repo, caller);
     if (token === null) {
       if (answer.kind === 'granted' && answer.permissions.pull && need === 'pull') return { permissions: answer.permissions, anonymous: true };
@@ -173,7 +197,7 @@ export class AccessService {
    * then decides, counts and answers as always. For the small GET answered in line.
    */
   authorizedInLine(token: string | null, repo: RepoName, need: Need): Grant | null {
-    if (token === null) return null;
+    if (token === null || token.length > MAX_TOKEN_BYTES) return null;
     const hashed = hashToken(token);
     const now = Date.now();
     if (this.#opts.identifyCallers === true && this.#identities.peek(hashed, now) === undefined) return null;
@@ -196,7 +220,7 @@ export class AccessService {
   /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
   async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
     const now = Date.now();
-    if (this.#identities.peek(hashToken(token), now) !== undefined || !this.#budgetLeft(now)) return;
+    if (this.#identities.peek(hashToken(token), now) !== undefined || this.#opts.budget?.left(now) === false) return;
     await this.identify(token, signal).catch(() => null);
   }
 
@@ -205,6 +229,7 @@ export class AccessService {
    * and cached for the grant TTL under the token's hash; null when the forge names nobody.
    */
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
+    checkPlausible(token);
     const key = hashToken(token);
     const hit = this.#identities.get(key, Date.now());
     if (hit !== undefined) {
@@ -215,7 +240,6 @@ export class AccessService {
     this.#metrics.authCacheMisses.inc({ kind: 'identity' });
     let pending = this.#identifying.get(key);
     if (pending === undefined) {
-      this.#spendBudget(Date.now());
       pending = this.#forge.identify(token, this.#detached).then((identity) => {
         this.#identities.set(key, identity, Date.now() + this.#opts.cacheTtl * 1000);
         return identity;
@@ -229,9 +253,10 @@ export class AccessService {
   }
 
   async #answer(token: string | null, repo: RepoName, caller: Caller): Promise<ForgeAnswer> {
-    const key = `${token === null ? ANONYMOUS : hashToken(token)}\0${repo.key}`;
+    const hashed = token === null ? ANONYMOUS : hashToken(token);
+    const key = `${hashed}\0${repo.key}`;
     const now = Date.now();
-    const hit = this.#answers.get(key, now);
+    const hit = (token === null ? undefined : this.#answers.get(`${hashed}\0${ANY_REPOSITORY}`, now)) ?? this.#answers.get(key, now);
     if (hit !== undefined) {
       this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
       return hit.value;
@@ -240,7 +265,6 @@ export class AccessService {
     this.#metrics.authCacheMisses.inc({ kind: 'access' });
     let pending = this.#inFlight.get(key);
     if (pending === undefined) {
-      this.#spendBudget(now);
       pending = this.#lookup(token, repo, key).finally(() => this.#inFlight.delete(key));
       this.#inFlight.set(key, pending);
       pending.catch(() => undefined); // every waiter may have hung up: never an unhandled rejection
@@ -259,36 +283,27 @@ export class AccessService {
     this.#metrics.forgeLookups.inc({ result: answer.kind });
     const granted = answer.kind === 'granted' && answer.permissions.pull;
     const ttl = granted ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
-    if (ttl > 0) this.#answers.set(key, answer, Date.now() + ttl * 1000);
+    if (ttl > 0) {
+      this.#answers.set(key, answer, Date.now() + ttl * 1000);
+      // The forge does not know the token at all: no repository will answer otherwise, so none
+      // asks again for rejectionTtl (a junk-token flood then costs one call per token, not per repository).
+      if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, Date.now() + ttl * 1000);
+    }
     return answer;
   }
 
   /** Counts a failed forge call by cause and returns the LfsError to answer with. */
   #countFailure(e: unknown): Error {
+    if (isLfsError(e) && e.code === 'LFS_ERR_LOOKUP_BUDGET_SPENT') {
+      // Spec rule 8: refused by our own budget before the call went out; the forge was not asked.
+      this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
+      return e;
+    }
     const limited = isLfsError(e) && e.code === 'LFS_ERR_FORGE_RATE_LIMITED';
     const cause = limited ? 'forge_rate_limited' : 'forge_unreachable';
     this.#metrics.forgeLookups.inc({ result: cause });
     this.#metrics.rejections.inc({ cause });
     return isLfsError(e) ? e : lfsError('LFS_ERR_FORGE_UNREACHABLE');
-  }
-
-  /** True when one more uncached lookup fits in this minute's budget (nothing is spent). */
-  #budgetLeft(now: number): boolean {
-    const windowStart = now - 60_000;
-    return this.#lookupTimes.filter((t) => t > windowStart).length < this.#opts.lookupBudget;
-  }
-
-  /** Spec rule 8: past the budget the caller gets 503 with a Retry-After of our own; it lifts as the minute slides. */
-  #spendBudget(now: number): void {
-    const windowStart = now - 60_000;
-    while (this.#lookupTimes.length > 0 && this.#lookupTimes[0]! <= windowStart) this.#lookupTimes.shift();
-    if (this.#lookupTimes.length >= this.#opts.lookupBudget) {
-      // The oldest lookup in the window leaves it first; that is when one more fits.
-      const retry = Math.max(1, Math.ceil((this.#lookupTimes[0]! + 60_000 - now) / 1000));
-      this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
-      throw lfsError('LFS_ERR_LOOKUP_BUDGET_SPENT', undefined, { 'Retry-After': String(retry) });
-    }
-    this.#lookupTimes.push(now);
   }
 }
 

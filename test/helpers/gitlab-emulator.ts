@@ -30,9 +30,14 @@ export interface GitLabToken {
   readonly groups?: Readonly<Record<string, number>>;
   /** "org/repo" reachable through a group share only: visible, but both access fields are null. */
   readonly shares?: readonly string[];
-  /** For job tokens: the job's project ("org/repo") and the user who started the pipeline. */
+  /**
+   * For job tokens: the job's project, its full path ("org/repo", or deeper for a subgroup project
+   * such as "evilgroup/acme/game"), and the user who started the pipeline.
+   */
   readonly project?: string;
   readonly jobUser?: string;
+  /** For job tokens: leave `web_url` out of the `/job` answer (a body lacking what identifies the project). */
+  readonly omitWebUrl?: boolean;
 }
 
 export interface GitLabProject {
@@ -55,17 +60,27 @@ export class GitLabEmulator extends EmulatorBase {
   /** `GET /job` calls received. */
   readonly jobLookups: { token: string | null; at: number }[] = [];
   rateLimit: GitLabThrottle = null;
-  /** Host in the `web_url` of jobs (GitLab's external URL), with an optional relative root. */
+  /** GitLab's relative URL root ('' or e.g. '/gitlab'): the API answers under it, job `web_url`s carry it. */
+  root = '';
+  /** Host in the `web_url` of jobs (GitLab's external URL); the relative root follows it. */
   webBase = 'https://gitlab.example.com';
 
   /** The API root to give SVC_FORGE_B_API_URL. */
   get apiUrl(): string {
-    return `${this.url}/api/v4`;
+    return `${this.url}${this.root}/api/v4`;
+  }
+
+  /** A project's numeric id: stable, one per full path (the order projects were added in). */
+  projectId(path: string): number {
+    const ids = [...this.repos.keys()];
+    const i = ids.indexOf(path);
+    return i < 0 ? 100_000 + ids.length : 1000 + i;
   }
 
   protected handle(req: IncomingMessage, res: ServerResponse, url: URL): void {
     // Route on the raw path: an encoded %2F must stay one segment.
-    const raw = (req.url ?? '/').split('?')[0]!;
+    const full = (req.url ?? '/').split('?')[0]!;
+    const raw = full.startsWith(`${this.root}/`) ? full.slice(this.root.length) : '';
     if (!raw.startsWith('/api/v4/')) {
       this.json(res, 404, { error: '404 Not Found' });
       return;
@@ -98,9 +113,9 @@ export class GitLabEmulator extends EmulatorBase {
       this.json(res, 200, {
         id: 8, status: 'running', stage: 'test', name: 'lfs', ref: 'main', tag: false, coverage: null,
         created_at: new Date().toISOString(), started_at: new Date().toISOString(),
-        pipeline: { id: 6, project_id: 1, ref: 'main', sha: '0ff3ae198f8601a285adcf5c0fff204ee6fba5fd', status: 'running' },
+        pipeline: { id: 6, project_id: this.projectId(t.project), ref: 'main', sha: '0ff3ae198f8601a285adcf5c0fff204ee6fba5fd', status: 'running' },
         user: { id: user?.id ?? 2, username: t.jobUser ?? 'ci-user', name: t.jobUser ?? 'CI User', state: 'active' },
-        web_url: `${this.webBase}/${t.project}/-/jobs/8`,
+        ...(t.omitWebUrl === true ? {} : { web_url: `${this.webBase}${this.root}/${t.project}/-/jobs/8` }),
         project: { ci_job_token_scope_enabled: false },
       });
       return;
@@ -162,9 +177,12 @@ export class GitLabEmulator extends EmulatorBase {
     const auth = this.#authenticate(req, res);
     if (auth === 'answered') return;
     const repo = this.repos.get(key);
-    const [org, name] = key.split('/');
+    // A subgroup project's namespace is every segment but the last ("evilgroup/acme" of "evilgroup/acme/game").
+    const cut = key.lastIndexOf('/');
+    const org = key.slice(0, cut);
+    const name = key.slice(cut + 1);
     const projectLevel = auth?.projects?.[key];
-    const groupLevel = repo?.namespaceKind === 'user' ? undefined : auth?.groups?.[org!];
+    const groupLevel = repo?.namespaceKind === 'user' ? undefined : auth?.groups?.[org];
     const shared = auth?.shares?.includes(key) === true;
     // Guest (10) and up see a private project; Minimal Access (5) does not (forges.md §2.3).
     const member = (projectLevel ?? 0) >= 10 || (groupLevel ?? 0) >= 10 || shared;
@@ -174,7 +192,7 @@ export class GitLabEmulator extends EmulatorBase {
       return;
     }
     const body: Record<string, unknown> = {
-      id: 3, name, path: name, path_with_namespace: key, default_branch: 'main', visibility: repo.visibility,
+      id: this.projectId(key), name, path: name, path_with_namespace: key, default_branch: 'main', visibility: repo.visibility,
       namespace: { id: 3, name: org, path: org, kind: repo.namespaceKind ?? 'group', full_path: org },
     };
     if (auth !== null) {

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import { isLfsError } from '../../src/errors/errors.js';
+import { LookupBudget } from '../../src/forge/budget.js';
 import { ForgeHttpClient } from '../../src/forge/client.js';
 import { GitHubAdapter } from '../../src/forge/github.js';
 import { Metrics } from '../../src/metrics/registry.js';
@@ -14,11 +15,12 @@ async function setup(t: Test, opts: Partial<{ cacheEntries: number; lookupBudget
   const gh = new GitHubEmulator();
   await gh.start();
   t.teardown(() => gh.stop());
-  const http = new ForgeHttpClient(5);
+  const budget = new LookupBudget(opts.lookupBudget ?? 10_000);
+  const http = new ForgeHttpClient(5, budget);
   t.teardown(() => http.close());
   gh.repos.set('acme/app', { private: true });
   const metrics = new Metrics();
-  const access = new AccessService(new GitHubAdapter(gh.url, http), { cacheTtl: 300, rejectionTtl: 30, lookupBudget: opts.lookupBudget ?? 10_000, cacheEntries: opts.cacheEntries ?? 16 }, metrics);
+  const access = new AccessService(new GitHubAdapter(gh.url, http), { cacheTtl: 300, rejectionTtl: 30, budget, cacheEntries: opts.cacheEntries ?? 16 }, metrics);
   return { gh, access, metrics };
 }
 

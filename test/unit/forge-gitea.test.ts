@@ -12,6 +12,7 @@ const PUSH = { kind: 'granted', permissions: { admin: false, push: true, pull: t
 const READ = { kind: 'granted', permissions: { admin: false, push: false, pull: true } };
 const NONE = { kind: 'no_access' };
 const BAD = { kind: 'bad_token' };
+const UNKNOWN = { kind: 'bad_token', everywhere: true };
 
 async function setup(t: Test, personality: 'gitea' | 'forgejo'): Promise<{ gt: GiteaEmulator; adapter: GiteaAdapter }> {
   const gt = new GiteaEmulator(personality);
@@ -47,7 +48,7 @@ for (const personality of ['gitea', 'forgejo'] as const) {
       ['stranger', 'org/public', READ],
       ['site-admin', 'org/private', ADMIN],
       ['no-scope', 'org/private', BAD],
-      ['unknown-token', 'org/public', BAD],
+      ['unknown-token', 'org/public', UNKNOWN],
       ['actions', 'org/private', PUSH],
       ['actions-fork', 'org/private', READ],
       ['actions', 'org/sibling', NONE],

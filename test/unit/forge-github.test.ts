@@ -40,7 +40,7 @@ t.test('forge_a permission table (rule 3) and installation tokens (rule 9)', asy
     ['t-none', 'acme/private', { kind: 'no_access' }],
     ['t-none', 'acme/public', { kind: 'granted', permissions: { admin: false, push: false, pull: true } }],
     ['t-none', 'acme/missing', { kind: 'no_access' }],
-    ['bogus', 'acme/public', { kind: 'bad_token' }],
+    ['bogus', 'acme/public', { kind: 'bad_token', everywhere: true }],
     ['ghs_installation', 'acme/private', { kind: 'granted', permissions: { admin: false, push: false, pull: true } }],
     ['ghs_nokey', 'acme/private', { kind: 'granted', permissions: { admin: false, push: false, pull: true } }],
     [null, 'acme/public', { kind: 'granted', permissions: { admin: false, push: false, pull: true } }],

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { isLfsError } from '../../src/errors/errors.js';
 import { ForgeHttpClient } from '../../src/forge/client.js';
-import { GitLabAdapter, permissionsForLevel, projectPathOfJobUrl } from '../../src/forge/gitlab.js';
+import { GitLabAdapter, permissionsForLevel, projectPathOfJobUrl, urlRootOf } from '../../src/forge/gitlab.js';
 import { parseRepoName, type RepoName } from '../../src/protocol/repo-name.js';
 import { GitLabEmulator } from '../helpers/gitlab-emulator.js';
 
@@ -12,6 +12,7 @@ const PUSH = { kind: 'granted', permissions: { admin: false, push: true, pull: t
 const READ = { kind: 'granted', permissions: { admin: false, push: false, pull: true } };
 const NONE = { kind: 'no_access' };
 const BAD = { kind: 'bad_token' };
+const UNKNOWN = { kind: 'bad_token', everywhere: true };
 
 async function setup(t: Test): Promise<{ gl: GitLabEmulator; adapter: GitLabAdapter }> {
   const gl = new GitLabEmulator();
@@ -67,9 +68,9 @@ t.test('forge_b permission table against the emulator', async (t) => {
   gl.tokens.set('alice', { username: 'alice', projects: { 'alice/own': 50 }, groups: { alice: 50 } });
   t.same(await adapter.lookup('alice', repo('alice/own'), signal), ADMIN, 'user namespace: group_access null');
 
-  t.same(await adapter.lookup('nope', repo('grp/public'), signal), BAD, 'unknown token: 401 → bad token');
+  t.same(await adapter.lookup('nope', repo('grp/public'), signal), UNKNOWN, 'unknown token: 401 → bad token');
   gl.tokens.set('expired', { username: 'old', expired: true, projects: { 'grp/private': 50 } });
-  t.same(await adapter.lookup('expired', repo('grp/private'), signal), BAD, 'expired token');
+  t.same(await adapter.lookup('expired', repo('grp/private'), signal), UNKNOWN, 'expired token');
   gl.tokens.set('noscope', { username: 'ns', scopes: ['read_user'], projects: { 'grp/private': 50 } });
   t.same(await adapter.lookup('noscope', repo('grp/private'), signal), BAD, 'insufficient_scope: unusable');
   t.same(await adapter.lookup(null, repo('grp/public'), signal), READ, 'anonymous on public');
@@ -89,11 +90,16 @@ t.test('CI job tokens (rule 2)', async (t) => {
   t.same(await adapter.lookup('glcbt-64_abc', repo('grp/public'), signal), READ, 'another, public project: read');
   t.same(await adapter.lookup('glcbt-64_abc', repo('grp/other'), signal), NONE, 'another, private project: nothing');
   t.same(await adapter.lookup('legacyjobtoken123', repo('grp/private'), signal), PUSH, 'unprefixed job token, found after the project endpoint 401');
-  t.same(await adapter.lookup('glcbt-finished', repo('grp/private'), signal), BAD, 'a job that is not running');
+  t.same(await adapter.lookup('glcbt-finished', repo('grp/private'), signal), UNKNOWN, 'a job that is not running');
   t.same(await adapter.identify('glcbt-64_abc', signal), { id: '12', name: 'dev', siteAdmin: false }, 'job tokens name the pipeline user');
   t.same(await adapter.identify('dev', signal), { id: '12', name: 'dev', siteAdmin: false });
-  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8'), 'grp/private', 'relative URL root');
+  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8', '/gitlab'), 'grp/private', 'relative URL root removed');
+  t.equal(projectPathOfJobUrl('https://gl.example/gitlab/grp/private/-/jobs/8'), 'gitlab/grp/private', 'never guessed: without the root, it is part of the path');
+  t.equal(projectPathOfJobUrl('https://gl.example/evilgroup/grp/private/-/jobs/8'), 'evilgroup/grp/private', 'a subgroup project keeps its whole path');
+  t.equal(projectPathOfJobUrl('https://gl.example/grp/private/-/jobs/8', '/gitlab'), null, 'not under the root: nothing');
   t.equal(projectPathOfJobUrl('not a url'), null);
+  t.equal(urlRootOf('https://gl.example/gitlab/api/v4/'), '/gitlab');
+  t.equal(urlRootOf('https://gl.example/api/v4'), '');
 });
 
 t.test('forge_b rate limits: 429 in each form (Errors, forge rule 3)', async (t) => {
