@@ -93,7 +93,7 @@ export class GitLabAdapter implements ForgeAdapter {
   /** The project as this token (or nobody) sees it; rate limits thrown, other statuses returned. */
   async #project(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeResponse> {
     // The path must be one URL-encoded parameter, or GitLab answers 404 (forges.md §2.1).
-    const url = `${this.#api}/projects/${encodeURIComponent(repo.key)}`;
+    const url = `${this.#api}/projects/${encodeURIComponent(repo.name)}`;
     const res = await this.#http.get(url, token === null ? {} : { authorization: `Bearer ${token}` }, signal);
     checkRateLimit(res);
     return res;

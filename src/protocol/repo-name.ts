@@ -3,13 +3,20 @@
  * can never carry a path separator, a percent escape or a dot segment into a file path or forge URL.
  */
 export interface RepoName {
+  /** The organisation as the client spelt it: what the forge is asked about. */
   readonly org: string;
+  /** The repository as the client spelt it, without a trailing `.git`. */
   readonly repo: string;
-  /** "org/repo", the key used in the index. */
+  /** "org/repo" as the client spelt it (less a trailing `.git`): for the forge and for messages. */
+  readonly name: string;
+  /**
+   * The canonical "org/repo" (repoKey): the one key of everything the server keeps per repository
+   * (references, locks, jobs, audits, caches), the same for every spelling of one repository.
+   */
   readonly key: string;
 }
 
-// GitHub, GitLab and Gitea names all fit this; `.git` suffixes are stripped by clients before lfs.url.
+// GitHub, GitLab and Gitea names all fit this (and none ends in `.git`).
 const SEGMENT_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/;
 
 export function parseRepoSegment(value: string): string | null {
@@ -17,9 +24,22 @@ export function parseRepoSegment(value: string): string | null {
   return value;
 }
 
+/**
+ * The canonical key of "org/repo": ASCII lower case (the forges compare names case-insensitively,
+ * and a name is ASCII by SEGMENT_RE) without a trailing `.git` (a clone URL's spelling of the same
+ * repository). The index migrations (007-repo-names in both backends) apply the same rule in SQL.
+ */
+export function repoKey(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith('.git') ? lower.slice(0, -4) : lower;
+}
+
 export function parseRepoName(org: string, repo: string): RepoName | null {
   const o = parseRepoSegment(org);
-  const r = parseRepoSegment(repo);
-  if (o === null || r === null) return null;
-  return { org: o, repo: r, key: `${o}/${r}` };
+  // `game.git` is `game`: clone URLs carry the suffix, and no forge allows a name ending in .git
+  // (so `game.git.git` names nothing, and repoKey stays idempotent on the keys it makes).
+  const r = parseRepoSegment(/\.git$/i.test(repo) ? repo.slice(0, -4) : repo);
+  if (o === null || r === null || /\.git$/i.test(r)) return null;
+  const name = `${o}/${r}`;
+  return { org: o, repo: r, name, key: name.toLowerCase() };
 }

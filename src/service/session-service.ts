@@ -63,7 +63,7 @@ export class SessionService {
       try {
         await this.#access.authorizeIgnoringSettings(token, adminRepo, 'admin', { signal });
         const id = identity?.id ?? `token:${hashSecret(token).slice(0, 12)}`;
-        return { id, name: identity?.name ?? `admin of ${adminRepo.key}`, via: 'admin_repo' };
+        return { id, name: identity?.name ?? `admin of ${adminRepo.name}`, via: 'admin_repo' };
       } catch (e) {
         if (!isLfsError(e)) throw e;
         if (e.code === 'LFS_ERR_AUTH_REJECTED' || e.code === 'LFS_ERR_AUTH_REQUIRED') throw lfsError('LFS_ERR_AUTH_REJECTED');

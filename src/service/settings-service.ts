@@ -240,9 +240,9 @@ export class SettingsService implements UploadLimits {
 
   #repoRefusal(repo: RepoName, token: string | null): { cause: string; error: () => Error } | null {
     if (this.#patterns.length > 0) {
-      const key = repo.key.toLowerCase();
-      if (!this.#patterns.some((re) => re.test(key))) {
-        return { cause: 'repo_not_allowed', error: () => lfsError('LFS_ERR_REPO_NOT_ALLOWED', `This server does not serve ${repo.key}: its operator allows only ${this.#current.allowedRepos.join(', ')}`) };
+      // Patterns are lower-cased, like the key.
+      if (!this.#patterns.some((re) => re.test(repo.key))) {
+        return { cause: 'repo_not_allowed', error: () => lfsError('LFS_ERR_REPO_NOT_ALLOWED', `This server does not serve ${repo.name}: its operator allows only ${this.#current.allowedRepos.join(', ')}`) };
       }
     }
     if (token === null && !this.#current.anonymousRead) {

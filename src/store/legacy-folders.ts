@@ -24,7 +24,7 @@ export class LegacyFolders implements LegacyLayout {
   readonly #dirs: DirSyncer;
   /** The shared store's final path of an oid. */
   readonly #objectPath: (oid: Oid) => string;
-  /** Which repositories have a legacy folder, so batch stats nothing for the others. */
+  /** Which repositories have a legacy folder (by folder: each spelling has its own), so batch stats nothing for the others. */
   readonly #present = new Map<string, { present: boolean; at: number }>();
 
   constructor(root: string, dirs: DirSyncer, objectPath: (oid: Oid) => string) {
@@ -49,16 +49,17 @@ export class LegacyFolders implements LegacyLayout {
 
   legacySizeSync(repo: RepoName, oid: Oid): number | null {
     const now = Date.now();
-    const known = this.#present.get(repo.key);
+    const dir = this.#dirOf(repo);
+    const known = this.#present.get(dir);
     let present = known !== undefined && now - known.at < LEGACY_DIR_TTL_MS ? known.present : null;
     if (present === null) {
       try {
-        present = statSync(this.#dirOf(repo)).isDirectory();
+        present = statSync(dir).isDirectory();
       } catch {
         present = false;
       }
       if (this.#present.size > 10_000) this.#present.clear();
-      this.#present.set(repo.key, { present, at: now });
+      this.#present.set(dir, { present, at: now });
     }
     if (!present) return null;
     try {

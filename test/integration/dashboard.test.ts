@@ -217,7 +217,8 @@ t.test('access settings: saved, enforced at once, persisted, reset to the enviro
   t.equal((await batch(base, 'acme/tools', 'writer', 'download', [{ oid: q1.oid, size: q1.size }])).status, 403, 'pattern acme/widg* does not cover acme/tools');
   t.equal((await http('GET', `${base}/acme/tools/locks`, { headers: { authorization: basic('writer'), accept: LFS } })).status, 403, 'locks too');
   t.equal((await http('GET', `${base}/acme/tools`, { headers: { authorization: basic('writer') } })).status, 403, 'the page too');
-  t.equal((await http('GET', `${base}/ACME/Widgets/objects/stats`, { headers: { authorization: basic('writer') } })).status, 404, 'case-insensitive match passes the allow list (then the forge decides)');
+  // Another spelling of acme/widgets is that repository (the forge's answer for it is cached).
+  t.equal((await http('GET', `${base}/ACME/Widgets/objects/stats`, { headers: { authorization: basic('writer') } })).status, 200, 'case-insensitive match passes the allow list');
 
   // Anonymous read off: token-less requests are told so.
   t.equal((await http('PUT', `${base}/-/api/access`, { headers: admin, body: JSON.stringify({ allowed_repos: [], anonymous_read: false }) })).status, 200);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parseRange } from '../../src/protocol/range.js';
 import { parseOid, shardPath } from '../../src/protocol/oid.js';
-import { parseRepoName } from '../../src/protocol/repo-name.js';
+import { parseRepoName, repoKey } from '../../src/protocol/repo-name.js';
 import { parseBatchRequest, MAX_BATCH_OBJECTS } from '../../src/protocol/batch.js';
 import { acceptsLfsJson, isJsonRequestType } from '../../src/protocol/media-types.js';
 import { tokenFromAuthorization } from '../../src/http/auth.js';
@@ -39,7 +39,12 @@ t.test('parseOid and shardPath', async (t) => {
 });
 
 t.test('parseRepoName refuses anything that could escape a path', async (t) => {
-  t.same(parseRepoName('acme', 'game-assets.v2'), { org: 'acme', repo: 'game-assets.v2', key: 'acme/game-assets.v2' });
+  t.same(parseRepoName('acme', 'game-assets.v2'), { org: 'acme', repo: 'game-assets.v2', name: 'acme/game-assets.v2', key: 'acme/game-assets.v2' });
+  // One key per repository, however spelt; the spelling is kept for the forge.
+  t.same(parseRepoName('Acme', 'Game.GIT'), { org: 'Acme', repo: 'Game', name: 'Acme/Game', key: 'acme/game' });
+  t.equal(repoKey('Acme/Game.git'), 'acme/game', 'repoKey: what the migrations apply to stored names');
+  t.equal(repoKey(parseRepoName('ACME', 'game.git')!.key), 'acme/game', 'and idempotent on a parsed key');
+  t.equal(parseRepoName('acme', 'game.git.git'), null, 'a name ending in .git once stripped names no forge repository');
   for (const bad of ['..', '.', '%2e%2e', 'a/b', 'a\\b', '', 'x'.repeat(101), '.hidden', 'a b', 'a%00']) {
     t.equal(parseRepoName(bad, 'repo'), null, `org ${JSON.stringify(bad)}`);
     t.equal(parseRepoName('org', bad), null, `repo ${JSON.stringify(bad)}`);

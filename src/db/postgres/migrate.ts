@@ -13,6 +13,7 @@ const MIGRATION_LOCK = 0x73746f77616765n;
  * this code knows, as the SQLite index does: an older node must not write a newer layout.
  */
 export async function migrate(sql: Sql, log?: (msg: string, fields: object) => void): Promise<void> {
+  const reports: [string, string, object][] = [];
   await sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::int8)`;
     await tx`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`;
@@ -22,12 +23,16 @@ export async function migrate(sql: Sql, log?: (msg: string, fields: object) => v
       throw new Error(`index schema version ${current} is newer than this server knows (${PG_MIGRATIONS.length}); refusing to run`);
     }
     for (let v = current; v < PG_MIGRATIONS.length; v++) {
-      await tx.unsafe(PG_MIGRATIONS[v]!.sql).simple();
-      log?.('index migrated', { to: PG_MIGRATIONS[v]!.name });
+      const step = PG_MIGRATIONS[v]!;
+      if (step.report !== undefined) for (const row of await tx.unsafe(step.report.sql)) reports.push([step.report.msg, step.name, { ...row }]);
+      await tx.unsafe(step.sql).simple();
+      log?.('index migrated', { to: step.name });
     }
     if (rows.length === 0) await tx`INSERT INTO schema_version (version) VALUES (${PG_MIGRATIONS.length})`;
     else if (current < PG_MIGRATIONS.length) await tx`UPDATE schema_version SET version = ${PG_MIGRATIONS.length}`;
   });
+  // Only once committed: a rolled-back step changed nothing.
+  for (const [msg, migration, row] of reports) log?.(msg, { level: 'warn', migration, ...row });
 }
 
 /** The schema version the database holds, for ping: the code's own when migrated. */

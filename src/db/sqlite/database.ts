@@ -11,7 +11,7 @@ export type Db = Database.Database;
  */
 export function openDatabase(file: string, log?: (msg: string, fields: object) => void, durableCommits = false): Db {
   try {
-    return open(file, false, durableCommits);
+    return open(file, false, durableCommits, log);
   } catch (e) {
     if (storageFault(e) === null) throw e;
     // A full disk: WAL mode's shared-memory index (the -shm file, 32 KiB) cannot be created, so
@@ -20,15 +20,15 @@ export function openDatabase(file: string, log?: (msg: string, fields: object) =
     // (downloads, batch) and written once space is back, without a restart. Other processes cannot
     // open the file meanwhile; the server is the only one that should (the CLI goes through HTTP).
     log?.('index opened in exclusive mode: no room for its shared-memory file', { err: String(e) });
-    return open(file, true, durableCommits);
+    return open(file, true, durableCommits, log);
   }
 }
 
-function open(file: string, exclusive: boolean, durableCommits: boolean): Db {
+function open(file: string, exclusive: boolean, durableCommits: boolean, log?: (msg: string, fields: object) => void): Db {
   const db = new Database(file);
   try {
     if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
-    return setUp(db, durableCommits);
+    return setUp(db, durableCommits, log);
   } catch (e) {
     db.close();
     throw e;
@@ -53,25 +53,29 @@ const WAL_AUTOCHECKPOINT_PAGES = 16_000;
  * journal (objects in a bucket), `durableCommits`: FULL, a commit waits for its WAL fsync, so a
  * reference acknowledged with a 200 survives a power cut (group commit shares one fsync).
  */
-function setUp(db: Db, durableCommits: boolean): Db {
+function setUp(db: Db, durableCommits: boolean, log?: (msg: string, fields: object) => void): Db {
   db.pragma('journal_mode = WAL');
   db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
   db.pragma(`synchronous = ${durableCommits ? 'FULL' : 'NORMAL'}`);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
-  migrate(db);
+  migrate(db, log);
   return db;
 }
 
-function migrate(db: Db): void {
+function migrate(db: Db, log?: (msg: string, fields: object) => void): void {
   const current = db.pragma('user_version', { simple: true }) as number;
   if (current > MIGRATIONS.length) {
     throw new Error(`index schema version ${current} is newer than this server knows (${MIGRATIONS.length}); refusing to run`);
   }
   for (let v = current; v < MIGRATIONS.length; v++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[v]!.sql);
+    const step = MIGRATIONS[v]!;
+    const reported = db.transaction(() => {
+      const rows = step.report === undefined ? [] : (db.prepare(step.report.sql).all() as object[]);
+      db.exec(step.sql);
       db.pragma(`user_version = ${v + 1}`);
+      return rows;
     })();
+    for (const row of reported) log?.(step.report!.msg, { level: 'warn', migration: step.name, ...row });
   }
 }
