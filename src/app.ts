@@ -213,7 +213,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     batch.usePresign(presign);
     transfers.usePromoter(presign);
   }
-  registerHealthRoutes(http, { store: blobs, index: db, metrics });
+  registerHealthRoutes(http, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
   registerObjectRoutes(http, { access, batch, transfers, limits: settings, presign });
   registerMaintenanceRoutes(http, { access, maintenance });
   registerLockRoutes(http, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });

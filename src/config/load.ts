@@ -21,6 +21,14 @@ function raw(env: Env, name: ConfigVariable): string | null {
   return DEFAULTS[name];
 }
 
+/** A bearer token Prometheus can send: visible ASCII, long enough not to be guessed. */
+function parseMetricsToken(value: string | null): string | null {
+  if (value === null) return null;
+  // The value itself is never echoed: it is a secret.
+  if (!/^[\x21-\x7e]{16,}$/.test(value)) throw new ConfigError('SVC_METRICS_TOKEN must be at least 16 visible ASCII characters (no spaces), such as the output of openssl rand -hex 32');
+  return value;
+}
+
 /** Whole number within [min, max]. */
 export function parseInteger(name: string, value: string, min: number, max: number): number {
   if (!/^\d+$/.test(value)) throw new ConfigError(`${name} must be a whole number, got "${value}"`);
@@ -400,6 +408,7 @@ export function loadConfig(env: Env): Config {
     diskReserve: parseSize('SVC_DISK_RESERVE', raw(env, 'SVC_DISK_RESERVE')!, 0, 2 ** 50),
     directIo: parseBoolean('SVC_DIRECT_IO', raw(env, 'SVC_DIRECT_IO')!),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),
+    metricsToken: parseMetricsToken(raw(env, 'SVC_METRICS_TOKEN')),
     trustProxy: parseBoolean('SVC_TRUST_PROXY', raw(env, 'SVC_TRUST_PROXY')!),
     lockMaxAge: lockMaxAgeRaw === null ? null : parseDuration('SVC_LOCK_MAX_AGE', lockMaxAgeRaw, 1, 10 * 365 * 86400),
     access: {

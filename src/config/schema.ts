@@ -64,6 +64,11 @@ export interface Config {
   /** Log every request as a JSON line on stdout. */
   readonly logRequests: boolean;
   /**
+   * SVC_METRICS_TOKEN: the bearer token that unlocks the store-wide series of /metrics (they tell
+   * whether the store already held an object); null: those series are never exposed. A secret: never logged.
+   */
+  readonly metricsToken: string | null;
+  /**
    * A reverse proxy in front sets X-Forwarded-For (SVC_TRUST_PROXY): request lines then name the
    * address it appended (the last one) as the client instead of the proxy's own address.
    */
@@ -201,6 +206,7 @@ export const DEFAULTS = {
   SVC_DISK_RESERVE: '128MiB', // the index's WAL up to its checkpoint mark, a journal segment's retirement, margin (docs/durability.md)
   SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',
+  SVC_METRICS_TOKEN: null, // store-wide series of /metrics are left out
   SVC_TRUST_PROXY: 'false', // true only behind a proxy that sets X-Forwarded-For (anyone can send one)
   SVC_LOCK_MAX_AGE: null, // locks never go stale
   SVC_ANONYMOUS_READ: 'true',

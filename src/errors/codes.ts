@@ -27,6 +27,8 @@ export const ERROR_CODES = {
   // Refused before any forge call: a token with a space, a control or a non-ASCII character cannot
   // go into the forge request's header, and is no forge's token anyway.
   LFS_ERR_AUTH_MALFORMED: { status: 401, message: 'These credentials cannot be a forge token: they hold spaces, control or non-ASCII characters' },
+  // GET /metrics with an Authorization header that is not `Bearer SVC_METRICS_TOKEN` (none configured included).
+  LFS_ERR_METRICS_TOKEN_REJECTED: { status: 401, message: 'This is not the metrics token of this server (SVC_METRICS_TOKEN); scrape without credentials for the series open to all' },
   LFS_ERR_REPO_NOT_FOUND: { status: 404, message: 'Repository not found, or this token cannot see it' },
   LFS_ERR_FORBIDDEN_WRITE: { status: 403, message: 'This token may read but not write this repository' },
   LFS_ERR_FORBIDDEN: { status: 403, message: 'This token may not do that' },

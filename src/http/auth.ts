@@ -29,7 +29,11 @@ export function tokenFromAuthorization(header: string, challenge: Record<string,
   return token === null ? null : usableToken(token, challenge);
 }
 
-function parseAuthorization(header: string): string | null {
+/**
+ * The token an Authorization header carries, unchecked (see tokenFromAuthorization), or null. Never
+ * throws, whatever the header: for best-effort lookups such as the request log's user id.
+ */
+export function parseAuthorization(header: string): string | null {
   if (header === '') return null;
   const space = header.indexOf(' ');
   if (space < 0) return null;

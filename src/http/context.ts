@@ -103,8 +103,19 @@ export class UwsRequestContext implements RequestContext {
     this.requestId = `${prefix}-${(++counter).toString(16)}`;
     res.onAborted(() => {
       this.#aborted = true;
-      for (const listener of this.#onAbort.splice(0)) listener();
-      this.#abort?.abort();
+      // Runs inside uWS's callback, where a throw would end the process: each listener is on its own.
+      for (const listener of this.#onAbort.splice(0)) {
+        try {
+          listener();
+        } catch {
+          // a cleanup that failed for a client already gone: nothing to answer
+        }
+      }
+      try {
+        this.#abort?.abort();
+      } catch {
+        // a signal listener threw: same as above
+      }
     });
   }
 

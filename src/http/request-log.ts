@@ -1,5 +1,5 @@
 import { parseRepoName } from '../protocol/repo-name.js';
-import { tokenFromAuthorization } from './auth.js';
+import { parseAuthorization } from './auth.js';
 import type { RequestContext } from './context.js';
 
 /** Where a request line goes (the server's logger). */
@@ -34,7 +34,8 @@ export class RequestLog {
 
   /** The request line, once the answer is finished (or the client went away: status 499). */
   end(ctx: RequestContext, status: number, ms: number): void {
-    const token = tokenFromAuthorization(ctx.header('authorization'));
+    // Looked up, never validated: a token no forge could accept is simply nobody's (the route refuses it).
+    const token = parseAuthorization(ctx.header('authorization'));
     this.#log('request', {
       request_id: ctx.requestId,
       method: ctx.method,
@@ -42,11 +43,19 @@ export class RequestLog {
       status,
       ms: Math.round(ms * 10) / 10,
       repo: repositoryOf(ctx),
-      user_id: token === null ? null : this.#opts.userIdOf(token),
+      user_id: token === null ? null : this.#userIdOf(token),
       client: this.#client(ctx),
       bytes_in: ctx.bytesIn,
       bytes_out: ctx.bytesOut,
     });
+  }
+
+  #userIdOf(token: string): string | null {
+    try {
+      return this.#opts.userIdOf(token);
+    } catch {
+      return null; // best-effort: a line without a user rather than no line
+    }
   }
 
   #client(ctx: RequestContext): string | null {

@@ -1,5 +1,7 @@
 import uws, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import { ERROR_CODES } from '../errors/codes.js';
 import { lfsError } from '../errors/errors.js';
+import { LFS_JSON } from '../protocol/media-types.js';
 import { StartRefusedError } from '../errors/start-refused.js';
 import type { Metrics } from '../metrics/registry.js';
 import { UwsRequestContext, type RequestContext } from './context.js';
@@ -53,8 +55,15 @@ export class HttpServer {
       else this.#patterns.push({ re, methods: [method === 'del' ? 'DELETE' : method.toUpperCase()] });
     }
     this.#app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
-      const ctx = new UwsRequestContext(res, req, name, paramCount);
-      this.#requestLog?.begin(ctx);
+      // Nothing may escape into uWS: an exception thrown in its callback ends the process.
+      let ctx: UwsRequestContext;
+      try {
+        ctx = new UwsRequestContext(res, req, name, paramCount);
+      } catch (e) {
+        answerBare500(res);
+        this.#afterAnswer(null, e);
+        return;
+      }
       this.#run(ctx, handler);
     });
     return this;
@@ -62,21 +71,37 @@ export class HttpServer {
 
   #run(ctx: UwsRequestContext, handler: Handler): void {
     this.#inFlight.add(ctx);
+    // Every step below is guarded: a throw answers 500 if nothing was answered yet, and is only
+    // logged once an answer went out; none reaches uWS or becomes an unhandled rejection.
     const done = (): void => {
       this.#inFlight.delete(ctx);
-      // Labels are the route's name (a template such as "download", never its oid or repository) and the status.
-      const status = ctx.aborted && !ctx.responded ? 499 : ctx.status;
-      const ms = performance.now() - ctx.startedAt;
-      const series = this.#seriesOf(ctx.route, status);
-      series.count.inc();
-      series.seconds.observe(ms / 1000);
-      this.#requestLog?.end(ctx, status, ms);
+      try {
+        // Labels are the route's name (a template such as "download", never its oid or repository) and the status.
+        const status = ctx.aborted && !ctx.responded ? 499 : ctx.status;
+        const ms = performance.now() - ctx.startedAt;
+        const series = this.#seriesOf(ctx.route, status);
+        series.count.inc();
+        series.seconds.observe(ms / 1000);
+        this.#requestLog?.end(ctx, status, ms);
+      } catch (e) {
+        this.#afterAnswer(ctx, e);
+      }
       if (this.#inFlight.size === 0 && this.#idle) this.#idle();
     };
     const fail = (e: unknown): void => {
-      if (!ctx.responded && !ctx.aborted) sendError(ctx, e, this.#log);
+      if (ctx.aborted) return; // the client went away: what the handler threw then is expected
+      if (ctx.responded) {
+        this.#afterAnswer(ctx, e);
+        return;
+      }
+      try {
+        sendError(ctx, e, this.#log);
+      } catch (e2) {
+        this.#afterAnswer(ctx, e2);
+      }
     };
     try {
+      this.#requestLog?.begin(ctx);
       // Before the route: the bytes after this head cannot be told apart from a next request.
       if (ctx.framing !== null) throw ctx.framing;
       if (this.#closing) throw lfsError('LFS_ERR_SHUTTING_DOWN', undefined, { 'Retry-After': '5', Connection: 'close' });
@@ -99,6 +124,15 @@ export class HttpServer {
       fail(e);
     }
     done();
+  }
+
+  /** A throw once the answer went out (or while answering): logged, never rethrown into uWS. */
+  #afterAnswer(ctx: RequestContext | null, e: unknown): void {
+    try {
+      this.#log('error after the answer', { level: 'error', request_id: ctx?.requestId ?? null, route: ctx?.route ?? null, err: String((e as Error)?.stack ?? e) });
+    } catch {
+      // the logger itself failed: nothing more can be done for this request
+    }
   }
 
   #seriesOf(route: string, status: number): RequestSeries {
@@ -161,6 +195,19 @@ export class HttpServer {
         resolve();
       };
     });
+  }
+}
+
+/** The 500 for a request whose context could not even be built (no request id yet). */
+function answerBare500(res: HttpResponse): void {
+  try {
+    res.cork(() => {
+      res.writeStatus('500 Internal Server Error');
+      res.writeHeader('Content-Type', LFS_JSON);
+      res.end(JSON.stringify({ message: ERROR_CODES.LFS_ERR_INTERNAL.message }));
+    });
+  } catch {
+    // the response cannot be written either: the caller logs the first error
   }
 }
 

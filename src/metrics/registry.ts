@@ -101,6 +101,13 @@ export interface JournalFlushes {
   readonly plainSegments: number;
 }
 
+/**
+ * Series that move differently when an upload brings bytes the store already held for another
+ * repository (no new object, no new file, no journaled data): together they tell anyone who can
+ * upload whether some repository holds a guessed oid. /metrics shows them only with SVC_METRICS_TOKEN.
+ */
+export const STORE_WIDE_SERIES: ReadonlySet<string> = new Set(['svc_store_objects', 'svc_store_stored_bytes', 'svc_data_dir_free_bytes', 'svc_journal_segments_total']);
+
 /** Store figures are read from SQLite at most this often, however many scrapes arrive (docs/metrics.md). */
 export const STORE_FIGURES_MAX_AGE_MS = 60_000;
 /** Job and pool figures are live, but one scrape reads them once for all their series. */
@@ -164,6 +171,18 @@ export class Metrics {
   /** The registry /metrics exposes. */
   get registry(): Registry {
     return this.#use().registry;
+  }
+
+  /**
+   * The Prometheus text exposition: every series when `storeWide`, else all but STORE_WIDE_SERIES
+   * (which are then not even collected).
+   */
+  async exposition(storeWide: boolean): Promise<string> {
+    const registry = this.registry;
+    if (storeWide) return registry.metrics();
+    const names = registry.getMetricsAsArray().map((m) => m.name).filter((n) => !STORE_WIDE_SERIES.has(n));
+    // The same layout as Registry.metrics(): blocks separated by a blank line, a final newline.
+    return `${(await Promise.all(names.map((n) => registry.getSingleMetricAsString(n)))).join('\n\n')}\n`;
   }
 
   /** See Series.requests. */

@@ -9,7 +9,9 @@ import { waitFor } from '../helpers/wait-for.js';
 
 // The journal makes acknowledged uploads durable without a file and directory fsync each; these
 // tests kill the server at the worst moments and check nothing acknowledged is lost.
-const { env } = await pushableGame(t);
+const METRICS_TOKEN = 'journal-test-metrics-token';
+const { env: gameEnv } = await pushableGame(t);
+const env = { ...gameEnv, SVC_METRICS_TOKEN: METRICS_TOKEN };
 const get = (url: string, oid: string) => http('GET', `${url}/acme/game/objects/${oid}`, { headers: { authorization: basic('tok') } });
 const pathOf = (dir: string, oid: string): string => join(dir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
 const segments = (dir: string): string[] =>
@@ -115,7 +117,8 @@ t.test('a retired segment is reused by the next burst: no new zeros, objects int
   t.teardown(() => server.stop());
   const journalDir = join(server.dataDir, 'journal');
   const counter = async (start: string): Promise<number> => {
-    const text = (await http('GET', `${server.url}/metrics`)).body.toString();
+    // A store-wide series: shown only with the metrics token (docs/metrics.md).
+    const text = (await http('GET', `${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).body.toString();
     return Number(text.split('\n').find((l) => l.startsWith(`svc_journal_segments_total{start="${start}"} `))?.split(' ')[1] ?? NaN);
   };
   const burst = async (): Promise<{ oid: string; data: Buffer }[]> => {

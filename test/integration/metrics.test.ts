@@ -17,7 +17,10 @@ forge.repos.set('acme/game', { private: true });
 forge.tokens.set('tok-writer', { login: 'wendy', repos: { 'acme/game': 'push' } });
 forge.tokens.set('tok-reader', { login: 'rita', repos: { 'acme/game': 'pull' } });
 
-const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_MAX_OBJECT_SIZE: '64MiB', SVC_COMPRESSION: 'zstd' });
+const METRICS_TOKEN = 'metrics-test-token-0123456789';
+const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_MAX_OBJECT_SIZE: '64MiB', SVC_COMPRESSION: 'zstd', SVC_METRICS_TOKEN: METRICS_TOKEN });
+/** The scrape as the operator's Prometheus makes it: with the metrics token, every series. */
+const FULL = { headers: { authorization: `Bearer ${METRICS_TOKEN}` } };
 t.teardown(() => server.stop());
 const base = server.url;
 const GAME = 'acme/game';
@@ -58,7 +61,7 @@ function value(samples: Sample[], name: string, labels: Record<string, string> =
 }
 
 async function scrape(t: Test): Promise<{ text: string; samples: Sample[] }> {
-  const res = await http('GET', `${base}/metrics`);
+  const res = await http('GET', `${base}/metrics`, FULL);
   t.equal(res.status, 200, '/metrics answers 200');
   t.match(String(res.headers['content-type']), /^text\/plain; version=0\.0\.4/, 'Prometheus text format');
   const text = res.body.toString('utf8');
@@ -221,6 +224,29 @@ t.test('every series is there with the values the traffic implies', async (t) =>
   }
 });
 
+t.test('without the metrics token: every series but the store-wide ones; a wrong token is refused', async (t) => {
+  const full = (await scrape(t)).samples;
+  const res = await http('GET', `${base}/metrics`);
+  t.equal(res.status, 200, 'open to all');
+  const text = res.body.toString('utf8');
+  const open = parse(text);
+  // They would tell an uploader whether another repository holds an oid (docs/metrics.md).
+  const storeWide = ['svc_store_objects', 'svc_store_stored_bytes', 'svc_data_dir_free_bytes', 'svc_journal_segments_total'];
+  for (const name of storeWide) {
+    t.ok(full.some((s) => s.name === name), `${name} with the token`);
+    t.notOk(open.some((s) => s.name === name) || text.includes(`# HELP ${name} `), `${name} left out without it`);
+  }
+  const names = (samples: Sample[]): Set<string> => new Set(samples.map((s) => s.name));
+  t.same([...names(full)].filter((n) => !names(open).has(n)).sort(), [...storeWide].sort(), 'nothing else is left out');
+  const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  if (lint.error === undefined) t.equal(lint.status, 0, `promtool check metrics passes on the open exposition${lint.stdout || lint.stderr ? `: ${lint.stdout}${lint.stderr}` : ''}`);
+  for (const authorization of ['Bearer wrong-token', basic('tok-reader'), `Bearer ${METRICS_TOKEN}x`]) {
+    const refused = await http('GET', `${base}/metrics`, { headers: { authorization } });
+    t.equal(refused.status, 401, `${authorization.slice(0, 12)}…: 401`);
+    t.match(refused.json(), { message: /SVC_METRICS_TOKEN/ });
+  }
+});
+
 t.test('store figures are computed at most once a minute; byte counters are live', async (t) => {
   const before = (await scrape(t)).samples;
   const extra = blob(50_000);
@@ -234,7 +260,7 @@ t.test('store figures are computed at most once a minute; byte counters are live
     'the upload counted at once',
   );
   // Concurrent scrapes share one refresh and agree.
-  const many = await Promise.all(Array.from({ length: 5 }, () => http('GET', `${base}/metrics`)));
+  const many = await Promise.all(Array.from({ length: 5 }, () => http('GET', `${base}/metrics`, FULL)));
   const objects = many.map((r) => value(parse(r.body.toString('utf8')), 'svc_store_objects'));
   t.same(new Set(objects).size, 1, 'concurrent scrapes see one figure');
 });

@@ -117,9 +117,11 @@ t.test('every series the dashboard and the alerts name is exported by a running 
   forge.repos.set('acme/game', { private: true });
   forge.tokens.set('tok-admin', { login: 'ada', repos: { 'acme/game': 'admin' } });
   forge.tokens.set('tok-late', { login: 'lee', repos: { 'acme/game': 'pull' } });
-  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url });
+  // Prometheus scrapes with the metrics token, as the kit's scrape config says (docs/metrics.md).
+  const token = 'monitoring-kit-metrics-token';
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_METRICS_TOKEN: token });
   t.teardown(() => server.stop());
-  const scrape = async (): Promise<string> => (await http('GET', `${server.url}/metrics`)).body.toString('utf8');
+  const scrape = async (): Promise<string> => (await http('GET', `${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).body.toString('utf8');
 
   // A little traffic: an upload, a download, a forge outage, and an audit that finds a bad object.
   const good = blob(300_000);

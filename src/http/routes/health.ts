@@ -4,9 +4,16 @@ import type { Index } from '../../db/index-types.js';
 import { send, sendJson } from '../respond.js';
 import type { HttpServer } from '../server.js';
 import { lfsError } from '../../errors/errors.js';
+import { createHash, timingSafeEqual } from 'node:crypto';
 
-/** Probes and the Prometheus exposition: open to all (design §3). */
-export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore; index: Index; metrics: Metrics }): void {
+/**
+ * Probes and the Prometheus exposition: open to all (design §3), except the store-wide series of
+ * /metrics (STORE_WIDE_SERIES), which need `metricsToken` as a bearer token: they would tell an
+ * uploader whether another repository holds an oid.
+ */
+export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore; index: Index; metrics: Metrics; metricsToken: string | null }): void {
+  const digest = (s: string): Buffer => createHash('sha256').update(s, 'latin1').digest();
+  const wanted = deps.metricsToken === null ? null : digest(`Bearer ${deps.metricsToken}`);
   http.route('get', '/health', 'health', (ctx) => sendJson(ctx, 200, { status: 'ok' }));
 
   http.route('get', '/ready', 'ready', async (ctx) => {
@@ -24,7 +31,12 @@ export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore;
   });
 
   http.route('get', '/metrics', 'metrics', async (ctx) => {
-    const text = await deps.metrics.registry.metrics();
+    const authorization = ctx.header('authorization');
+    // No credentials: the open series. Credentials: exactly the metrics token, compared in constant
+    // time; anything else is refused rather than quietly answered with less.
+    const storeWide = authorization !== '' && wanted !== null && timingSafeEqual(digest(authorization.replace(/^bearer /i, 'Bearer ')), wanted);
+    if (authorization !== '' && !storeWide) throw lfsError('LFS_ERR_METRICS_TOKEN_REJECTED', undefined, { 'WWW-Authenticate': 'Bearer realm="Stowage metrics"' });
+    const text = await deps.metrics.exposition(storeWide);
     send(ctx, 200, text, {}, deps.metrics.registry.contentType);
   });
 }

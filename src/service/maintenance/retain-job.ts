@@ -8,7 +8,11 @@ export interface RetainReport {
   [key: string]: unknown;
   /** References dropped (and legacy files removed); in a dry run, those that would be. */
   readonly swept: number;
-  /** Bytes actually freed on disk: only objects no repository references any more. */
+  /**
+   * Bytes of the references dropped (legacy files removed): each object's stored size counted in
+   * full, as the repository's stats count it, whether or not another repository still holds it. What
+   * the shared store really frees is never told here: it would reveal which oids other repositories hold.
+   */
   readonly bytes: number;
   /** Not taken because uploaded or referenced within SVC_GC_GRACE. */
   readonly within_grace: number;
@@ -77,10 +81,9 @@ async function sweepRepo(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySe
     }
     if (dryRun) {
       swept++;
-      if (!(await maint.referencedElsewhere(row.oid, repo.key))) bytes += (await store.stat(row.oid))?.storedSize ?? 0;
+      bytes += row.storedSize;
       continue;
     }
-    const size = (await store.stat(row.oid))?.storedSize ?? 0;
     // From the check to markDeleting nothing awaits: no upload here can start in between.
     if (uploads.isUploading(row.oid)) {
       inFlight++;
@@ -90,8 +93,9 @@ async function sweepRepo(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySe
     try {
       const outcome = await maint.dropReference(repo.key, row.oid, deps.node.liveSince(), deps.node.id);
       swept++;
+      bytes += row.storedSize;
       if (outcome === 'in_flight') inFlight++;
-      if (outcome === 'delete' && (await deleteBytes(deps, row.oid))) bytes += size;
+      if (outcome === 'delete') await deleteBytes(deps, row.oid);
     } finally {
       open();
     }
