@@ -2,14 +2,15 @@ import type { Metrics } from '../../metrics/registry.js';
 import type { BlobStore } from '../../store/types.js';
 import type { Index } from '../../db/index-types.js';
 import { send, sendJson } from '../respond.js';
+import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 import { lfsError } from '../../errors/errors.js';
 
 /** Probes and the Prometheus exposition: open to all (design §3). */
-export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore; index: Index; metrics: Metrics }): void {
-  http.route('get', '/health', 'health', (ctx) => sendJson(ctx, 200, { status: 'ok' }));
+export function registerHealthRoutes(http: HttpServer, guard: RouteGuard, deps: { store: BlobStore; index: Index; metrics: Metrics }): void {
+  guard.route(http, 'health', (ctx) => sendJson(ctx, 200, { status: 'ok' }));
 
-  http.route('get', '/ready', 'ready', async (ctx) => {
+  guard.route(http, 'ready', async (ctx) => {
     try {
       await deps.store.checkWritable();
     } catch (e) {
@@ -23,7 +24,7 @@ export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore;
     sendJson(ctx, 200, { status: 'ready' });
   });
 
-  http.route('get', '/metrics', 'metrics', async (ctx) => {
+  guard.route(http, 'metrics', async (ctx) => {
     const text = await deps.metrics.registry.metrics();
     send(ctx, 200, text, {}, deps.metrics.registry.contentType);
   });
