@@ -21,7 +21,8 @@ const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
 for (const r of ['acme/game', 'acme/slow']) forge.repos.set(r, { private: true });
-forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/game': 'admin', 'acme/slow': 'admin' } });
+// A forge site admin: import is a server administrator's act.
+forge.tokens.set('tok-admin', { login: 'boss', siteAdmin: true, repos: { 'acme/game': 'admin', 'acme/slow': 'admin' } });
 forge.tokens.set('tok-pull', { login: 'viewer', repos: { 'acme/game': 'pull', 'acme/slow': 'pull' } });
 
 // The folder `import` may read other servers' content folders from.
