@@ -154,6 +154,8 @@ export class BodyPump {
   }
 
   #pause(): void {
+    // Data already read can still arrive after a refusal was answered, when `res` is off limits.
+    if (this.#ctx.responded || this.#ctx.aborted) return;
     if (!this.#paused) {
       this.#flushCount(); // a stalled upload's bytes show in the metrics while it waits
       this.#paused = true;

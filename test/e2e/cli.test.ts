@@ -239,7 +239,7 @@ t.test('jobs: list, follow, Ctrl-C leaves the job running, cancel stops it betwe
 
   const follower = start(['jobs', 'follow', 'acme/slow', id]);
   await follower.stderrLine(/audit acme\/slow: running/);
-  const refused = await http('POST', `${server.url}/acme/slow/objects/jobs/${id}/cancel`, { headers: { authorization: basic('tok-pull') } });
+  const refused = await http('POST', `${server.url}/acme/slow/objects/jobs/${id}/cancel`, { headers: { authorization: basic('tok-pull'), 'content-type': 'application/json' } });
   t.equal(refused.status, 403, 'a reader may not cancel');
   const cancel = start(['jobs', 'cancel', id], { env: { ...baseEnv, STOWAGE_TOKEN: 'tok-admin' }, cwd: root });
   const cancelRun = await cancel.done;
