@@ -20,6 +20,7 @@ import { WorkerTasks } from './service/maintenance/worker-tasks.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
+import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
 import { PolicedAccessService, SettingsService } from './service/settings-service.js';
@@ -213,15 +214,17 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     batch.usePresign(presign);
     transfers.usePromoter(presign);
   }
-  registerHealthRoutes(http, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
-  registerObjectRoutes(http, { access, batch, transfers, limits: settings, presign });
-  registerMaintenanceRoutes(http, { access, maintenance });
-  registerLockRoutes(http, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
-  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
   const sessions = new SessionService(db.sessions, access, { adminRepo, ttlSeconds: config.sessionTtl });
-  registerRepoPageRoutes(http, { access, stats });
-  registerDashboardRoutes(http, { sessions, settings, stats, baseUrl: () => links.baseUrl });
+  // Every route's permission, body cap and cross-site rules: one table (route-policy.ts).
+  const guard = new RouteGuard({ access, sessions, baseUrl: () => links.baseUrl });
+  registerHealthRoutes(http, guard, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
+  registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
+  registerMaintenanceRoutes(http, guard, { access, maintenance });
+  registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
+  const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
+  registerRepoPageRoutes(http, guard, { access, stats });
+  registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
   // Issue 7 item 4: what /metrics reads at scrape time (store figures at most once a minute).
   metrics.useSources({

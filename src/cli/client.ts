@@ -83,7 +83,9 @@ export class Client {
   async call(method: string, path: string, body?: unknown): Promise<Answer> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.#token !== null) headers.authorization = `Basic ${Buffer.from(`stowage:${this.#token}`).toString('base64')}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    // The server refuses a state-changing call without a JSON type, an empty body included (a
+    // cross-site form could send one otherwise).
+    if (method !== 'GET' && method !== 'HEAD') headers['content-type'] = 'application/json';
     const url = `${this.target.base}/${this.target.repo}/${path}`;
     let res: Response;
     try {

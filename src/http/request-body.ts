@@ -2,8 +2,14 @@ import { lfsError } from '../errors/errors.js';
 import type { ObjectWriter } from '../store/types.js';
 import type { RequestContext } from './context.js';
 
-/** Bytes copied and held while the writer is not ready yet (authorization, opening the file). */
+/** Bytes copied and held while the writer is not ready yet (opening the file), once authorized. */
 const PRE_BUFFER = 1 << 20;
+
+/**
+ * What any caller may make the server hold of a body while it is being authorized: past it the
+ * socket is paused until authorization is done (and a refusal never reads on).
+ */
+export const PRE_AUTH_BYTES = 16 * 1024;
 
 /**
  * uWS rearms its 10 s idle timeout on request data only once 160 KiB arrived within it (16 KiB/s,
@@ -54,13 +60,16 @@ export interface BodyCap {
  * Feeds an upload body from uWS to an ObjectWriter with backpressure: when the writer has enough in
  * flight the socket is paused, and it resumes on the writer's drain. uWS delivers data only to an
  * onData registered synchronously in the route handler, so the pump is created first and the body is
- * held (one MiB, then the socket pauses) until authorization is done and the writer exists.
+ * held until the writer exists: PRE_AUTH_BYTES until authorized(), then one MiB (past either the
+ * socket pauses).
  */
 export class BodyPump {
   readonly #ctx: RequestContext;
   #writer: ObjectWriter | null = null;
   #held: Uint8Array[] = [];
   #heldBytes = 0;
+  /** Held before the writer exists: PRE_AUTH_BYTES until the uploader is authorized, then PRE_BUFFER. */
+  #hold = PRE_AUTH_BYTES;
   #paused = false;
   #ended = false;
   #received = 0;
@@ -87,6 +96,12 @@ export class BodyPump {
     ctx.onAbort(() => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')));
   }
 
+  /** The uploader is authorized: up to PRE_BUFFER is held until the writer exists. */
+  authorized(): void {
+    this.#hold = PRE_BUFFER;
+    if (this.#writer === null && this.#failure === null && this.#heldBytes < PRE_BUFFER) this.#resume();
+  }
+
   /** Cuts the body at `cap.bytes` (uploads of unknown size under an access-settings limit). */
   limit(cap: BodyCap | null): void {
     this.#cap = cap;
@@ -104,7 +119,7 @@ export class BodyPump {
       if (this.#writer === null) {
         this.#held.push(chunk.slice()); // uWS reuses the memory after this callback returns
         this.#heldBytes += chunk.byteLength;
-        if (this.#heldBytes >= PRE_BUFFER && !isLast) this.#pause();
+        if (this.#heldBytes >= this.#hold && !isLast) this.#pause();
       } else {
         try {
           const more = this.#writer.write(chunk);
@@ -139,6 +154,8 @@ export class BodyPump {
   }
 
   #pause(): void {
+    // Data already read can still arrive after a refusal was answered, when `res` is off limits.
+    if (this.#ctx.responded || this.#ctx.aborted) return;
     if (!this.#paused) {
       this.#flushCount(); // a stalled upload's bytes show in the metrics while it waits
       this.#paused = true;
@@ -203,41 +220,123 @@ export class BodyPump {
 }
 
 /**
- * Collects a small body (JSON API calls) up to `cap` bytes; more is refused with 413 without
- * buffering it (design: cap every buffered body). Must be called synchronously in the handler.
+ * A small body (JSON API calls) collected while its request is being authorized: at most `hold`
+ * bytes are taken in until release() (then the socket is paused, so an unauthorized caller makes the
+ * server read little more than that), and at most `cap` in all (past it: 413, and the socket stays
+ * paused). Must be created synchronously in the handler: uWS hands data only to an onData
+ * registered then.
  */
-export function collectBody(ctx: RequestContext, cap: number): Promise<Buffer> {
-  const res = ctx.res;
-  ctx.bodyPending = true;
-  const body = new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    const idle = new IdleRearm(ctx);
-    res.onData((chunk, isLast) => {
-      ctx.bytesIn += chunk.byteLength;
-      if (failed) return;
-      if (!isLast) idle.progress();
-      size += chunk.byteLength;
-      if (size > cap) {
-        failed = true;
-        reject(lfsError('LFS_ERR_BODY_TOO_LARGE', `Request body is larger than ${cap} bytes`));
-        return;
-      }
-      if (chunk.byteLength > 0) chunks.push(Buffer.from(new Uint8Array(chunk)));
-      if (isLast) {
-        ctx.bodyPending = false;
-        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-      }
+export class HeldBody {
+  readonly #ctx: RequestContext;
+  readonly #cap: number;
+  readonly #hold: number;
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+  #released = false;
+  #paused = false;
+  #ended = false;
+  #failure: unknown = null;
+  #waiter: { resolve: (b: Buffer) => void; reject: (e: unknown) => void } | null = null;
+  readonly #idle: IdleRearm;
+
+  constructor(ctx: RequestContext, cap: number, hold: number) {
+    this.#ctx = ctx;
+    this.#cap = cap;
+    this.#hold = Math.min(hold, cap);
+    this.#idle = new IdleRearm(ctx);
+    ctx.bodyPending = true;
+    ctx.res.onData((chunk, isLast) => this.#onData(chunk, isLast));
+    ctx.onAbort(() => this.#fail(lfsError('LFS_ERR_UPLOAD_ABORTED')));
+  }
+
+  #onData(chunk: ArrayBuffer, isLast: boolean): void {
+    this.#ctx.bytesIn += chunk.byteLength;
+    if (this.#failure !== null) return;
+    this.#size += chunk.byteLength;
+    if (this.#size > this.#cap) {
+      this.#fail(lfsError('LFS_ERR_BODY_TOO_LARGE', `Request body is larger than ${this.#cap} bytes`));
+      return;
+    }
+    if (chunk.byteLength > 0) this.#chunks.push(Buffer.from(new Uint8Array(chunk))); // uWS reuses the memory
+    if (isLast) {
+      this.#ended = true;
+      this.#ctx.bodyPending = false;
+      this.#settle();
+    } else if (!this.#released && this.#size >= this.#hold) {
+      this.#pause();
+    } else if (!this.#paused) {
+      this.#idle.progress();
+    }
+  }
+
+  #pause(): void {
+    if (this.#paused || this.#ctx.aborted || this.#ctx.responded) return;
+    this.#paused = true;
+    this.#ctx.res.pause();
+  }
+
+  #fail(e: unknown): void {
+    if (this.#failure !== null) return;
+    this.#failure = e;
+    // Nothing more is read: the answer (413) closes the connection (respond.ts).
+    this.#pause();
+    this.#chunks.length = 0;
+    this.#settle();
+  }
+
+  #settle(): void {
+    const waiter = this.#waiter;
+    if (waiter === null) return;
+    if (this.#failure !== null) {
+      this.#waiter = null;
+      waiter.reject(this.#failure);
+    } else if (this.#ended) {
+      this.#waiter = null;
+      waiter.resolve(this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks));
+    }
+  }
+
+  /** The caller is authorized: the body may be read up to its cap. */
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    if (this.#paused && this.#failure === null && !this.#ctx.aborted && !this.#ctx.responded) {
+      this.#paused = false;
+      this.#ctx.res.resume();
+    }
+  }
+
+  /** The whole body, once released; rejects with 413 past the cap or 400 when the client went away. */
+  read(): Promise<Buffer> {
+    if (!this.#released) return Promise.reject(new Error('request body read before the caller was authorized'));
+    return new Promise<Buffer>((resolve, reject) => {
+      this.#waiter = { resolve, reject };
+      this.#settle();
     });
-    ctx.onAbort(() => reject(lfsError('LFS_ERR_UPLOAD_ABORTED')));
-  });
-  // A handler may refuse the request (bad Accept, bad path) before it awaits the body, and the rest
-  // of the body can still arrive and overflow the cap after that answer: nobody awaits this promise
-  // then, and its rejection must not surface as an unhandled one. A handler that awaits it still
-  // gets the rejection.
-  body.catch(() => undefined);
-  return body;
+  }
+}
+
+/**
+ * True when `json` nests arrays and objects deeper than `max` levels: a byte scan (strings and
+ * their escapes skipped) before JSON.parse, whose recursion a deep body would otherwise drive.
+ */
+export function jsonTooDeep(json: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json[i]!;
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next byte is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
 }
 
 /** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */

@@ -21,7 +21,8 @@ const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
 for (const r of ['acme/game', 'acme/slow']) forge.repos.set(r, { private: true });
-forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/game': 'admin', 'acme/slow': 'admin' } });
+// A forge site admin: import is a server administrator's act.
+forge.tokens.set('tok-admin', { login: 'boss', siteAdmin: true, repos: { 'acme/game': 'admin', 'acme/slow': 'admin' } });
 forge.tokens.set('tok-pull', { login: 'viewer', repos: { 'acme/game': 'pull', 'acme/slow': 'pull' } });
 
 // The folder `import` may read other servers' content folders from.
@@ -238,7 +239,7 @@ t.test('jobs: list, follow, Ctrl-C leaves the job running, cancel stops it betwe
 
   const follower = start(['jobs', 'follow', 'acme/slow', id]);
   await follower.stderrLine(/audit acme\/slow: running/);
-  const refused = await http('POST', `${server.url}/acme/slow/objects/jobs/${id}/cancel`, { headers: { authorization: basic('tok-pull') } });
+  const refused = await http('POST', `${server.url}/acme/slow/objects/jobs/${id}/cancel`, { headers: { authorization: basic('tok-pull'), 'content-type': 'application/json' } });
   t.equal(refused.status, 403, 'a reader may not cancel');
   const cancel = start(['jobs', 'cancel', id], { env: { ...baseEnv, STOWAGE_TOKEN: 'tok-admin' }, cwd: root });
   const cancelRun = await cancel.done;

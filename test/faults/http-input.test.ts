@@ -76,10 +76,13 @@ t.test('an oversized JSON body: 413 with the LFS body, and no unhandled rejectio
   const big = `{"path":"${'x'.repeat(70_000)}"}`;
   const lockHead = (accept: string): string =>
     rawHead('POST /acme/game/locks HTTP/1.1', [`Authorization: ${WRITER}`, `Content-Type: ${LFS}`, `Accept: ${accept}`, `Content-Length: ${big.length}`], big);
-  lfsError(t, (await rawRequest(port, lockHead(LFS))).responses[0], 413, /larger than 65536 bytes/);
-  // Refused for its Accept before the body was read: the body still overflows its cap afterwards,
-  // with nobody awaiting it (the unhandled rejection of the issue). Checked in the server log at the end.
-  lfsError(t, (await rawRequest(port, lockHead('text/html'))).responses[0], 406);
+  lfsError(t, (await rawRequest(port, lockHead(LFS))).responses[0], 413, /larger than 32768 bytes/);
+  // A Content-Length over the cap is refused before anything else is looked at.
+  lfsError(t, (await rawRequest(port, lockHead('text/html'))).responses[0], 413);
+  // Chunked, refused for its Accept before the body was read: the rest of the body arrives with
+  // nobody awaiting it (once an unhandled rejection). Checked in the server log at the end.
+  const chunked = rawHead('POST /acme/game/locks HTTP/1.1', [`Authorization: ${WRITER}`, `Content-Type: ${LFS}`, 'Accept: text/html', 'Transfer-Encoding: chunked'], `${big.length.toString(16)}\r\n${big}\r\n0\r\n\r\n`);
+  lfsError(t, (await rawRequest(port, chunked)).responses[0], 406);
 });
 
 t.test('conflicting framing headers: 400, the connection closes, nothing is smuggled', async (t) => {

@@ -156,7 +156,7 @@ t.test('access settings: saved, enforced at once, persisted, reset to the enviro
   t.match(typo.json().message, /Unknown access setting "max_size"/);
   t.equal((await http('PUT', `${base}/-/api/access`, { headers: admin, body: '{"max_object_size": "lots"}' })).status, 422);
   t.equal((await http('PUT', `${base}/-/api/access`, { headers: admin, body: '{"allowed_repos": ["a/b/c"]}' })).status, 422);
-  t.equal((await http('PUT', `${base}/-/api/access`, { headers: { authorization: basic('writer') }, body: '{}' })).status, 403, 'not an admin');
+  t.equal((await http('PUT', `${base}/-/api/access`, { headers: { authorization: basic('writer'), 'content-type': 'application/json' }, body: '{}' })).status, 403, 'not an admin');
   t.equal((await http('PUT', `${base}/-/api/access`, { headers: { ...admin, origin: 'https://evil.example' }, body: '{}' })).status, 403, 'foreign Origin refused even with a token');
 
   // Max object size: the batch refuses an over-size object in its own entry with 422; others proceed.

@@ -20,7 +20,8 @@ t.teardown(() => forge.stop());
 const REPOS = ['acme/from-gitea', 'acme/from-gitlab', 'acme/from-lts', 'acme/from-clone', 'acme/legacy', 'acme/dry', 'acme/to-bucket'];
 for (const r of REPOS) forge.repos.set(r, { private: true });
 const all = (role: 'admin' | 'push' | 'pull') => Object.fromEntries(REPOS.map((r) => [r, role]));
-forge.tokens.set('tok-admin', { login: 'boss', repos: all('admin') });
+// Import is a server administrator's act: a forge site admin (or an admin of SVC_ADMIN_REPO).
+forge.tokens.set('tok-admin', { login: 'boss', siteAdmin: true, repos: all('admin') });
 forge.tokens.set('tok-push', { login: 'dev', repos: all('push') });
 const as = (tok: string) => ({ authorization: basic(tok) });
 

@@ -195,9 +195,11 @@ t.test('unlock: owner, force by admin, refusals, 404s and repository scoping', a
   assertError(t, await unlock(d.id, 't-ghost', true), 403, /admin/);
   t.equal((await unlock(d.id, 't-adminbot', true)).status, 200, 'an admin app token may force');
 
-  // An empty body is read as {}.
+  // An empty body is read as {}, but still needs the JSON type: a cross-site form can post an empty body.
   const c = (await create('unlock/c.bin', 't-alice')).json().lock;
-  const bare = await http('POST', `${server.url}/org/repo/locks/${c.id}/unlock`, { headers: { authorization: basic('t-alice'), accept: LFS } });
+  const untyped = await http('POST', `${server.url}/org/repo/locks/${c.id}/unlock`, { headers: { authorization: basic('t-alice'), accept: LFS } });
+  assertError(t, untyped, 415);
+  const bare = await http('POST', `${server.url}/org/repo/locks/${c.id}/unlock`, { headers: { authorization: basic('t-alice'), accept: LFS, 'content-type': LFS } });
   t.equal(bare.status, 200);
   assertError(t, await api(server, 'POST', `/org/repo/locks/${c.id}/unlock`, 't-alice', { force: 'yes' }), 422);
 });

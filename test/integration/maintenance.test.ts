@@ -125,7 +125,8 @@ for (const backend of ['disk', 's3'] as const) {
       t.ok(statSync(pathOf(textOid)).size < text.length / 2, 'text object is stored framed');
       t.equal(statSync(pathOf(noiseOid)).size, noise.length, 'random object is stored plain');
 
-      const clean = await job('acme/game', 'audit', {}, 'tok-pull');
+      t.equal((await job('acme/game', 'audit', {}, 'tok-pull')).status, 403, 'an audit needs push: a reader runs none');
+      const clean = await job('acme/game', 'audit', {}, 'tok-push');
       t.equal(clean.status, 200);
       const r0 = clean.json();
       t.match(r0, { objects: 2, ok: 2, corrupt: 0, unreadable: 0, complete: true, quarantine: 'not_needed' });
@@ -134,14 +135,14 @@ for (const backend of ['disk', 's3'] as const) {
       // One flipped byte in each: the plain one reads but does not match; the framed one cannot be read.
       flipByte(pathOf(noiseOid), 12345);
       flipByte(pathOf(textOid), 100);
-      const seen = (await job('acme/game', 'audit', {}, 'tok-pull')).json();
-      t.match(seen, { corrupt: 1, unreadable: 1, complete: true, quarantined: 0, quarantine: 'not_requested' }, 'pull runs the audit read-only');
+      const seen = (await job('acme/game', 'audit', {}, 'tok-push')).json();
+      t.match(seen, { corrupt: 1, unreadable: 1, complete: true, quarantined: 0, quarantine: 'not_requested' }, 'push runs the audit read-only');
       t.equal(seen.corrupt_objects[0].oid, noiseOid);
       t.equal(seen.unreadable_objects[0].oid, textOid);
       // Read-only by default for an admin too (restic's `check`): quarantine only when asked.
       const adminDefault = (await job('acme/game', 'audit', {}, 'tok-admin')).json();
       t.match(adminDefault, { corrupt: 1, unreadable: 1, quarantined: 0, quarantine: 'not_requested', state: 'done', outcome: 'problems' }, "an admin's audit is read-only unless asked");
-      const asked = await job('acme/game', 'audit', { quarantine: true }, 'tok-pull');
+      const asked = await job('acme/game', 'audit', { quarantine: true }, 'tok-push');
       t.equal(asked.status, 403, 'quarantine asked without admin is refused, not silently run read-only');
       let b = await batch('acme/game', 'upload', [{ oid: noiseOid, size: noise.length }]);
       t.notOk(b.objects[0].actions, 'not quarantined yet: batch still says present');
@@ -162,7 +163,7 @@ for (const backend of ['disk', 's3'] as const) {
       await put('acme/game', text);
       t.ok((await get('acme/game', noiseOid)).body.equals(noise), 'healed: good bytes served');
       t.ok((await get('acme/game', textOid)).body.equals(text), 'healed: framed object served');
-      const again = (await job('acme/game', 'audit', {}, 'tok-pull')).json();
+      const again = (await job('acme/game', 'audit', {}, 'tok-push')).json();
       t.match(again, { objects: 2, ok: 2, corrupt: 0, unreadable: 0, complete: true, already_quarantined: 0 });
       t.equal((await job('acme/game', 'audit', {}, 'tok-none')).status, 401, 'an unknown token is refused');
     });
@@ -339,7 +340,7 @@ for (const backend of ['disk', 's3'] as const) {
 
     t.test('wait:false answers 202 with a job whose progress can be read', async (t) => {
       for (let i = 0; i < 4; i++) await put('acme/game', randomBytes(2 * MiB + i));
-      const res = await job('acme/game', 'audit', { wait: false }, 'tok-pull');
+      const res = await job('acme/game', 'audit', { wait: false }, 'tok-push');
       t.equal(res.status, 202);
       const started = res.json();
       t.match(started, { kind: 'audit', repository: 'acme/game' });
@@ -366,7 +367,7 @@ for (const backend of ['disk', 's3'] as const) {
       const ac = new AbortController();
       const hungUp = fetch(`${server.url}/acme/packed/objects/audit`, {
         method: 'POST',
-        headers: { ...as('tok-pull'), 'content-type': 'application/json' },
+        headers: { ...as('tok-push'), 'content-type': 'application/json' },
         body: '{}',
         signal: ac.signal,
       }).catch((e: Error) => e.name);

@@ -17,7 +17,8 @@ const $ = (id) => document.getElementById(id);
 const say = (text, ok) => { const m = $('msg'); if (m) { m.textContent = text; m.className = ok ? 'ok' : 'error'; } };
 async function call(method, path, body) {
   const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
-  if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+  if (method !== 'GET') init.headers['Content-Type'] = 'application/json';
+  if (body !== undefined) init.body = JSON.stringify(body);
   const res = await fetch(path, init);
   let data = null;
   try { data = await res.json(); } catch (e) { data = null; }

@@ -4,8 +4,8 @@ import type { SettingsService } from '../../service/settings-service.js';
 import type { StatsService } from '../../service/stats-service.js';
 import { tokenFromAuthorization, usableToken } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { collectBody, parseJson } from '../request-body.js';
 import { send } from '../respond.js';
+import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
 /** The page templates, imported at the first page asked for: of no use to a server at rest. */
@@ -16,7 +16,6 @@ export const SESSION_COOKIE = 'stowage_session';
 /** Where the dashboard lives (the start-up line prints it); its session cookie is scoped to it. */
 export const DASHBOARD_PATH = '/-/';
 const COOKIE_PATH = DASHBOARD_PATH;
-const BODY_CAP = 64 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
 const NO_STORE = { 'Cache-Control': 'no-store' };
 /** Dashboard 401s carry no Basic challenge: a browser must not pop up a password prompt. */
@@ -26,7 +25,7 @@ export interface DashboardDeps {
   readonly sessions: SessionService;
   readonly settings: SettingsService;
   readonly stats: StatsService;
-  /** The public base URL (SVC_BASE_URL, or derived once listening): its origin is the only one trusted. */
+  /** The public base URL (SVC_BASE_URL, or derived once listening): decides the cookie's Secure flag. */
   readonly baseUrl: () => string;
 }
 
@@ -49,22 +48,15 @@ function userView(user: DashboardUser, expiresAt: number | null): object {
 
 /**
  * The dashboard: the page at /-/ and its JSON API under /-/api/. Every API call needs a signed-in
- * session (cookie) or a forge admin's token (Authorization header). A state-changing call made with
- * the cookie must come from our own origin (the Origin header, which browsers send on every
- * non-GET fetch, must equal SVC_BASE_URL's origin); SameSite=Strict is the second fence.
+ * session (cookie) or a server administrator's token (Authorization header). A state-changing call
+ * made with the cookie must come from our own origin (the Origin header, which browsers send on
+ * every non-GET fetch, must equal SVC_BASE_URL's origin; RouteGuard.checkOrigin); SameSite=Strict is
+ * the second fence. The route guard refuses a foreign Origin and a non-JSON body type on every
+ * state-changing call before this code runs (ROUTES).
  */
-export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): void {
+export function registerDashboardRoutes(http: HttpServer, guard: RouteGuard, deps: DashboardDeps): void {
   const { sessions, settings, stats } = deps;
   const secure = (): boolean => deps.baseUrl().startsWith('https:');
-  const origin = (): string => new URL(deps.baseUrl()).origin;
-
-  /** A present Origin must be ours, whatever the credentials (cached Basic credentials are ambient too). */
-  const checkOrigin = (ctx: RequestContext, required: boolean): void => {
-    const o = ctx.header('origin');
-    if (o === '' ? required : o !== origin()) {
-      throw lfsError('LFS_ERR_ORIGIN_MISMATCH', `Origin ${o === '' ? '(none)' : `"${o}"`} does not match this server's ${origin()}; set SVC_BASE_URL to the address the dashboard is opened at`);
-    }
-  };
 
   const sessionOf = async (ctx: RequestContext): Promise<{ id: string; session: Session | null }> => {
     const id = cookieValue(ctx.header('cookie'), SESSION_COOKIE);
@@ -75,21 +67,21 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
   const requireAdmin = async (ctx: RequestContext, changesState: boolean): Promise<DashboardUser> => {
     const token = tokenFromAuthorization(ctx.header('authorization'), NO_CHALLENGE);
     if (token !== null) {
-      if (changesState) checkOrigin(ctx, false);
+      if (changesState) guard.checkOrigin(ctx, false);
       return sessions.adminOf(token, ctx.signal);
     }
     const { session } = await sessionOf(ctx);
     if (session === null) throw lfsError('LFS_ERR_SESSION_REQUIRED');
-    if (changesState) checkOrigin(ctx, true);
+    if (changesState) guard.checkOrigin(ctx, true);
     return session.user;
   };
 
   const cookie = (value: string, maxAge: number): string =>
     `${SESSION_COOKIE}=${value}; Path=${COOKIE_PATH}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict${secure() ? '; Secure' : ''}`;
 
-  http.route('get', '/-', 'dashboard_redirect', (ctx) => send(ctx, 308, '', { Location: '/-/' }, null));
+  guard.route(http, 'dashboard_redirect', (ctx) => send(ctx, 308, '', { Location: '/-/' }, null));
 
-  http.route('get', '/-/', 'dashboard', async (ctx) => {
+  guard.route(http, 'dashboard', async (ctx) => {
     const { session } = await sessionOf(ctx);
     if (session !== null) await settings.refresh();
     const { renderDashboard, renderSignIn } = await pages();
@@ -99,53 +91,53 @@ export function registerDashboardRoutes(http: HttpServer, deps: DashboardDeps): 
 
   // The page's jobs section alone, which its script fetches while a job runs (a small poll instead
   // of reloading the whole page).
-  http.route('get', '/-/jobs', 'dashboard_jobs', async (ctx) => {
+  guard.route(http, 'dashboard_jobs', async (ctx) => {
     await requireAdmin(ctx, false);
     send(ctx, 200, (await pages()).renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
   });
 
-  http.route('post', '/-/api/session', 'session_create', async (ctx) => {
-    const body = collectBody(ctx, BODY_CAP);
-    // Login CSRF: a foreign page must not sign a browser in as someone else.
-    checkOrigin(ctx, false);
-    const parsed = parseJson(await body) as { token?: unknown } | null;
+  // Login CSRF (a foreign page signing a browser in as someone else) is refused by the guard's
+  // Origin check. The token is the body: the whole of it (PRE_AUTH_BYTES at most) is read first.
+  guard.route(http, 'session_create', async (ctx, call) => {
+    call.admit();
+    const parsed = (await call.json()) as { token?: unknown } | null | undefined;
     const token = parsed?.token;
     if (typeof token !== 'string' || token.trim() === '' || token.length > 4096) throw lfsError('LFS_ERR_BAD_REQUEST', 'Body must be {"token": "<forge token>"}');
     const { id, session } = await sessions.signIn(usableToken(token.trim(), NO_CHALLENGE), ctx.signal);
     json(ctx, 201, userView(session.user, session.expiresAt), { 'Set-Cookie': cookie(id, sessions.ttlSeconds) });
   });
 
-  http.route('get', '/-/api/session', 'session_show', async (ctx) => {
+  guard.route(http, 'session_show', async (ctx) => {
     const { session } = await sessionOf(ctx);
     if (session === null) throw lfsError('LFS_ERR_SESSION_REQUIRED', 'Not signed in');
     json(ctx, 200, userView(session.user, session.expiresAt));
   });
 
-  http.route('del', '/-/api/session', 'session_delete', async (ctx) => {
+  guard.route(http, 'session_delete', async (ctx) => {
     const { id, session } = await sessionOf(ctx);
-    if (session !== null) checkOrigin(ctx, true);
+    if (session !== null) guard.checkOrigin(ctx, true);
     await sessions.signOut(id);
     send(ctx, 204, '', { ...NO_STORE, 'Set-Cookie': cookie('', 0) }, null);
   });
 
-  http.route('get', '/-/api/overview', 'overview', async (ctx) => {
+  guard.route(http, 'overview', async (ctx) => {
     await requireAdmin(ctx, false);
     json(ctx, 200, await stats.overview());
   });
 
-  http.route('get', '/-/api/access', 'access_show', async (ctx) => {
+  guard.route(http, 'access_show', async (ctx) => {
     await requireAdmin(ctx, false);
     await settings.refresh();
     json(ctx, 200, settings.view());
   });
 
-  http.route('put', '/-/api/access', 'access_save', async (ctx) => {
-    const body = collectBody(ctx, BODY_CAP);
+  guard.route(http, 'access_save', async (ctx, call) => {
     const user = await requireAdmin(ctx, true);
-    json(ctx, 200, await settings.save(parseJson(await body), user.name));
+    call.admit();
+    json(ctx, 200, await settings.save(await call.json(), user.name));
   });
 
-  http.route('del', '/-/api/access', 'access_reset', async (ctx) => {
+  guard.route(http, 'access_reset', async (ctx) => {
     await requireAdmin(ctx, true);
     json(ctx, 200, await settings.reset());
   });

@@ -2,21 +2,22 @@ import type { Metrics } from '../../metrics/registry.js';
 import type { BlobStore } from '../../store/types.js';
 import type { Index } from '../../db/index-types.js';
 import { send, sendJson } from '../respond.js';
+import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 import { lfsError } from '../../errors/errors.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 /**
- * Probes and the Prometheus exposition: open to all (design §3), except the store-wide series of
- * /metrics (STORE_WIDE_SERIES), which need `metricsToken` as a bearer token: they would tell an
- * uploader whether another repository holds an oid.
+ * Probes and the Prometheus exposition: open to all, except the store-wide series of /metrics
+ * (STORE_WIDE_SERIES), which need `metricsToken` as a bearer token: they would tell an uploader
+ * whether another repository holds an oid.
  */
-export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore; index: Index; metrics: Metrics; metricsToken: string | null }): void {
+export function registerHealthRoutes(http: HttpServer, guard: RouteGuard, deps: { store: BlobStore; index: Index; metrics: Metrics; metricsToken: string | null }): void {
   const digest = (s: string): Buffer => createHash('sha256').update(s, 'latin1').digest();
   const wanted = deps.metricsToken === null ? null : digest(`Bearer ${deps.metricsToken}`);
-  http.route('get', '/health', 'health', (ctx) => sendJson(ctx, 200, { status: 'ok' }));
+  guard.route(http, 'health', (ctx) => sendJson(ctx, 200, { status: 'ok' }));
 
-  http.route('get', '/ready', 'ready', async (ctx) => {
+  guard.route(http, 'ready', async (ctx) => {
     try {
       await deps.store.checkWritable();
     } catch (e) {
@@ -30,7 +31,7 @@ export function registerHealthRoutes(http: HttpServer, deps: { store: BlobStore;
     sendJson(ctx, 200, { status: 'ready' });
   });
 
-  http.route('get', '/metrics', 'metrics', async (ctx) => {
+  guard.route(http, 'metrics', async (ctx) => {
     const authorization = ctx.header('authorization');
     // No credentials: the open series. Credentials: exactly the metrics token, compared in constant
     // time; anything else is refused rather than quietly answered with less.

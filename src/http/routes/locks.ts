@@ -1,17 +1,14 @@
 import { ERROR_CODES } from '../../errors/codes.js';
 import { lfsError } from '../../errors/errors.js';
 import { parseCreateLockRequest, parseListLocksQuery, parseUnlockRequest, parseVerifyLocksRequest } from '../../protocol/locks.js';
-import { acceptsLfsJson, isJsonRequestType } from '../../protocol/media-types.js';
+import { acceptsLfsJson } from '../../protocol/media-types.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { LockService } from '../../service/lock-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { collectBody, parseJson } from '../request-body.js';
 import { sendJson } from '../respond.js';
+import type { GuardedCall, RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
-
-/** Lock request bodies are a path and a ref; 64 KiB is far above need (design: cap every buffered body). */
-const LOCK_BODY_CAP = 64 * 1024;
 
 /** What the lock routes need. */
 export interface LockRoutesDeps {
@@ -29,29 +26,27 @@ function tokenOf(ctx: RequestContext): string | null {
 }
 
 /**
- * "All File Locking requests require … Accept: application/vnd.git-lfs+json" and, with a body, that
- * Content-Type (locking.md). An empty body (a hand-written unlock) is read as `{}`.
+ * "All File Locking requests require … Accept: application/vnd.git-lfs+json" and that Content-Type
+ * (locking.md), which the route guard requires of every POST, an empty body included (a form could
+ * send one). Push is checked before the body is read; an empty body (a hand-written unlock) is `{}`.
  */
-async function jsonBody(ctx: RequestContext, body: Promise<Buffer>): Promise<unknown> {
+async function jsonBody(ctx: RequestContext, call: GuardedCall, repo: RepoName): Promise<unknown> {
   if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
-  const bytes = await body;
-  if (bytes.length === 0) return undefined;
-  if (!isJsonRequestType(ctx.header('content-type'))) throw lfsError('LFS_ERR_BAD_MEDIA_TYPE');
-  return parseJson(bytes);
+  await call.authorize(repo);
+  return call.json();
 }
 
 /**
- * The File Locking API routes, thin: parse → LockService → respond. Every answer, errors included,
- * is `application/vnd.git-lfs+json` (respond.ts). Requests are validated before the permission
- * check, so a malformed one costs no forge lookup; a 422 says nothing about the repository.
+ * The File Locking API routes, thin: authorize → parse → LockService → respond. Every answer,
+ * errors included, is `application/vnd.git-lfs+json` (respond.ts). The service checks the
+ * permission again (a cached answer) and what the body adds to it (force needs admin).
  */
-export function registerLockRoutes(http: HttpServer, deps: LockRoutesDeps): void {
+export function registerLockRoutes(http: HttpServer, guard: RouteGuard, deps: LockRoutesDeps): void {
   const { locks } = deps;
 
-  http.route('post', '/:org/:repo/locks', 'lock_create', async (ctx) => {
-    const body = collectBody(ctx, LOCK_BODY_CAP);
+  guard.route(http, 'lock_create', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const parsed = await jsonBody(ctx, body);
+    const parsed = await jsonBody(ctx, call, repo);
     const result = await locks.create(tokenOf(ctx), repo, parseCreateLockRequest(parsed), ctx.signal);
     if (result.kind === 'created') {
       sendJson(ctx, 201, { lock: result.lock });
@@ -62,7 +57,7 @@ export function registerLockRoutes(http: HttpServer, deps: LockRoutesDeps): void
     sendJson(ctx, ERROR_CODES.LFS_ERR_LOCK_EXISTS.status, { lock: result.lock, message: result.message, request_id: ctx.requestId });
   });
 
-  http.route('get', '/:org/:repo/locks', 'lock_list', async (ctx) => {
+  guard.route(http, 'lock_list', async (ctx) => {
     const repo = repoOf(ctx);
     if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
     const token = tokenOf(ctx);
@@ -70,18 +65,16 @@ export function registerLockRoutes(http: HttpServer, deps: LockRoutesDeps): void
     sendJson(ctx, 200, await locks.list(token, repo, query, ctx.signal));
   });
 
-  http.route('post', '/:org/:repo/locks/verify', 'lock_verify', async (ctx) => {
-    const body = collectBody(ctx, LOCK_BODY_CAP);
+  guard.route(http, 'lock_verify', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const request = parseVerifyLocksRequest(await jsonBody(ctx, body));
+    const request = parseVerifyLocksRequest(await jsonBody(ctx, call, repo));
     sendJson(ctx, 200, await locks.verify(tokenOf(ctx), repo, request, ctx.signal));
   });
 
-  http.route('post', '/:org/:repo/locks/:id/unlock', 'lock_unlock', async (ctx) => {
-    const body = collectBody(ctx, LOCK_BODY_CAP);
+  guard.route(http, 'lock_unlock', async (ctx, call) => {
     const repo = repoOf(ctx);
     const id = ctx.params[2]!;
-    const request = parseUnlockRequest(await jsonBody(ctx, body));
+    const request = parseUnlockRequest(await jsonBody(ctx, call, repo));
     // "Successful deletions return the deleted lock" with 200 (locking.md; client doc (e)).
     sendJson(ctx, 200, { lock: await locks.unlock(tokenOf(ctx), repo, id, request, ctx.signal) });
   });

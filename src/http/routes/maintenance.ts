@@ -1,19 +1,15 @@
 import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
-import type { AccessService, Need } from '../../service/access-service.js';
+import type { AccessService } from '../../service/access-service.js';
 import type { Job, JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
 import { IMPORT_LAYOUTS, parseImportLayout } from '../../store/foreign-layout.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { collectBody, parseJson } from '../request-body.js';
 import { sendJson } from '../respond.js';
+import type { GuardedCall, Permission, RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
-
-/** Retain names every oid still referenced: 100 000 oids ≈ 7 MB of JSON. */
-const RETAIN_BODY_CAP = 64 << 20;
-const SMALL_BODY_CAP = 64 << 10;
 
 export interface MaintenanceRoutesDeps {
   readonly access: AccessService;
@@ -27,9 +23,9 @@ function repoOf(ctx: RequestContext): RepoName {
 }
 
 /** An optional JSON object body: empty means `{}`. */
-function parseOptions(body: Buffer): Record<string, unknown> {
-  if (body.length === 0) return {};
-  const v = parseJson(body);
+async function optionsOf(call: GuardedCall): Promise<Record<string, unknown>> {
+  const v = await call.json();
+  if (v === undefined) return {};
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw lfsError('LFS_ERR_BAD_REQUEST', 'The body must be a JSON object');
   return v as Record<string, unknown>;
 }
@@ -59,28 +55,30 @@ async function answer(ctx: RequestContext, repo: RepoName, job: Job, wait: boole
 }
 
 /** Stopping a job needs what starting it needed, and at least push: a reader may not stop others' audits. */
-function cancelNeeds(job: JobDetail): Need {
+function cancelNeeds(job: JobDetail): Permission {
   if (job.kind === 'retain') return 'push';
   if (job.kind === 'audit') return job.dry_run ? 'push' : 'admin';
+  if (job.kind === 'import') return 'server_admin';
   return 'admin';
 }
 
 /**
  * The maintenance endpoints (docs/maintenance.md). The spec names these paths' purpose only;
- * behaviour and permissions are ours (design §3): retain needs push (what a pusher may upload, a
- * pusher may stop referencing; bytes go only when no repository references them and never within
- * the grace), dedupe and compress need admin (they rewrite storage), audit needs pull (it only
- * reads; any reader may check their data), and quarantining what it finds needs admin.
+ * behaviour and permissions are ours (ROUTES in route-policy.ts): every job needs push at least;
+ * retain needs push (what a pusher may upload, a pusher may stop referencing; bytes go only when no
+ * repository references them and never within the grace), audit push (admin to quarantine what it
+ * finds), dedupe and compress admin (they rewrite storage other repositories share), and import a
+ * server administrator (it reads SVC_IMPORT_DIR, staged for every repository). Job list and show
+ * need pull.
  */
-export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRoutesDeps): void {
+export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, deps: MaintenanceRoutesDeps): void {
   const { access, maintenance } = deps;
   const token = (ctx: RequestContext): string | null => tokenFromAuthorization(ctx.header('authorization'));
 
-  http.route('post', '/:org/:repo/objects/retain', 'retain', async (ctx) => {
-    const body = collectBody(ctx, RETAIN_BODY_CAP);
+  guard.route(http, 'retain', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'push', ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
     const list = options.oids;
     if (!Array.isArray(list)) throw lfsError('LFS_ERR_BAD_REQUEST', 'oids must be a list of object ids (empty means none is referenced)');
     const keep = new Set<Oid>();
@@ -92,40 +90,37 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     await answer(ctx, repo, await maintenance.retain(repo, keep, flag(options, 'dry_run', false)), flag(options, 'wait', true));
   });
 
-  http.route('post', '/:org/:repo/objects/dedupe', 'dedupe', async (ctx) => {
-    const body = collectBody(ctx, SMALL_BODY_CAP);
+  guard.route(http, 'dedupe', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'admin', ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
     await answer(ctx, repo, await maintenance.dedupe(repo), flag(options, 'wait', true));
   });
 
-  http.route('post', '/:org/:repo/objects/compress', 'compress', async (ctx) => {
-    const body = collectBody(ctx, SMALL_BODY_CAP);
+  guard.route(http, 'compress', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'admin', ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
     await answer(ctx, repo, await maintenance.compress(repo, flag(options, 'dry_run', false)), flag(options, 'wait', true));
   });
 
-  http.route('post', '/:org/:repo/objects/audit', 'audit', async (ctx) => {
-    const body = collectBody(ctx, SMALL_BODY_CAP);
+  guard.route(http, 'audit', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const options = parseOptions(await body);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
     // Read-only unless asked (as restic's `check`): quarantining what it finds needs admin, and
     // asking for it without admin is refused rather than silently run read-only.
     const quarantine = flag(options, 'quarantine', false);
-    await access.authorize(token(ctx), repo, quarantine ? 'admin' : 'pull', ctx);
+    if (quarantine) await call.authorize(repo, 'admin');
     await answer(ctx, repo, await maintenance.audit(repo, quarantine), flag(options, 'wait', true));
   });
 
-  // Import reads a folder on the server, so it needs admin, and the folder is only ever named
-  // relative to SVC_IMPORT_DIR (MaintenanceService.import resolves and confines it).
-  http.route('post', '/:org/:repo/objects/import', 'import', async (ctx) => {
-    const body = collectBody(ctx, SMALL_BODY_CAP);
+  // Import reads a folder on the server, so it needs a server administrator, and the folder is only
+  // ever named relative to SVC_IMPORT_DIR (MaintenanceService.import resolves and confines it).
+  guard.route(http, 'import', async (ctx, call) => {
     const repo = repoOf(ctx);
-    const options = parseOptions(await body);
-    await access.authorize(token(ctx), repo, 'admin', ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
     const layout = parseImportLayout(options.layout);
     if (layout === null) throw lfsError('LFS_ERR_BAD_REQUEST', `layout must be one of ${Object.keys(IMPORT_LAYOUTS).join(', ')}`);
     const source = options.source ?? '';
@@ -144,23 +139,25 @@ export function registerMaintenanceRoutes(http: HttpServer, deps: MaintenanceRou
     return { repo, job };
   };
 
-  http.route('get', '/:org/:repo/objects/jobs', 'job_list', async (ctx) => {
+  guard.route(http, 'job_list', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(token(ctx), repo, 'pull', ctx);
     sendJson(ctx, 200, { jobs: await maintenance.jobsOf(repo) }, { 'Cache-Control': 'no-store' });
   });
 
-  http.route('get', '/:org/:repo/objects/jobs/:id', 'job', async (ctx) => {
+  guard.route(http, 'job', async (ctx) => {
     const { job } = await jobOf(ctx);
     sendJson(ctx, 200, job, { 'Cache-Control': 'no-store' });
   });
 
   // 202 while the job is still on its way to the next object boundary; 200 once it is final
   // (a job that had already finished is left as it was).
-  http.route('post', '/:org/:repo/objects/jobs/:id/cancel', 'job_cancel', async (ctx) => {
-    await collectBody(ctx, SMALL_BODY_CAP);
-    const { repo, job } = await jobOf(ctx);
-    await access.authorize(token(ctx), repo, cancelNeeds(job), ctx);
+  guard.route(http, 'job_cancel', async (ctx, call) => {
+    const repo = repoOf(ctx);
+    await call.authorize(repo);
+    await optionsOf(call);
+    const { job } = await jobOf(ctx);
+    await call.authorize(repo, cancelNeeds(job));
     const after = (await maintenance.cancel(repo, job.id))!;
     sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });

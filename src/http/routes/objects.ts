@@ -1,6 +1,6 @@
 import { lfsError } from '../../errors/errors.js';
 import { parseBatchRequest } from '../../protocol/batch.js';
-import { acceptsLfsJson, isJsonRequestType } from '../../protocol/media-types.js';
+import { acceptsLfsJson } from '../../protocol/media-types.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRange } from '../../protocol/range.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
@@ -11,15 +11,13 @@ import type { UploadLimits } from '../../service/settings-service.js';
 import type { TransferService } from '../../service/transfer-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
-import { BodyPump, collectBody, parseJson } from '../request-body.js';
+import { BodyPump } from '../request-body.js';
 import { send, sendHead, sendJson, sendStream } from '../respond.js';
+import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
 /** What a download (GET or HEAD) says of the object beside its length. */
 const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
-
-/** JSON bodies of the API (batch of 1000 objects ≈ 100 KB) are capped well above need. */
-const JSON_BODY_CAP = 1 << 20;
 
 export interface ObjectRoutesDeps {
   readonly access: AccessService;
@@ -43,8 +41,8 @@ function oidOf(value: string): Oid {
   return oid;
 }
 
-function checkJsonRequest(ctx: RequestContext): void {
-  if (!isJsonRequestType(ctx.header('content-type'))) throw lfsError('LFS_ERR_BAD_MEDIA_TYPE');
+/** The Content-Type was checked by the route guard (ROUTES): the answer's type is left. */
+function checkAccept(ctx: RequestContext): void {
   if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
 }
 
@@ -54,27 +52,29 @@ function parseSizeHeader(value: string): number | null {
   return Number(value);
 }
 
-export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): void {
+export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: ObjectRoutesDeps): void {
   const { access, batch, transfers } = deps;
 
-  http.route('post', '/:org/:repo/objects/batch', 'batch', async (ctx) => {
-    const body = collectBody(ctx, JSON_BODY_CAP);
+  guard.route(http, 'batch', async (ctx, call) => {
     const repo = repoOf(ctx);
-    checkJsonRequest(ctx);
-    const request = parseBatchRequest(parseJson(await body));
-    await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, request.operation === 'upload' ? 'push' : 'pull', ctx);
+    checkAccept(ctx);
+    // Pull before the body is read; an upload batch needs push, known once the body is.
+    await call.authorize(repo);
+    const request = parseBatchRequest(await call.json());
+    if (request.operation === 'upload') await call.authorize(repo, 'push');
     sendJson(ctx, 200, await batch.answer(repo, request));
   });
 
-  http.route('post', '/:org/:repo/objects/verify', 'verify', async (ctx) => {
-    const body = collectBody(ctx, JSON_BODY_CAP);
+  guard.route(http, 'verify', async (ctx, call) => {
     const repo = repoOf(ctx);
-    checkJsonRequest(ctx);
-    const parsed = parseJson(await body) as { oid?: unknown; size?: unknown } | null;
-    // Issue 8: a presigned upload's verify link is signed for one object (see PresignService); it is
-    // checked instead of forge credentials, which the client does not send for authenticated objects.
+    checkAccept(ctx);
+    // A presigned upload's verify link is signed for one object (see PresignService); it is checked
+    // instead of forge credentials, which the client does not send for authenticated objects. The
+    // body (4 KiB at most) is read to know the object; the signature is checked against it below.
     const signed = deps.presign?.isSignedVerify(ctx.query) ?? false;
-    if (!signed) await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'push', ctx);
+    if (signed) call.admit();
+    else await call.authorize(repo);
+    const parsed = (await call.json()) as { oid?: unknown; size?: unknown } | null | undefined;
     const oid = parseOid(parsed?.oid);
     const size = parsed?.size;
     if (oid === null) throw lfsError('LFS_ERR_BAD_REQUEST', 'oid must be 64 lowercase hex digits');
@@ -84,9 +84,10 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     sendJson(ctx, 200, { oid, size });
   });
 
-  http.route('put', '/:org/:repo/objects/:oid', 'upload', async (ctx) => {
+  // Any Content-Type: a PUT cannot come from another site's page without a preflight (ROUTES).
+  guard.route(http, 'upload', async (ctx) => {
     // Attach the body pump first: uWS delivers data only to a handler registered synchronously.
-    // Until the writer exists it holds one MiB, then pauses the socket.
+    // Until the uploader is authorized it holds PRE_AUTH_BYTES, then pauses the socket.
     const body = new BodyPump(ctx, transfers.countUploadBytes);
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
@@ -105,6 +106,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
       expected = n;
     }
     const judge = await access.authorizeUpload(tokenFromAuthorization(ctx.header('authorization')), repo, oid, ctx);
+    body.authorized();
     // --- access settings: refuse or cut an upload past the max object size or the quota.
     body.limit((await deps.limits?.admitPut(repo, oid, expected)) ?? null);
     // --- end access settings
@@ -114,7 +116,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
 
   // HEAD answers as GET does, head only (RFC 9110 §9.3.2): Content-Length is the object's size.
   // Range is ignored, as for any method but GET (RFC 9110 §14.2), and nothing counts as a download.
-  http.route('head', '/:org/:repo/objects/:oid', 'download_head', async (ctx) => {
+  guard.route(http, 'download_head', async (ctx) => {
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
@@ -126,7 +128,7 @@ export function registerObjectRoutes(http: HttpServer, deps: ObjectRoutesDeps): 
     }
   });
 
-  http.route('get', '/:org/:repo/objects/:oid', 'download', (ctx) => {
+  guard.route(http, 'download', (ctx) => {
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
     const token = tokenFromAuthorization(ctx.header('authorization'));

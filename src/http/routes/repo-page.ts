@@ -5,6 +5,7 @@ import type { StatsService } from '../../service/stats-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { send } from '../respond.js';
+import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
 export interface RepoPageDeps {
@@ -23,16 +24,16 @@ function repoOf(ctx: RequestContext): RepoName {
  * RepoStats object. A browser without credentials gets the Basic challenge and asks for the token
  * (any user name, the token as password — the same credentials git uses).
  */
-export function registerRepoPageRoutes(http: HttpServer, deps: RepoPageDeps): void {
+export function registerRepoPageRoutes(http: HttpServer, guard: RouteGuard, deps: RepoPageDeps): void {
   const { access, stats } = deps;
 
-  http.route('get', '/:org/:repo/objects/stats', 'repo_stats', async (ctx) => {
+  guard.route(http, 'repo_stats', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
     send(ctx, 200, JSON.stringify(await stats.repoStats(repo)), { 'Cache-Control': 'no-store' }, 'application/json; charset=utf-8');
   });
 
-  http.route('get', '/:org/:repo', 'repo_page', async (ctx) => {
+  guard.route(http, 'repo_page', async (ctx) => {
     const repo = repoOf(ctx);
     await access.authorize(tokenFromAuthorization(ctx.header('authorization')), repo, 'pull', ctx);
     // Imported at the first page asked for: the templates are of no use to a server at rest.
