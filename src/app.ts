@@ -27,6 +27,7 @@ import { PolicedAccessService, SettingsService } from './service/settings-servic
 import { StatsService } from './service/stats-service.js';
 import { sweepAfterCrash } from './service/startup-sweep.js';
 import { sendError } from './http/respond.js';
+import { refuseBody } from './http/request-body.js';
 import { HttpServer } from './http/server.js';
 import { RequestLog } from './http/request-log.js';
 import { lfsError } from './errors/errors.js';
@@ -248,6 +249,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
   });
   http.route('any', '/*', 'not_found', (ctx) => {
+    refuseBody(ctx);
     const known = http.knownPath(ctx.url);
     sendError(ctx, known ? lfsError('LFS_ERR_METHOD_NOT_ALLOWED', undefined, { Allow: known }) : lfsError('LFS_ERR_NOT_FOUND'), log);
   });

@@ -339,6 +339,22 @@ export function jsonTooDeep(json: Uint8Array, max: number): boolean {
   return false;
 }
 
+/**
+ * True when the request announces a body. A route that takes none answers such a request and closes
+ * the connection (respond.ts), rather than reading the body and throwing it away at the sender's pace.
+ */
+export function carriesBody(ctx: RequestContext): boolean {
+  const length = ctx.header('content-length');
+  return ctx.header('transfer-encoding') !== '' || (length !== '' && length !== '0');
+}
+
+/** For a route that takes no body: stop reading one at once; the answer then closes the connection. */
+export function refuseBody(ctx: RequestContext): void {
+  if (!carriesBody(ctx)) return;
+  ctx.bodyPending = true;
+  ctx.res.pause();
+}
+
 /** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */
 export function parseJson(body: Buffer): unknown {
   try {

@@ -7,7 +7,7 @@ import { CHALLENGE, type AccessService, type Grant } from '../service/access-ser
 import type { DashboardUser, SessionService } from '../service/session-service.js';
 import { tokenFromAuthorization } from './auth.js';
 import type { RequestContext } from './context.js';
-import { HeldBody, PRE_AUTH_BYTES, jsonTooDeep, parseJson } from './request-body.js';
+import { HeldBody, PRE_AUTH_BYTES, jsonTooDeep, refuseBody, parseJson } from './request-body.js';
 import type { HttpServer } from './server.js';
 
 /**
@@ -228,6 +228,7 @@ export class RouteGuard {
     http.route(policy.method, policy.pattern, name, (ctx) => {
       // Held first: uWS hands the body only to an onData registered before the handler returns.
       const body = policy.body.kind === 'json' ? new HeldBody(ctx, policy.body.cap, PRE_AUTH_BYTES) : null;
+      if (policy.body.kind === 'none') refuseBody(ctx);
       try {
         this.#admit(ctx, policy);
       } catch (e) {

@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http } from '../helpers/lfs-http.js';
-import { rawRequest } from '../helpers/raw-http.js';
+import { rawHead, rawRequest } from '../helpers/raw-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // Request bodies against the real server: a caller who is not (yet) authorized may make the server
@@ -160,4 +160,23 @@ t.test('JSON nested deeper than the route needs is refused with 400', async (t) 
       t.match(res.json(), { message: String, request_id: String });
     }
   }
+});
+
+t.test('a route that takes no body reads none: answered, and the connection closes', async (t) => {
+  // Before, uWS read such a body to its end and threw it away: 256 MiB sent to /health all went in.
+  const cases: [string, string, number][] = [
+    ['GET', '/health', 200],
+    ['GET', '/metrics', 200],
+    ['GET', '/acme/game/locks', 401],
+    ['GET', `/acme/game/objects/${OID}`, 401],
+    ['POST', '/no/such/route/here', 404],
+  ];
+  for (const [method, path, status] of cases) {
+    const head = rawHead(`${method} ${path} HTTP/1.1`, ['Content-Length: 100000000', 'Accept: application/vnd.git-lfs+json'], 'x'.repeat(1000));
+    const res = await rawRequest(server.port, head);
+    t.equal(res.responses[0]?.status, status, `${method} ${path}: ${status}`);
+    t.equal(res.responses[0]?.headers.connection, 'close', `${method} ${path}: the connection closes rather than the body being read`);
+  }
+  const health = await http('GET', `${server.url}/health`);
+  t.equal(health.status, 200, 'a request without a body is answered as before');
 });
