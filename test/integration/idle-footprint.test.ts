@@ -46,7 +46,8 @@ t.test('the first scrape loads the metrics and shows the requests before it', as
 
 t.test('a forge lookup never loads undici: the forge client is node:http (the bucket\'s client alone uses undici)', async (t) => {
   t.notOk((await loaded(server)).includes('undici'), 'not before');
-  const res = await batch(server.url, 'acme/game', 'tok-writer', 'upload', [blob(1024)]);
+  const { oid, size } = blob(1024);
+  const res = await batch(server.url, 'acme/game', 'tok-writer', 'upload', [{ oid, size }]);
   t.equal(res.status, 200, 'granted through the forge');
   t.ok(forge.requests.length > 0, 'the forge was asked');
   t.notOk((await loaded(server)).includes('undici'), 'nor after the lookup');
