@@ -228,6 +228,7 @@ function loadS3(env: Env, store: 'disk' | 's3'): S3Config | null {
     presign: parseBoolean('SVC_S3_PRESIGN', raw(env, 'SVC_S3_PRESIGN')!),
     // SigV4 presigned URLs live at most 7 days.
     presignTtl: parseDuration('SVC_S3_PRESIGN_TTL', raw(env, 'SVC_S3_PRESIGN_TTL')!, 60, 604_800),
+    deadline: parseDuration('SVC_S3_DEADLINE', raw(env, 'SVC_S3_DEADLINE')!, 1, 300),
     credentials: loadAwsCredentials(env, region),
   };
 }
@@ -387,6 +388,7 @@ export function loadConfig(env: Env): Config {
     baseUrl,
     dataDir: resolve(raw(env, 'SVC_DATA_DIR')!),
     databaseUrl: parseDatabaseUrl(raw(env, 'SVC_DATABASE_URL')),
+    indexDeadline: parseDuration('SVC_INDEX_DEADLINE', raw(env, 'SVC_INDEX_DEADLINE')!, 1, 300),
     auth: {
       provider,
       forgeAApiUrl: parseHttpUrl('SVC_FORGE_A_API_URL', raw(env, 'SVC_FORGE_A_API_URL')!),

@@ -25,6 +25,11 @@ export interface Config {
    * null: the embedded SQLite index in dataDir. Holds the password: never log it (redactDatabaseUrl).
    */
   readonly databaseUrl: string | null;
+  /**
+   * Seconds an index call may go unanswered before the request gets 503 + Retry-After
+   * (SVC_INDEX_DEADLINE; docs/cluster.md): a silent PostgreSQL must not hold requests. PostgreSQL only.
+   */
+  readonly indexDeadline: number;
   readonly auth: {
     readonly provider: ForgeProvider;
     readonly forgeAApiUrl: string;
@@ -120,6 +125,11 @@ export interface S3Config {
   readonly presign: boolean;
   /** Base lifetime of a presigned link in seconds; large objects get longer (see PresignService). */
   readonly presignTtl: number;
+  /**
+   * Seconds the bucket may stay silent (SVC_S3_DEADLINE; docs/s3.md): to connect, to answer a request
+   * (plus 1 s per MiB it sends), and between two pieces of an answer's body.
+   */
+  readonly deadline: number;
   /** Where the bucket's credentials come from: the AWS default chain, from the AWS_* variables (docs/s3.md). */
   readonly credentials: AwsCredentialsConfig;
 }
@@ -187,6 +197,7 @@ export const DEFAULTS = {
   SVC_BASE_URL: null, // http://localhost:$SVC_PORT (the bound port)
   SVC_DATA_DIR: './data',
   SVC_DATABASE_URL: null, // the embedded SQLite index in SVC_DATA_DIR
+  SVC_INDEX_DEADLINE: '5', // well under git-lfs's 30 s activity timeout
   SVC_AUTH: 'forge_a',
   SVC_FORGE_A_API_URL: 'https://api.github.com',
   SVC_FORGE_B_API_URL: 'https://gitlab.com/api/v4',
@@ -223,6 +234,7 @@ export const DEFAULTS = {
   SVC_S3_PATH_STYLE: 'false',
   SVC_S3_PRESIGN: 'false',
   SVC_S3_PRESIGN_TTL: '1h',
+  SVC_S3_DEADLINE: '10',
   SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
   SVC_IMPORT_DIR: null, // imports are off
 } as const satisfies Record<string, string | null>;

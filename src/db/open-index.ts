@@ -10,14 +10,14 @@ import { openSqliteIndex } from './sqlite/sqlite-index.js';
  * refuses us, or holds a schema newer than this code rejects with the reason and the URL with its
  * password hidden (the original error as `cause`).
  */
-export async function openIndex(config: Pick<Config, 'dataDir' | 'databaseUrl'> & Partial<Pick<Config, 'store'>>, log: (msg: string, fields: object) => void): Promise<Index> {
+export async function openIndex(config: Pick<Config, 'dataDir' | 'databaseUrl'> & Partial<Pick<Config, 'store' | 'indexDeadline'>>, log: (msg: string, fields: object) => void): Promise<Index> {
   // Objects in a bucket: no node-local journal holds the references, so each commit is made durable (database.ts).
   if (config.databaseUrl === null) return openSqliteIndex(join(config.dataDir, 'index.sqlite'), log, config.store === 's3');
   const shown = redactDatabaseUrl(config.databaseUrl);
   try {
     // The client library loads only for a PostgreSQL index: an embedded server at rest never needs it.
     const { PostgresIndex } = await import('./postgres/postgres-index.js');
-    const index = await PostgresIndex.open(config.databaseUrl, log);
+    const index = await PostgresIndex.open(config.databaseUrl, log, config.indexDeadline === undefined ? undefined : config.indexDeadline * 1000);
     log('index opened', { kind: 'postgres', database: shown });
     return index;
   } catch (e) {

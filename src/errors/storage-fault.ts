@@ -13,10 +13,17 @@ function pgUnavailable(code: string): boolean {
 }
 
 /**
- * The network refusing or dropping a connection to the index database (or a bucket), and the
- * PostgreSQL client's own names for a connection that closed or never opened in time.
+ * The network refusing or dropping a connection to the index database (or a bucket), the
+ * PostgreSQL client's own names for a connection that closed or never opened in time, a deadline
+ * of ours passed (INDEX_DEADLINE: pg-client.ts; S3_DEADLINE: s3-client.ts), and undici's names for
+ * a bucket connection that failed or stalled past its timeouts.
  */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN',
+  'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
+  'INDEX_DEADLINE', 'S3_DEADLINE',
+  'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
+]);
 
 /** A SQLSTATE: five digits or capitals, as the PostgreSQL client puts them in `code`. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;

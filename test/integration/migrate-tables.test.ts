@@ -98,7 +98,7 @@ t.test('every table copied and verified; the lock identity continues; a rerun ad
 });
 
 t.test('verification catches a row that differs in the target', async (t) => {
-  const sql = connect(target);
+  const { sql } = connect(target);
   t.teardown(() => sql.end());
   await sql`UPDATE settings SET value = '{"max_object_size":1}'`;
   const report = await migrateNode(options);
@@ -110,7 +110,7 @@ t.test('verification catches a row that differs in the target', async (t) => {
 });
 
 t.test('refused while a node runs on the target database', async (t) => {
-  const sql = connect(target);
+  const { sql } = connect(target);
   t.teardown(() => sql.end());
   await sql`INSERT INTO nodes (node, seen_at) VALUES ('n1', ${Date.now()}::int8)`;
   await t.rejects(migrateNode(options), /1 Stowage node\(s\) are running on postgres:\/\/postgres@127\.0\.0\.1:\d+\/\w+: stop them first/);

@@ -113,3 +113,10 @@ t.test('SVC_DATABASE_URL: unset is the SQLite index; a postgres URL is kept; any
   t.equal(redactDatabaseUrl('postgres://db/stowage'), 'postgres://db/stowage', 'nothing to hide');
   t.equal(redactDatabaseUrl('postgres://u@db:5432/stowage'), 'postgres://u@db:5432/stowage', 'a user alone is shown');
 });
+
+t.test('SVC_INDEX_DEADLINE: seconds an index call may go unanswered, 5 by default, 1 to 300', async (t) => {
+  t.equal(loadConfig({}).indexDeadline, 5);
+  t.equal(loadConfig({ SVC_INDEX_DEADLINE: '2s' }).indexDeadline, 2);
+  t.throws(() => loadConfig({ SVC_INDEX_DEADLINE: '0' }), ConfigError);
+  t.throws(() => loadConfig({ SVC_INDEX_DEADLINE: '10m' }), ConfigError);
+});

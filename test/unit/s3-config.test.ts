@@ -22,6 +22,7 @@ t.test('s3 defaults', async (t) => {
     pathStyle: false,
     presign: false,
     presignTtl: 3600,
+    deadline: 10,
     credentials: {
       static: { accessKeyId: 'AKID', secretAccessKey: 'secret', sessionToken: null },
       webIdentity: null,
@@ -37,6 +38,8 @@ t.test('s3 settings', async (t) => {
   const c = loadConfig({ ...s3, SVC_S3_ENDPOINT: 'http://127.0.0.1:9000/', SVC_S3_REGION: 'eu-west-3', SVC_S3_PREFIX: '/lfs/prod/', SVC_S3_PATH_STYLE: 'true', SVC_S3_PRESIGN: 'yes', SVC_S3_PRESIGN_TTL: '2h', AWS_SESSION_TOKEN: 'tok' });
   t.equal(c.s3!.endpoint, 'http://127.0.0.1:9000');
   t.equal(c.s3!.region, 'eu-west-3');
+  t.equal(loadConfig({ ...s3, SVC_S3_DEADLINE: '3s' }).s3!.deadline, 3, 'SVC_S3_DEADLINE in seconds');
+  t.throws(() => loadConfig({ ...s3, SVC_S3_DEADLINE: '0' }), ConfigError, 'SVC_S3_DEADLINE of at least 1 s');
   t.equal(c.s3!.prefix, 'lfs/prod/', 'slashes normalised, one trailing');
   t.equal(c.s3!.pathStyle, true);
   t.equal(c.s3!.presign, true);

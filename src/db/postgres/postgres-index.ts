@@ -1,6 +1,6 @@
 import type { Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
 import { migrate, schemaCurrent } from './migrate.js';
-import { connect, type Sql } from './pg-client.js';
+import { connect, type Pg } from './pg-client.js';
 import { PgJobs } from './pg-jobs.js';
 import { PgLocks } from './pg-locks.js';
 import { PgMaintenance } from './pg-maintenance.js';
@@ -25,43 +25,74 @@ export class PostgresIndex implements Index {
   readonly maintenance: MaintenanceIndex;
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
-  readonly #sql: Sql;
+  readonly #pg: Pg;
 
-  private constructor(sql: Sql) {
-    this.#sql = sql;
-    this.objects = new PgObjects(sql);
-    this.locks = new PgLocks(sql);
-    this.sessions = new PgSessions(sql);
-    this.settings = new PgSettings(sql);
-    this.jobs = new PgJobs(sql);
-    this.maintenance = new PgMaintenance(sql);
-    this.stats = new PgStats(sql);
-    this.nodes = new PgNodes(sql);
+  private constructor(pg: Pg) {
+    this.#pg = pg;
+    const { sql } = pg;
+    this.objects = bounded(pg, new PgObjects(sql));
+    this.locks = bounded(pg, new PgLocks(sql));
+    this.sessions = bounded(pg, new PgSessions(sql));
+    this.settings = bounded(pg, new PgSettings(sql));
+    this.jobs = bounded(pg, new PgJobs(sql));
+    this.maintenance = bounded(pg, new PgMaintenance(sql), LONG_CALLS);
+    this.stats = bounded(pg, new PgStats(sql), 'all');
+    this.nodes = bounded(pg, new PgNodes(sql));
   }
 
   /**
    * Connects and migrates (under the migration lock, so nodes starting together migrate once).
    * Rejects when the database is unreachable or its schema is newer than this code.
    */
-  static async open(url: string, log?: (msg: string, fields: object) => void): Promise<Index> {
-    const sql = connect(url);
+  static async open(url: string, log?: (msg: string, fields: object) => void, deadlineMs?: number): Promise<Index> {
+    const pg = connect(url, deadlineMs, log);
     try {
-      await migrate(sql, log);
+      // Not bounded: a migration may rewrite large tables; connecting is (connect_timeout).
+      await migrate(pg.sql, log);
     } catch (e) {
-      await sql.end({ timeout: 0 });
+      await pg.sql.end({ timeout: 0 });
       throw e;
     }
-    return new PostgresIndex(sql);
+    return new PostgresIndex(pg);
   }
 
   async ping(): Promise<void> {
-    await schemaCurrent(this.#sql);
+    await this.#pg.within(() => schemaCurrent(this.#pg.sql));
   }
 
   /** Committed is durable on PostgreSQL: nothing to do. */
   async checkpoint(): Promise<void> {}
 
   async close(): Promise<void> {
-    await this.#sql.end({ timeout: 5 });
+    await this.#pg.sql.end({ timeout: 5 });
   }
+}
+
+/** Calls that read a whole repository's or the whole index's rows (jobs, the dashboard): a longer deadline. */
+const LONG_CALLS: ReadonlySet<string> = new Set(['repoObjects']);
+
+/** The deadline of a long call: six times the index deadline, at least 30 s. */
+const longDeadline = (pg: Pg): number => Math.max(6 * pg.deadlineMs, 30_000);
+
+/**
+ * `aggregate` with every method held to the index deadline (Pg.within): the one place a deadline is
+ * applied, so no call of any route, job or heartbeat can wait on a silent database for good.
+ * Methods named in `long` (or 'all') get longDeadline. Calls made inside the aggregate (a group
+ * commit's statements) are not bounded twice: their callers' promises are.
+ */
+function bounded<T extends object>(pg: Pg, aggregate: T, long: ReadonlySet<string> | 'all' = new Set()): T {
+  const wrapped = new Map<PropertyKey, unknown>();
+  return new Proxy(aggregate, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== 'function') return value;
+      let w = wrapped.get(prop);
+      if (w === undefined) {
+        const ms = long === 'all' || long.has(String(prop)) ? longDeadline(pg) : pg.deadlineMs;
+        w = (...args: unknown[]) => pg.within(() => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args), ms);
+        wrapped.set(prop, w);
+      }
+      return w;
+    },
+  });
 }

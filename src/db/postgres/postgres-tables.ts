@@ -24,7 +24,8 @@ export class PostgresTables implements IndexTables {
    * migrated has no tables yet (see hasSchema).
    */
   static async open(url: string, migrateFirst: boolean): Promise<PostgresTables> {
-    const sql = connect(url);
+    // No per-call deadline: a page copy may take long; connecting is bounded all the same.
+    const { sql } = connect(url);
     try {
       if (migrateFirst) await migrate(sql);
       else await sql`SELECT 1`;

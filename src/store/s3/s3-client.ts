@@ -14,6 +14,8 @@ export interface S3Location {
   readonly pathStyle: boolean;
   /** Asked for the current credentials at each request (cached; renewed before they expire). */
   readonly credentials: CredentialsProvider;
+  /** Seconds the bucket may stay silent (SVC_S3_DEADLINE); DEFAULT_S3_DEADLINE_S when absent. */
+  readonly deadline?: number;
 }
 
 /** A failed S3 answer: the HTTP status and S3's own error code (NoSuchKey, SignatureDoesNotMatch …). */
@@ -59,26 +61,42 @@ export interface S3Call {
 }
 
 /** Pauses before sending a request again after a connection-level failure (no answer at all). */
-const RETRIES = [50, 250];
+const RETRIES = [50, 250, 1000];
 
-/** Seconds without progress after which a call to the bucket is given up. */
-const TIMEOUT_MS = 30_000;
+/** SVC_S3_DEADLINE's default: a bucket silent this long is down, not slow. */
+export const DEFAULT_S3_DEADLINE_S = 10;
 
 /**
- * The one way this server talks to the bucket: undici with timeouts, every request signed with
- * SigV4 (no aws-sdk) with the credentials the provider holds now. Network failures, 5xx answers and
- * credentials that cannot be had become LFS_ERR_NOT_READY (503, Retry-After), so a bucket outage
- * reaches the client as a clear, retriable 503.
+ * The slowest pace a request body is allowed to go out at (bytes per second): its answer's deadline
+ * grows by a second per MiB sent, so a part upload on a modest link is not cut for its size.
+ */
+const MIN_SEND_RATE = 1 << 20;
+
+/** Requests the bucket may receive twice to the same effect; the others (multipart create and complete: POST) are sent once. */
+const IDEMPOTENT: ReadonlySet<S3Call['method']> = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
+
+/**
+ * The one way this server talks to the bucket: undici with deadlines, every request signed with
+ * SigV4 (no aws-sdk) with the credentials the provider holds now. Network failures, 5xx answers,
+ * deadlines passed and credentials that cannot be had become LFS_ERR_NOT_READY (503, Retry-After),
+ * so a bucket outage reaches the client as a clear, retriable 503.
+ *
+ * Deadlines (SVC_S3_DEADLINE, D): connecting, D; the answer's headers, D plus a second per MiB of
+ * the request body, for all attempts together (the retries of an idempotent request only use what
+ * is left of it); the answer's body, D between two pieces of it (progress, not a total: a large
+ * download from a slow bucket goes on as long as bytes keep coming).
  */
 export class S3Client {
   readonly #loc: S3Location;
-  readonly #dispatcher: Dispatcher;
+  #dispatcher: Dispatcher;
   readonly #origin: string;
   readonly #host: string;
   readonly #basePath: string;
+  readonly #deadlineMs: number;
 
   constructor(loc: S3Location) {
     this.#loc = loc;
+    this.#deadlineMs = (loc.deadline ?? DEFAULT_S3_DEADLINE_S) * 1000;
     const url = new URL(loc.endpoint);
     if (loc.pathStyle) {
       this.#origin = url.origin;
@@ -89,13 +107,29 @@ export class S3Client {
       this.#origin = `${url.protocol}//${this.#host}`;
       this.#basePath = '/';
     }
-    this.#dispatcher = new Agent({
-      connect: { timeout: TIMEOUT_MS },
-      headersTimeout: TIMEOUT_MS,
-      bodyTimeout: TIMEOUT_MS,
+    this.#dispatcher = this.#pool();
+  }
+
+  #pool(): Dispatcher {
+    return new Agent({
+      connect: { timeout: this.#deadlineMs },
+      headersTimeout: this.#deadlineMs,
+      bodyTimeout: this.#deadlineMs,
       keepAliveTimeout: 30_000,
       connections: 64,
     });
+  }
+
+  /**
+   * After a deadline passed on `failed`: a fresh pool for the requests to come. The idle keep-alive
+   * connections of the old one may be as dead as the one that just went silent (a partition keeps
+   * no state, a peer that hung never closes them), and each would cost a request its deadline.
+   * Requests still running on the old pool finish there (each under its own deadline).
+   */
+  #renewPool(failed: Dispatcher): void {
+    if (failed !== this.#dispatcher) return; // renewed already
+    this.#dispatcher = this.#pool();
+    void failed.close().catch(() => undefined);
   }
 
   get bucket(): string {
@@ -121,22 +155,36 @@ export class S3Client {
     const headers = signHeaders({ credentials, region: this.#loc.region }, { method: call.method, host: this.#host, path, query, headers: call.headers ?? {} }, payloadHash);
     const qs = query.length === 0 ? '' : `?${query.map(([k, v]) => (v === '' ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)).join('&')}`;
     let res: Dispatcher.ResponseData | null = null;
+    const size = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+    const budget = this.#deadlineMs + Math.ceil((size / MIN_SEND_RATE) * 1000);
+    const started = performance.now();
     // Every body here is a buffer (parts are buffered, never streamed), so a request that failed before
     // any answer (typically a pooled keep-alive connection the bucket closed at that moment) is sent
-    // again; S3 PUTs, part uploads, GETs and DELETEs are idempotent (design.md "Retries").
+    // again when it is idempotent and the deadline leaves room: S3 PUTs, part uploads, GETs, HEADs and
+    // DELETEs are (design.md "Retries").
     for (let attempt = 0; res === null; attempt++) {
+      const left = budget - (performance.now() - started);
+      // The whole wait for an answer, connecting included: undici's own timeouts count each phase apart.
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(deadlinePassed(budget)), left);
+      const dispatcher = this.#dispatcher;
       try {
         res = await request(`${this.#origin}${encodePathForUrl(path)}${qs}`, {
           method: call.method,
           headers,
           body,
-          dispatcher: this.#dispatcher,
-          signal: call.signal,
+          dispatcher,
+          signal: call.signal === undefined ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]),
+          headersTimeout: Math.max(1, Math.ceil(left)),
         });
       } catch (e) {
         if (call.signal?.aborted) throw e;
-        if (attempt >= RETRIES.length) throw unavailable(e);
-        await new Promise((r) => setTimeout(r, RETRIES[attempt]));
+        if (deadline.signal.aborted || isTimeout(e)) this.#renewPool(dispatcher);
+        const pause = RETRIES[attempt];
+        if (!IDEMPOTENT.has(call.method) || pause === undefined || performance.now() - started + pause >= budget) throw unavailable(deadline.signal.aborted ? deadline.signal.reason : e);
+        await new Promise((r) => setTimeout(r, pause));
+      } finally {
+        clearTimeout(timer);
       }
     }
     if ((res.statusCode >= 200 && res.statusCode < 300) || call.accept?.includes(res.statusCode)) {
@@ -157,7 +205,9 @@ export class S3Client {
   /** Sends a request whose answer body is small XML (or empty) and returns it as text. */
   async sendText(call: S3Call): Promise<{ status: number; headers: S3Reply['headers']; text: string }> {
     const r = await this.send(call);
-    const text = await readCappedText(r.body, 16 << 20, () => new Error('S3 answer too large'));
+    const text = await readCappedText(r.body, 16 << 20, () => new Error('S3 answer too large')).catch((e: unknown) => {
+      throw isTransportError(e) ? unavailable(e) : e;
+    });
     return { status: r.status, headers: r.headers, text };
   }
 
@@ -184,6 +234,23 @@ export class S3Client {
 /** The path as it goes on the wire: each segment encoded once, as it was signed. */
 function encodePathForUrl(path: string): string {
   return path.split('/').map((s) => encodeURIComponent(s)).join('/');
+}
+
+/** The bucket gave no answer within a request's deadline. */
+function deadlinePassed(ms: number): Error {
+  return Object.assign(new Error(`the bucket did not answer within ${(ms / 1000).toFixed(1)} s`), { code: 'S3_DEADLINE' });
+}
+
+/** undici's own deadlines: connecting, or waiting for an answer's headers. */
+function isTimeout(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT';
+}
+
+/** undici's own names for a connection that failed or a deadline it enforced (a body stalled past bodyTimeout). */
+export function isTransportError(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('UND_ERR_') || code === 'ECONNRESET' || code === 'EPIPE' || code === 'S3_DEADLINE');
 }
 
 /** A bucket that cannot be reached, or answers 5xx: 503 with Retry-After, nothing recorded. */

@@ -1,7 +1,7 @@
 import { lfsError } from '../../errors/errors.js';
 import type { ChunkSource } from '../types.js';
 import { SOURCE_ETAG_META } from './s3-bucket.js';
-import { discard, type S3Client, type S3Reply } from './s3-client.js';
+import { discard, isTransportError, unavailable, type S3Client, type S3Reply } from './s3-client.js';
 
 /** The stored version a reader opened, and where that version goes when it is deleted or replaced. */
 export interface ReadTarget {
@@ -54,7 +54,10 @@ export class S3ChunkSource implements ChunkSource {
       this.#iter = (this.#reply.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
     }
     for (;;) {
-      const r = await this.#iter.next();
+      // A body that stalled past the deadline (SVC_S3_DEADLINE between two pieces) is the bucket's outage.
+      const r = await this.#iter.next().catch((e: unknown) => {
+        throw isTransportError(e) ? unavailable(e) : e;
+      });
       if (r.done) {
         if (this.#received !== this.#length) throw new Error(`object ended after ${this.#received} of ${this.#length} bytes (changed in the bucket?)`);
         return null;

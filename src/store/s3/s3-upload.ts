@@ -1,14 +1,16 @@
 import { createHash } from 'node:crypto';
-import { lfsError } from '../../errors/errors.js';
+import { isLfsError, lfsError } from '../../errors/errors.js';
 import { BufferPool } from '../buffer-pool.js';
 import type { S3Bucket } from './s3-bucket.js';
-import { discard, type S3Client } from './s3-client.js';
+import { discard, isTransportError, type S3Client } from './s3-client.js';
 
 /** Multipart part size: S3 wants ≥ 5 MiB for all parts but the last, and at most 10,000 parts. */
 export const PART_SIZE = 8 << 20;
 const MAX_PARTS = 10_000;
 /** Parts uploading at once per object; writers pause their source beyond this (design.md rule 5). */
 export const MAX_PARTS_IN_FLIGHT = 2;
+/** Pauses between attempts at aborting a given-up multipart upload (about 5 minutes in all). */
+const ABORT_PAUSES_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000, 60_000, 60_000, 60_000, 60_000];
 /** Part buffers are reused across uploads; a few idle ones are kept. */
 const partBuffers = new BufferPool(PART_SIZE, 6);
 
@@ -191,16 +193,18 @@ export class S3Upload {
       if (this.#failed !== null) throw this.#failed;
       const uploadId = await this.#uploadId;
       if (!(await this.#mayWrite())) {
-        // Best effort: stores without AbortMultipartUpload keep the parts until the sweep or a lifecycle rule.
-        await this.#abortUpload().catch(() => undefined);
+        await this.#abortUpload();
         return { storedSize: this.#total, created: false };
       }
       await this.#bucket.completeUpload(this.#key, uploadId, this.#etags);
       return { storedSize: this.#total, created: true };
     } catch (e) {
       // A failed finish leaves nothing either (types.ts ObjectWriter): parts settled, upload aborted.
+      // When the bucket is what failed, the abort goes on in the background: the client gets its
+      // 503 now, not after one more deadline spent on a bucket that does not answer.
       await Promise.all(this.#parts);
-      await this.#abortUpload().catch(() => undefined);
+      const aborted = this.#abortUpload();
+      if (!isOutage(e)) await aborted;
       throw e;
     } finally {
       this.#release();
@@ -217,11 +221,33 @@ export class S3Upload {
     return (await this.#bucket.head(this.#key)) === null;
   }
 
+  /**
+   * Aborts the multipart upload (if one was created); when the bucket cannot be reached, tried
+   * again in the background with growing pauses, so the parts of an upload given up during an
+   * outage do not wait for the sweep (MIN_SWEEP_AGE_MS). Stores without AbortMultipartUpload keep
+   * them for the sweep or a lifecycle rule. Never rejects.
+   */
   async #abortUpload(): Promise<void> {
     if (this.#uploadId === null) return;
     const uploadId = await this.#uploadId.catch(() => null);
-    if (uploadId === null) return;
-    await this.#bucket.abortUpload(this.#key, uploadId);
+    if (uploadId === null) return; // never created: nothing to abort
+    try {
+      await this.#bucket.abortUpload(this.#key, uploadId);
+    } catch (e) {
+      if (isOutage(e)) void this.#abortLater(uploadId);
+    }
+  }
+
+  /** Further attempts at an abort that failed, in the background. Never rejects; holds no process open. */
+  async #abortLater(uploadId: string): Promise<void> {
+    for (const pause of ABORT_PAUSES_MS) {
+      await new Promise((r) => setTimeout(r, pause).unref());
+      try {
+        return await this.#bucket.abortUpload(this.#key, uploadId);
+      } catch (e) {
+        if (!isOutage(e)) return; // refused, not unreachable: left to the sweep
+      }
+    }
   }
 
   #release(): void {
@@ -238,7 +264,11 @@ export class S3Upload {
     if (this.#done) return;
     this.#done = true;
     await Promise.all(this.#parts);
-    // Best effort: an upload left behind (bucket unreachable now) is aborted by the sweep later.
-    await this.#abortUpload().catch(() => undefined);
+    await this.#abortUpload();
   }
+}
+
+/** The bucket did not answer (a 503 from the client, or a connection failure): not worth waiting on now. */
+function isOutage(e: unknown): boolean {
+  return (isLfsError(e) && e.code === 'LFS_ERR_NOT_READY') || isTransportError(e);
 }
