@@ -4,7 +4,7 @@ import { LFS, basic, http, schemaErrors, type Reply } from '../helpers/lfs-http.
 import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 // The File Locking API over real HTTP against the real server and SQLite file, every answer checked
-// against the official schemas (../shared/spec/git-lfs-api/schemas/http-lock-*.json).
+// against the official schemas (test/fixtures/git-lfs-schemas/http-lock-*.json).
 
 const forge = new GitHubEmulator();
 await forge.start();
@@ -26,7 +26,7 @@ t.teardown(() => server.stop());
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})$/;
 
-/** A lock API call as git-lfs 3.3.0 makes it (client doc (e)). */
+/** A lock API call as git-lfs 3.3.0 makes it (https://github.com/git-lfs/git-lfs/blob/v3.3.0/locking/api.go). */
 async function api(srv: RunningServer, method: 'GET' | 'POST', path: string, token: string | null, body?: unknown): Promise<Reply> {
   const headers: Record<string, string> = { accept: LFS };
   if (token !== null) headers.authorization = basic(token);
