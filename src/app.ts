@@ -108,7 +108,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
-  // Every forge call, whichever adapter makes it, spends from the one server-wide budget (spec rule 8).
+  // Every forge call, whichever adapter makes it, spends from the one server-wide budget (docs/behaviour.md, "Caches and budget").
   const lookupBudget = new LookupBudget(config.auth.lookupBudget);
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout, lookupBudget);
   if (journal !== null) {

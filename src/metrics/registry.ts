@@ -114,12 +114,12 @@ export const STORE_FIGURES_MAX_AGE_MS = 60_000;
 const LIVE_FIGURES_MAX_AGE_MS = 250;
 
 /**
- * Every `svc_rejections_total` cause in use, with where it comes from. The spec's Errors table names
- * the first three; the access settings add the others. Bounded: a cause is never built
+ * Every `svc_rejections_total` cause in use, with where it comes from. The first three come from the
+ * forge lookup; the access settings add the others. Bounded: a cause is never built
  * from input.
  */
 export const REJECTION_CAUSES = {
-  lookup_budget_spent: 'the forge lookup budget per minute is spent (503, spec rule 8)',
+  lookup_budget_spent: 'the forge lookup budget per minute is spent (503)',
   forge_rate_limited: 'the forge answered with a rate limit (503)',
   forge_unreachable: 'the forge could not be reached or answered garbage (503)',
   repo_not_allowed: 'the repository is outside the allow list of the access settings (403)',
@@ -422,7 +422,8 @@ class Series {
 
   /**
    * Which build is running, the Prometheus convention (`*_build_info` = 1, the version a label), so a
-   * dashboard can show it and a query can join on it. Named for the product, not the spec's `svc_`.
+   * dashboard can show it and a query can join on it. Named for the product, without the
+   * `svc_` prefix of the service's own series.
    */
   readonly buildInfo = new this.#prom.Gauge({
     name: 'stowage_build_info',

@@ -22,7 +22,7 @@ export interface UploadJudge {
 /** What a caller may do on one repository, as the forge said. */
 export interface Grant {
   readonly permissions: Permissions;
-  /** True when no token was sent and the repository is public (spec Authentication rule 10): read only. */
+  /** True when no token was sent and the repository is public : read only. */
   readonly anonymous: boolean;
 }
 
@@ -42,10 +42,10 @@ export interface AccessOptions {
   readonly identifyCallers?: boolean;
 }
 
-/** The challenge that makes git-lfs ask its credential helper (../shared/git-lfs-client.md (b)). */
+/** The challenge that makes git-lfs ask its credential helper (it reads LFS-Authenticate and WWW-Authenticate: https://github.com/git-lfs/git-lfs/blob/v3.3.0/lfsapi/auth.go). */
 export const CHALLENGE = { 'LFS-Authenticate': 'Basic realm="Stowage"', 'WWW-Authenticate': 'Basic realm="Stowage"' };
 
-/** The key under which anonymous answers are cached, per repository (design §3). Not a possible sha256. */
+/** The key under which anonymous answers are cached, per repository (docs/behaviour.md, "Anonymous read and app identity"). Not a possible sha256. */
 const ANONYMOUS = 'anonymous';
 
 /** In place of a repository in a cache key: a token the forge refused is bad for every repository. */
@@ -134,8 +134,8 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
- * Token → permissions on one repository, asked of the forge and cached (spec Authentication rules
- * 5–10): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
+ * Token → permissions on one repository, asked of the forge and cached (docs/behaviour.md,
+ * "Caches and budget"): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
  * forge never. Keys are sha256 of the token, so no raw token is kept; the caches are bounded LRUs.
  * A token the forge does not know at all is remembered as refused for every repository. Concurrent
  * misses for the same key share one forge lookup, which runs detached from any one client so a
@@ -163,7 +163,7 @@ export class AccessService {
 
   /**
    * Resolves with the grant when `token` may do `need` on `repo`; otherwise throws the LfsError to
-   * answer. Without a token, a public repository is readable (rule 10); anything else asks for
+   * answer. Without a token, a public repository is readable; anything else asks for
    * credentials with a 401 challenge, so a private repository looks the same as a missing one.
    */
   /**
@@ -277,7 +277,7 @@ export class AccessService {
     try {
       answer = await this.#forge.lookup(token, repo, this.#detached);
     } catch (e) {
-      // Rule 7: neither an outage nor a rate limit is remembered; the next request asks again.
+      // Neither an outage nor a rate limit is remembered; the next request asks again.
       throw this.#countFailure(e);
     }
     this.#metrics.forgeLookups.inc({ result: answer.kind });
@@ -295,7 +295,7 @@ export class AccessService {
   /** Counts a failed forge call by cause and returns the LfsError to answer with. */
   #countFailure(e: unknown): Error {
     if (isLfsError(e) && e.code === 'LFS_ERR_LOOKUP_BUDGET_SPENT') {
-      // Spec rule 8: refused by our own budget before the call went out; the forge was not asked.
+      // Refused by our own budget before the call went out; the forge was not asked.
       this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
       return e;
     }

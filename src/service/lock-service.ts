@@ -46,8 +46,8 @@ export function toWireLock(row: LockRow): WireLock {
 }
 
 /**
- * The File Locking use cases (../shared/spec/git-lfs-api/locking.md) with this server's rules
- * (design §3 "Who may do what"): list with pull; create, verify and release with push; release of
+ * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md)
+ * with this server's rules (docs/behaviour.md, "Who may do what"): list with pull; create, verify and release with push; release of
  * someone else's lock with `force` and admin. Ownership is the forge user id, so a renamed login
  * keeps its locks; the login is stored as the name shown to other users.
  */
@@ -97,7 +97,7 @@ export class LockService {
       case 'conflict': {
         const e = outcome.existing;
         const holder = e.ownerId === me.id ? 'you' : e.ownerName;
-        // The 3.3.0 client prints only `message` for a 409 (client doc (e)), so it must name the holder.
+        // The 3.3.0 client prints only `message` for a 409, so it must name the holder.
         const message = `${e.path} is already locked by ${holder} since ${formatLockedAt(e.lockedAt)} (lock ${e.id})`;
         return { kind: 'conflict', lock: toWireLock(e), message };
       }

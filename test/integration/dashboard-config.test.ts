@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startServer } from '../helpers/start-server.js';
 
-/** The dashboard's SVC_ variables: each bad value stops the server at start with its exact message (design rule 7). */
+/** The dashboard's SVC_ variables: each bad value stops the server at start with its exact message. */
 const CASES: [Record<string, string>, RegExp][] = [
   [{ SVC_ADMIN_REPO: 'just-an-org' }, /SVC_ADMIN_REPO must name one repository as org\/repo, got "just-an-org"/],
   [{ SVC_ADMIN_REPO: 'a/b/c' }, /SVC_ADMIN_REPO must name one repository as org\/repo/],

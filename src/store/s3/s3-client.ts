@@ -123,7 +123,7 @@ export class S3Client {
     let res: Dispatcher.ResponseData | null = null;
     // Every body here is a buffer (parts are buffered, never streamed), so a request that failed before
     // any answer (typically a pooled keep-alive connection the bucket closed at that moment) is sent
-    // again; S3 PUTs, part uploads, GETs and DELETEs are idempotent (design.md "Retries").
+    // again; S3 PUTs, part uploads, GETs and DELETEs are idempotent (docs/architecture.md, "Conventions").
     for (let attempt = 0; res === null; attempt++) {
       try {
         res = await request(`${this.#origin}${encodePathForUrl(path)}${qs}`, {
@@ -162,7 +162,7 @@ export class S3Client {
   }
 
   /**
-   * A presigned URL for one request on `key` (spec Authentication rule 15). It dies with the session
+   * A presigned URL for one request on `key` (docs/behaviour.md, "Object storage (S3)"). It dies with the session
    * token it carries, so it lives at most as long as the current credentials: asking for more gets
    * less, and `expiresIn` says how much.
    */
