@@ -30,7 +30,7 @@ export interface PoolLoad {
 }
 
 /** A queued or running maintenance job as the metrics see it: its kind and progress, never its repository. */
-export interface JobProgress {
+export interface JobFigures {
   readonly kind: string;
   readonly state: string;
   readonly objects_done: number;
@@ -65,7 +65,7 @@ export interface MetricSources {
   /** Live load of each pool, keyed by the `pool` label (`transfer`, `maintenance`). */
   pools(): Readonly<Record<string, PoolLoad>>;
   /** Jobs queued or running now. */
-  jobs(): readonly JobProgress[] | Promise<readonly JobProgress[]>;
+  jobs(): readonly JobFigures[] | Promise<readonly JobFigures[]>;
   /** Every job kind, so each kind's series exist (at 0) before its first job. */
   readonly jobKinds: readonly string[];
   /** The disk store's journal group commits so far; null without one (bucket store). */
@@ -628,8 +628,8 @@ class Series {
   }
 
   /** A gauge summed over the jobs queued or running; every kind's series exists, at 0 when idle. */
-  #jobGauge<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JobProgress) => { key: Record<L, string>; value: number }): Gauge<L> {
-    const jobs = (): CachedFigures<readonly JobProgress[]> => this.#jobs;
+  #jobGauge<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JobFigures) => { key: Record<L, string>; value: number }): Gauge<L> {
+    const jobs = (): CachedFigures<readonly JobFigures[]> => this.#jobs;
     const kinds = (): readonly string[] => this.#sources().jobKinds;
     const withState = labelNames.includes('state' as L);
     return new this.#prom.Gauge({
