@@ -40,6 +40,8 @@ export interface AccessOptions {
    * forge user). Costs one forge call per token and TTL, and is skipped when the budget is spent.
    */
   readonly identifyCallers?: boolean;
+  /** The clock the caches' TTLs are read against (ms since the epoch); Date.now unless a test moves it. */
+  readonly now?: () => number;
 }
 
 /** The challenge that makes git-lfs ask its credential helper (it reads LFS-Authenticate and WWW-Authenticate: https://github.com/git-lfs/git-lfs/blob/v3.3.0/lfsapi/auth.go). */
@@ -152,10 +154,12 @@ export class AccessService {
   readonly #identifying = new Map<string, Promise<Identity | null>>();
   /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
   readonly #detached = new AbortController().signal;
+  readonly #now: () => number;
 
   constructor(forge: ForgeAdapter, opts: AccessOptions, metrics: Metrics) {
     this.#forge = forge;
     this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
     this.#metrics = metrics;
     this.#answers = new BoundedCache(opts.cacheEntries);
     this.#identities = new BoundedCache(opts.cacheEntries);
@@ -199,7 +203,7 @@ export class AccessService {
   authorizedInLine(token: string | null, repo: RepoName, need: Need): Grant | null {
     if (token === null || token.length > MAX_TOKEN_BYTES) return null;
     const hashed = hashToken(token);
-    const now = Date.now();
+    const now = this.#now();
     if (this.#opts.identifyCallers === true && this.#identities.peek(hashed, now) === undefined) return null;
     const hit = this.#answers.get(`${hashed}\0${repo.key}`, now);
     if (hit === undefined || hit.value.kind !== 'granted') return null;
@@ -214,12 +218,12 @@ export class AccessService {
    * For request lines, which name the user and never the token.
    */
   knownUserId(token: string): string | null {
-    return this.#identities.peek(hashToken(token), Date.now())?.value?.id ?? null;
+    return this.#identities.peek(hashToken(token), this.#now())?.value?.id ?? null;
   }
 
   /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
   async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
-    const now = Date.now();
+    const now = this.#now();
     if (this.#identities.peek(hashToken(token), now) !== undefined || this.#opts.budget?.left(now) === false) return;
     await this.identify(token, signal).catch(() => null);
   }
@@ -231,7 +235,7 @@ export class AccessService {
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
     checkPlausible(token);
     const key = hashToken(token);
-    const hit = this.#identities.get(key, Date.now());
+    const hit = this.#identities.get(key, this.#now());
     if (hit !== undefined) {
       this.#metrics.authCacheHits.inc({ kind: 'identity' });
       return hit.value;
@@ -241,7 +245,7 @@ export class AccessService {
     let pending = this.#identifying.get(key);
     if (pending === undefined) {
       pending = this.#forge.identify(token, this.#detached).then((identity) => {
-        this.#identities.set(key, identity, Date.now() + this.#opts.cacheTtl * 1000);
+        this.#identities.set(key, identity, this.#now() + this.#opts.cacheTtl * 1000);
         return identity;
       }, (e: unknown) => {
         throw this.#countFailure(e);
@@ -255,7 +259,7 @@ export class AccessService {
   async #answer(token: string | null, repo: RepoName, caller: Caller): Promise<ForgeAnswer> {
     const hashed = token === null ? ANONYMOUS : hashToken(token);
     const key = `${hashed}\0${repo.key}`;
-    const now = Date.now();
+    const now = this.#now();
     const hit = (token === null ? undefined : this.#answers.get(`${hashed}\0${ANY_REPOSITORY}`, now)) ?? this.#answers.get(key, now);
     if (hit !== undefined) {
       this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
@@ -284,10 +288,10 @@ export class AccessService {
     const granted = answer.kind === 'granted' && answer.permissions.pull;
     const ttl = granted ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
     if (ttl > 0) {
-      this.#answers.set(key, answer, Date.now() + ttl * 1000);
+      this.#answers.set(key, answer, this.#now() + ttl * 1000);
       // The forge does not know the token at all: no repository will answer otherwise, so none
       // asks again for rejectionTtl (a junk-token flood then costs one call per token, not per repository).
-      if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, Date.now() + ttl * 1000);
+      if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, this.#now() + ttl * 1000);
     }
     return answer;
   }

@@ -18,6 +18,8 @@ import type { AccessService } from './access-service.js';
 export interface LockServiceOptions {
   /** Seconds after which a lock is stale and anyone with push may take it over; null = never. */
   readonly maxAge: number | null;
+  /** The clock staleness is judged by (ms since the epoch); Date.now unless a test moves it. */
+  readonly now?: () => number;
 }
 
 /** Outcome of a create: the new lock (201) or the lock in the way (409, with a message naming its holder). */
@@ -56,11 +58,13 @@ export class LockService {
   readonly #access: AccessService;
   readonly #maxAgeMs: number | null;
   readonly #log: Logger;
+  readonly #now: () => number;
 
   constructor(locks: LockIndex, access: AccessService, opts: LockServiceOptions, log: Logger) {
     this.#locks = locks;
     this.#access = access;
     this.#maxAgeMs = opts.maxAge === null ? null : opts.maxAge * 1000;
+    this.#now = opts.now ?? Date.now;
     this.#log = log;
   }
 
@@ -70,7 +74,7 @@ export class LockService {
     const me = await this.#access.identify(token!, signal);
     // An app or installation token names nobody, so nobody could release its lock.
     if (me === null) throw lfsError('LFS_ERR_LOCK_NO_IDENTITY');
-    const now = Date.now();
+    const now = this.#now();
     const outcome = await this.#locks.create(
       { id: newLockId(), repo: repo.key, path: req.path, ref: req.refName, ownerId: me.id, ownerName: me.name, lockedAt: now },
       this.#maxAgeMs === null ? null : now - this.#maxAgeMs,
@@ -145,7 +149,7 @@ export class LockService {
       if (!req.force) {
         throw lfsError('LFS_ERR_LOCK_NOT_OWNER', `${lock.path} is locked by ${lock.ownerName}, not by you; releasing it needs --force (and admin permission)`);
       }
-      const stale = this.#isStale(lock, Date.now());
+      const stale = this.#isStale(lock, this.#now());
       if (!grant.permissions.admin && me?.siteAdmin !== true && !stale) {
         throw lfsError('LFS_ERR_LOCK_FORCE_NEEDS_ADMIN', `${lock.path} is locked by ${lock.ownerName}; only a repository admin may force-release someone else's lock`);
       }
