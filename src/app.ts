@@ -109,7 +109,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
   const metrics = new Metrics();
-  // Every forge call, whichever adapter makes it, spends from the one server-wide budget (spec rule 8).
+  // Every forge call, whichever adapter makes it, spends from the one server-wide budget (docs/behaviour.md, "Caches and budget").
   const lookupBudget = new LookupBudget(config.auth.lookupBudget);
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout, lookupBudget);
   if (journal !== null) {
@@ -163,7 +163,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests, budget: lookupBudget }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
-  // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
+  // The disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, settings, blobs.legacy);
   // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
   // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
@@ -227,7 +227,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   registerRepoPageRoutes(http, guard, { access, stats });
   registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
-  // Issue 7 item 4: what /metrics reads at scrape time (store figures at most once a minute).
+  // What /metrics reads at scrape time (store figures at most once a minute).
   metrics.useSources({
     lookupBudget: () => ({ used: lookupBudget.used(), limit: lookupBudget.limit }),
     storeFigures: async () => {

@@ -109,7 +109,7 @@ export function parseRepoPatterns(name: string, value: string): string[] {
   return out;
 }
 
-/** A readable PEM private key (the app identity's signing key, spec Authentication rule 11). */
+/** A readable PEM private key (the GitHub App identity's signing key). */
 function checkPrivateKeyFile(name: string, path: string): void {
   let pem: Buffer;
   try {

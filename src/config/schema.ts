@@ -1,7 +1,7 @@
 /**
  * The one table of configuration: every SVC_ variable, its type, its default and what it means.
  * `load.ts` turns the environment into a validated, frozen `Config` from this table; the README's
- * configuration table mirrors it (scripts/check-config-docs.ts keeps the two in step).
+ * configuration table mirrors it (test/unit/docs-parity.test.ts keeps the two in step).
  */
 
 export type ForgeProvider = 'forge_a' | 'forge_b' | 'forge_c' | 'forge_d';
@@ -121,7 +121,7 @@ export interface S3Config {
   readonly prefix: string;
   /** Path-style addressing (endpoint/bucket/key) instead of virtual-hosted (bucket.endpoint/key). */
   readonly pathStyle: boolean;
-  /** Batch links are presigned bucket URLs (spec Authentication rules 14-16). */
+  /** Batch links are presigned bucket URLs (docs/behaviour.md, "Object storage (S3)"). */
   readonly presign: boolean;
   /** Base lifetime of a presigned link in seconds; large objects get longer (see PresignService). */
   readonly presignTtl: number;

@@ -296,7 +296,6 @@ export interface MaintenanceIndex {
   /** The bytes of an intent are gone (or the intent is dropped): removes it. */
   deleted(oid: Oid): Promise<void>;
   quarantine(oid: Oid, repo: string, reason: string): Promise<void>;
-  setStoredSize(oid: Oid, storedSize: number): Promise<void>;
   /**
    * Records a write of `oid` in flight on `node`; returns its ticket, whether a deletion of the oid
    * is pending (then the caller waits until deletePending() is false before writing), and whether

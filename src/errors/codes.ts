@@ -1,7 +1,8 @@
 /**
  * Every error this server answers with: a stable code, its HTTP status and the message a client sees.
  * Match on `code`, never on message text. Retired codes are never reused.
- * README "Errors" lists every code; test/unit/errors/codes.test.ts fails if the two drift apart.
+ * The error table of docs/behaviour.md lists every code; test/unit/docs-parity.test.ts fails if the two
+ * drift apart.
  */
 export const ERROR_CODES = {
   LFS_ERR_BAD_JSON: { status: 400, message: 'Request body is not valid JSON' },

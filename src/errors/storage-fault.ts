@@ -37,7 +37,7 @@ const SQLSTATE = /^[0-9A-Z]{5}$/;
  * LFS_ERR_NOT_READY with Retry-After. With the PostgreSQL index, a database that cannot be reached
  * or is refusing connections (see pgUnavailable) is 503 with Retry-After too, and its disk full
  * (SQLSTATE 53100) is 507. Null for anything else. The HTTP error boundary applies it
- * to whatever a route throws, so no route maps these itself (design rule 4).
+ * to whatever a route throws, so no route maps these itself (docs/architecture.md, "Conventions").
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;

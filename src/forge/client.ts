@@ -25,7 +25,7 @@ const MAX_SOCKETS = 64;
 /**
  * The one way this server talks to a forge: node:http(s) with keep-alive, a deadline on the whole
  * exchange and on silence, bodies capped, and network failures mapped to
- * LFS_ERR_FORGE_UNREACHABLE (never cached, rule 7). With a budget, every call spends from it
+ * LFS_ERR_FORGE_UNREACHABLE (never cached). With a budget, every call spends from it
  * before it is sent, and none is sent once it is spent (LFS_ERR_LOOKUP_BUDGET_SPENT).
  */
 export class ForgeHttpClient {
@@ -117,7 +117,7 @@ export function header(headers: ForgeResponse['headers'], name: string): string 
 }
 
 /**
- * Seconds to wait, per the spec's forge rate-limit rule 2: the forge's Retry-After, else its
+ * Seconds to wait: the forge's Retry-After, else its
  * x-ratelimit-reset (absolute epoch seconds), else one minute; never zero.
  */
 export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: number = Date.now()): number {
@@ -134,7 +134,7 @@ export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: numb
   return 60;
 }
 
-/** The LfsError for a forge that is rate-limiting us (spec Errors, forge rules 1–2): 503 + Retry-After. */
+/** The LfsError for a forge that is rate-limiting us : 503 + Retry-After, kept apart from an unreachable forge. */
 export function rateLimited(seconds: number): Error {
   return lfsError('LFS_ERR_FORGE_RATE_LIMITED', undefined, { 'Retry-After': String(seconds) });
 }

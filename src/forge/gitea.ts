@@ -3,7 +3,8 @@ import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type Forg
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §3–4).
+ * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` 
+ * (https://docs.gitea.com/development/api-usage; Forgejo keeps the same `/api/v1` contract).
  *
  * - The token goes as `Authorization: token …`, lowercase: the form every version accepts
  *   (Forgejo and Gitea ≤ 1.24 match the scheme case-sensitively).
@@ -15,7 +16,7 @@ import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAn
  *   `{admin: false, push: true, pull: true}` on their own repository (read only for fork pull
  *   requests) and 404 elsewhere (Gitea ≤ 1.25, Forgejo); Gitea 1.26+ computes the flags from the
  *   workflow's `permissions:`.
- * - Neither forge rate-limits by itself; a proxy in front may. Spec forge rule 4: any answer with
+ * - Neither forge rate-limits by itself; a proxy in front may. So any answer with
  *   Retry-After is a rate limit whatever its status, and a 503 without it means the instance is down.
  */
 export class GiteaAdapter implements ForgeAdapter {
@@ -39,7 +40,7 @@ export class GiteaAdapter implements ForgeAdapter {
     const body = res.body as { private?: unknown; permissions?: { admin?: unknown; push?: unknown; pull?: unknown } | null };
     const p = body.permissions ?? {};
     if (token === null) {
-      // Rule 10: anonymous read of a repository that reports itself public.
+      // Anonymous read of a repository that reports itself public.
       return body.private === false && p.pull !== false ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
     }
     const admin = p.admin === true;
@@ -58,7 +59,7 @@ export class GiteaAdapter implements ForgeAdapter {
   }
 }
 
-/** Spec forge rule 4, then "down": 429 without Retry-After is still a rate limit (60 s); other 5xx are down. */
+/** Retry-After means a rate limit whatever the status; 429 without Retry-After is still a rate limit (60 s); other 5xx are down. */
 function checkAvailability(res: ForgeResponse): void {
   if (header(res.headers, 'retry-after') !== undefined || res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
   if (res.status >= 500) throw forgeFailure(res.status);

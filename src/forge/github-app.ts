@@ -3,12 +3,12 @@ import { readFileSync } from 'node:fs';
 import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 
-/** forge_a asks for these headers on every REST call (../shared/forges.md §1.1). */
+/** forge_a asks for these headers on every REST call (https://docs.github.com/en/rest/about-the-rest-api/api-versions). */
 export const GITHUB_HEADERS = { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' } as const;
 
 /**
- * Refresh an installation token this long before its `expires_at` (spec Authentication rule 11:
- * "caches that token per organization until shortly before it expires"). A minute covers the one
+ * Refresh an installation token this long before its `expires_at` (the token is cached
+ * per owner until shortly before it expires). A minute covers the one
  * repository lookup that may still be using it, with room for clock skew.
  */
 export const TOKEN_REFRESH_MARGIN_MS = 60_000;
@@ -16,9 +16,12 @@ export const TOKEN_REFRESH_MARGIN_MS = 60_000;
 /** How long "the app is not installed on this owner" is remembered before asking again. */
 export const NOT_INSTALLED_TTL_MS = 300_000;
 
-/** JWTs live nine minutes: GitHub refuses an `exp` more than ten minutes ahead (forges.md §1.6). */
+/**
+ * JWTs live nine minutes: GitHub refuses an `exp` more than ten minutes ahead
+ * (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app).
+ */
 const JWT_LIFETIME_S = 540;
-/** GitHub recommends an `iat` 60 s in the past to absorb clock drift (forges.md §1.6). */
+/** GitHub recommends an `iat` 60 s in the past to absorb clock drift (same page). */
 const JWT_BACKDATE_S = 60;
 
 type OrgState =
@@ -30,11 +33,11 @@ function base64url(value: string | Buffer): string {
 }
 
 /**
- * The optional GitHub App identity for anonymous lookups (spec Authentication rules 11–13). It signs
+ * The optional GitHub App identity for anonymous lookups (docs/behaviour.md, "Anonymous read and app identity"). It signs
  * a short-lived RS256 JWT with the app's PEM key (node:crypto; no hand-rolled crypto), finds the
  * installation on a repository's owner, mints an installation token and caches it per owner until
  * shortly before it expires. `tokenFor` answers null when the app is not installed there, and the
- * caller then falls back to the plain anonymous lookup (rule 12).
+ * caller then falls back to the plain anonymous lookup.
  */
 export class GitHubAppIdentity {
   readonly #api: string;
@@ -59,7 +62,7 @@ export class GitHubAppIdentity {
     return new GitHubAppIdentity(apiUrl, http, appId, createPrivateKey(readFileSync(keyFile)));
   }
 
-  /** A fresh app JWT: RS256 over `{iat, exp, iss}` (forges.md §1.6). */
+  /** A fresh app JWT: RS256 over `{iat, exp, iss}`, GitHub's App JWT. */
   jwt(nowMs: number = Date.now()): string {
     const now = Math.floor(nowMs / 1000);
     const head = base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT' }));
@@ -93,7 +96,7 @@ export class GitHubAppIdentity {
 
   async #mint(org: string, repo: RepoName, signal: AbortSignal): Promise<string | null> {
     const auth = { ...GITHUB_HEADERS, authorization: `Bearer ${this.jwt()}` };
-    // The repository's installation, which is its owner's (forges.md §1.6): it works for
+    // The repository's installation, which is its owner's (GitHub's "get a repository installation"): it works for
     // organizations and users alike, and answers 404 when the app is not installed there.
     const found = await this.#http.get(`${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}/installation`, auth, signal);
     throwIfRateLimited(found);
@@ -112,7 +115,8 @@ export class GitHubAppIdentity {
       this.#set(org, { kind: 'not_installed', until: Date.now() + NOT_INSTALLED_TTL_MS });
       return null;
     }
-    // Tokens live an hour (forges.md §1.6); trust expires_at, and never assume the 40-char format.
+    // Tokens live an hour; trust expires_at, and never assume the 40-char format (GitHub's
+    // installation tokens may be longer since 2026: https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app).
     const expiresAt = typeof body.expires_at === 'string' ? Date.parse(body.expires_at) : NaN;
     const refreshAt = (Number.isNaN(expiresAt) ? Date.now() + 3600_000 : expiresAt) - TOKEN_REFRESH_MARGIN_MS;
     this.#set(org, { kind: 'token', token: body.token, refreshAt });
@@ -126,7 +130,8 @@ export class GitHubAppIdentity {
   }
 }
 
-/** forge_a's rate-limit signals (spec Errors, forge rule 3): 429, or 403 with rate-limit headers or text. */
+/** forge_a's rate-limit signals (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api):
+ * 429, or 403 with rate-limit headers or text; never a refusal. */
 export function isGitHubRateLimit(res: ForgeResponse): boolean {
   if (res.status === 429) return true;
   if (res.status !== 403) return false;

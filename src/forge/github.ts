@@ -4,15 +4,15 @@ import { GITHUB_HEADERS, isGitHubRateLimit, type GitHubAppIdentity } from './git
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (../shared/forges.md §1).
+ * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (https://docs.github.com/en/rest/repos/repos#get-a-repository).
  *
- * - A user token's `permissions` flags map onto the spec table (rule 3): admin → admin; push or
+ * - A user token's `permissions` flags map onto our three levels: admin → admin; push or
  *   maintain → push; pull or triage → pull.
  * - An installation token (an app's, or Actions' GITHUB_TOKEN) comes back with every flag false or
- *   with no `permissions` key at all (forges.md §1.3). The answer arriving proves read access,
- *   since GitHub 404s what a token cannot see; it is granted read only, never write (rule 9).
- * - Anonymous (token null): read only when the repository reports itself public (rules 10, 13),
- *   asked as the app when one is configured (rule 11) and plainly otherwise (rule 12).
+ *   with no `permissions` key at all (there is no user behind it). The answer arriving proves read access,
+ *   since GitHub 404s what a token cannot see; it is granted read only, never write.
+ * - Anonymous (token null): read only when the repository reports itself public,
+ *   asked as the app when one is configured and plainly otherwise (or when the app is not installed).
  */
 export class GitHubAdapter implements ForgeAdapter {
   readonly #api: string;
@@ -26,7 +26,7 @@ export class GitHubAdapter implements ForgeAdapter {
   }
 
   async lookup(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
-    // Rule 13: an authenticated client is always checked with its own token, never the app's.
+    // An authenticated client is always checked with its own token, never the app's.
     const asApp = token === null && this.#app !== null ? await this.#app.tokenFor(repo, signal) : null;
     const credential = token ?? asApp;
     const headers: Record<string, string> = { ...GITHUB_HEADERS };
@@ -35,7 +35,7 @@ export class GitHubAdapter implements ForgeAdapter {
     const url = `${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`;
     const res = await this.#http.get(url, headers, signal);
 
-    // Spec forge rule 3: forge_a signals rate limiting with 403 (or 429); it is never a refusal.
+    // forge_a signals rate limiting with 403 (or 429); it is never a refusal.
     if (isGitHubRateLimit(res)) throw rateLimited(retryAfterSeconds(res.headers));
     if (res.status === 401) {
       if (token !== null) return UNKNOWN_TOKEN;
@@ -70,7 +70,7 @@ export class GitHubAdapter implements ForgeAdapter {
   }
 }
 
-/** Rule 13: read only when the repository says it is public, never merely because an answer came. */
+/** Read only when the repository says it is public, never merely because an answer came. */
 function anonymousAnswer(res: ForgeResponse): ForgeAnswer {
   const body = res.body as { private?: unknown; visibility?: unknown };
   const isPublic = body.private === false && (body.visibility === undefined || body.visibility === 'public');
@@ -80,7 +80,7 @@ function anonymousAnswer(res: ForgeResponse): ForgeAnswer {
 function userAnswer(res: ForgeResponse): ForgeAnswer {
   const p = (res.body as { permissions?: Record<string, unknown> }).permissions;
   if (p === undefined || p === null || typeof p !== 'object' || (p.admin !== true && p.push !== true && p.maintain !== true && p.pull !== true && p.triage !== true)) {
-    // Rule 9: an installation token gets all flags false (or no key); the answer arriving at all
+    // An installation token gets all flags false (or no key); the answer arriving at all
     // proves read access, and nothing more.
     return { kind: 'granted', permissions: READ_ONLY };
   }

@@ -2,14 +2,15 @@ import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
-/** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes (forges.md §2.2). */
+/** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes
+ * (lib/gitlab/auth/auth_finders.rb in https://gitlab.com/gitlab-org/gitlab). */
 export const JOB_TOKEN_PREFIX = 'glcbt-';
 
-/** `Gitlab::Access` levels that matter here (forges.md §2.3); any other value is compared by size. */
+/** `Gitlab::Access` levels that matter here (https://docs.gitlab.com/ee/api/members.html#roles); any other value is compared by size. */
 export const ACCESS = { REPORTER: 20, DEVELOPER: 30, MAINTAINER: 40 } as const;
 
 /**
- * The spec's permission table for forge_b (rules 3–4): Maintainer (40) or Owner (50) or instance
+ * GitLab roles onto our three levels (docs/behaviour.md, "How each forge's answer is read"): Maintainer (40) or Owner (50) or instance
  * Admin (60) → admin; Developer (30) → push; Reporter (20) → pull; Guest (10), Planner (15),
  * Minimal (5) or no role → nothing. Levels the table does not name (25 Security Manager, or any
  * future one) fall to the highest named level they reach, so nothing crashes on them.
@@ -30,15 +31,17 @@ interface ProjectBody {
 }
 
 /**
- * forge_b: GitLab's REST v4, `GET {api}/projects/{url-encoded org/repo}` (forges.md §2).
+ * forge_b: GitLab's REST v4, `GET {api}/projects/{url-encoded org/repo}`
+ * (https://docs.gitlab.com/ee/api/projects.html#get-a-single-project).
  *
  * - Personal, project, group and OAuth tokens go as `Authorization: Bearer` (accepted for all of
- *   them, §2.2). The role is the higher of `project_access` and `group_access` (rule 4: an
- *   inherited group role counts the same).
+ *   them: https://docs.gitlab.com/ee/api/rest/authentication.html). The role is the higher of
+ *   `project_access` and `group_access` (an inherited group role counts the same).
  * - Both may be null for a caller who still sees the project: a group share, an instance admin who
  *   is not a member, or any signed-in user on a public or internal project. The answer arriving
  *   proves read access (GitLab 404s what a token cannot see), so that is read only, never write.
- * - CI job tokens: the project endpoint ignores them (it serves the caller as anonymous, §2.2, 2.7),
+ * - CI job tokens: the project endpoint ignores them (it serves the caller as anonymous;
+ *   https://docs.gitlab.com/ee/ci/jobs/ci_job_token.html lists the endpoints a job token reaches),
  *   so they are checked with `GET {api}/job` and `JOB-TOKEN`, which returns the running job; a job
  *   may read and write its own project, as git over HTTPS lets it. Its own project is matched by
  *   identity: the job's full project path (from its `web_url`, the instance's relative URL root
@@ -92,7 +95,8 @@ export class GitLabAdapter implements ForgeAdapter {
 
   /** The project as this token (or nobody) sees it; rate limits thrown, other statuses returned. */
   async #project(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeResponse> {
-    // The path must be one URL-encoded parameter, or GitLab answers 404 (forges.md §2.1).
+    // The path must be one URL-encoded parameter, or GitLab answers 404
+    // (https://docs.gitlab.com/ee/api/rest/#namespaced-paths).
     const url = `${this.#api}/projects/${encodeURIComponent(repo.name)}`;
     const res = await this.#http.get(url, token === null ? {} : { authorization: `Bearer ${token}` }, signal);
     checkRateLimit(res);
@@ -159,7 +163,7 @@ export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
   return segments.every((s) => s !== '' && s !== '.' && s !== '..') ? segments.join('/') : null;
 }
 
-/** forge_b rate-limits with 429 (spec Errors, forge rule 3); Retry-After, else RateLimit-Reset, else 60 s. */
+/** forge_b rate-limits with 429, never a refusal; Retry-After, else RateLimit-Reset, else 60 s. */
 function checkRateLimit(res: ForgeResponse): void {
   // Only 429 is forge_b's rate-limit signal; a 503 (maintenance, overload) is the forge being down.
   if (res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));

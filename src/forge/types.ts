@@ -1,7 +1,7 @@
 import { lfsError, type LfsError } from '../errors/errors.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
-/** The forge's answer mapped onto the spec's permission table (rule 3). */
+/** The forge's answer mapped onto our three levels (docs/behaviour.md, "How each forge's answer is read"). */
 export interface Permissions {
   readonly pull: boolean;
   readonly push: boolean;
@@ -44,7 +44,7 @@ export interface ForgeAdapter {
 
 /**
  * A forge that answered, but not usefully (5xx, a 503 without Retry-After, a body that is not the
- * repository): counted as forge_unreachable and, like no answer at all, never cached (rule 7).
+ * repository): counted as forge_unreachable and, like no answer at all, never cached.
  */
 export function forgeFailure(status: number): LfsError {
   return lfsError('LFS_ERR_FORGE_UNREACHABLE', `The forge answered ${status} while checking these credentials`);
@@ -53,5 +53,5 @@ export function forgeFailure(status: number): LfsError {
 /** A token the forge does not know (401): bad for every repository. */
 export const UNKNOWN_TOKEN: ForgeAnswer = Object.freeze({ kind: 'bad_token', everywhere: true });
 
-/** Read only: what an anonymous caller gets on a public repository (rule 10). */
+/** Read only: what an anonymous caller gets on a public repository. */
 export const READ_ONLY: Permissions = Object.freeze({ pull: true, push: false, admin: false });

@@ -20,7 +20,7 @@ export function usableToken(token: string, challenge: Record<string, string> = C
 }
 
 /**
- * Pulls the token out of an Authorization header (spec Authentication rule 2): the password of
+ * Pulls the token out of an Authorization header (the credentials git sends for HTTPS): the password of
  * HTTP Basic (any username) or a Bearer token. Returns null when there is none; throws 401 when it
  * is one no forge could accept (see usableToken). Never logs it.
  */

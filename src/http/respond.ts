@@ -102,7 +102,7 @@ export function sendJson(ctx: RequestContext, status: number, value: unknown, he
 }
 
 /**
- * The single error boundary's writer (design rule 4): an LfsError becomes its status, its headers
+ * The single error boundary's writer (docs/architecture.md, "Conventions"): an LfsError becomes its status, its headers
  * and the Git LFS error body; anything else is logged and answered as a generic 500.
  */
 export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, fields: object) => void): void {

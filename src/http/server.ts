@@ -19,7 +19,7 @@ interface RequestSeries {
 
 /**
  * The only module that owns the uWS app: the route table, the abort wiring and the single error
- * boundary (design rule 4). Handlers throw; this turns what they throw into the LFS error body.
+ * boundary (docs/architecture.md, "Conventions"). Handlers throw; this turns what they throw into the LFS error body.
  */
 export class HttpServer {
   readonly #app: TemplatedApp = uws.App();

@@ -30,7 +30,7 @@ export interface PoolLoad {
 }
 
 /** A queued or running maintenance job as the metrics see it: its kind and progress, never its repository. */
-export interface JobProgress {
+export interface JobFigures {
   readonly kind: string;
   readonly state: string;
   readonly objects_done: number;
@@ -65,7 +65,7 @@ export interface MetricSources {
   /** Live load of each pool, keyed by the `pool` label (`transfer`, `maintenance`). */
   pools(): Readonly<Record<string, PoolLoad>>;
   /** Jobs queued or running now. */
-  jobs(): readonly JobProgress[] | Promise<readonly JobProgress[]>;
+  jobs(): readonly JobFigures[] | Promise<readonly JobFigures[]>;
   /** Every job kind, so each kind's series exist (at 0) before its first job. */
   readonly jobKinds: readonly string[];
   /** The disk store's journal group commits so far; null without one (bucket store). */
@@ -114,12 +114,12 @@ export const STORE_FIGURES_MAX_AGE_MS = 60_000;
 const LIVE_FIGURES_MAX_AGE_MS = 250;
 
 /**
- * Every `svc_rejections_total` cause in use, with where it comes from. The spec's Errors table names
- * the first three; the access settings add the others. Bounded: a cause is never built
+ * Every `svc_rejections_total` cause in use, with where it comes from. The first three come from the
+ * forge lookup; the access settings add the others. Bounded: a cause is never built
  * from input.
  */
 export const REJECTION_CAUSES = {
-  lookup_budget_spent: 'the forge lookup budget per minute is spent (503, spec rule 8)',
+  lookup_budget_spent: 'the forge lookup budget per minute is spent (503)',
   forge_rate_limited: 'the forge answered with a rate limit (503)',
   forge_unreachable: 'the forge could not be reached or answered garbage (503)',
   repo_not_allowed: 'the repository is outside the allow list of the access settings (403)',
@@ -422,7 +422,8 @@ class Series {
 
   /**
    * Which build is running, the Prometheus convention (`*_build_info` = 1, the version a label), so a
-   * dashboard can show it and a query can join on it. Named for the product, not the spec's `svc_`.
+   * dashboard can show it and a query can join on it. Named for the product, without the
+   * `svc_` prefix of the service's own series.
    */
   readonly buildInfo = new this.#prom.Gauge({
     name: 'stowage_build_info',
@@ -627,8 +628,8 @@ class Series {
   }
 
   /** A gauge summed over the jobs queued or running; every kind's series exists, at 0 when idle. */
-  #jobGauge<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JobProgress) => { key: Record<L, string>; value: number }): Gauge<L> {
-    const jobs = (): CachedFigures<readonly JobProgress[]> => this.#jobs;
+  #jobGauge<L extends string>(name: string, help: string, labelNames: L[], pick: (j: JobFigures) => { key: Record<L, string>; value: number }): Gauge<L> {
+    const jobs = (): CachedFigures<readonly JobFigures[]> => this.#jobs;
     const kinds = (): readonly string[] => this.#sources().jobKinds;
     const withState = labelNames.includes('state' as L);
     return new this.#prom.Gauge({

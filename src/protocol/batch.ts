@@ -1,6 +1,8 @@
 /**
  * Batch API wire types and the request validator.
- * https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md ; schemas in ../shared/spec/git-lfs-api/schemas.
+ * https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md
+ * Its JSON schemas: https://github.com/git-lfs/git-lfs/tree/main/docs/api/schemas (the tests validate
+ * against a copy in test/fixtures/git-lfs-schemas).
  */
 import { lfsError } from '../errors/errors.js';
 import { parseOid, type Oid } from './oid.js';
@@ -51,8 +53,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 /**
  * Validates a parsed JSON body. Whole-request problems throw (422/413); a single bad object is kept
- * with `invalid` set, so the answer still echoes every requested oid (a missing entry leaves the
- * client waiting forever: ../shared/git-lfs-client.md (b)).
+ * with `invalid` set, so the answer still echoes every requested oid (git-lfs walks only the
+ * objects it got back, so a missing entry leaves it waiting forever: tq/transfer_queue.go).
  */
 export function parseBatchRequest(body: unknown): BatchRequest {
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Batch request must be a JSON object');

@@ -1,7 +1,8 @@
 /**
  * File Locking API wire types, request validators and lock-path normalisation. Pure: no I/O.
  * https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md ; schemas `http-lock-*.json` in
- * ../shared/spec/git-lfs-api/schemas. What the 3.3.0 client sends and expects: ../shared/git-lfs-client.md (e).
+ * https://github.com/git-lfs/git-lfs/tree/main/docs/api/schemas. What the 3.3.0 client sends and
+ * expects: https://github.com/git-lfs/git-lfs/blob/v3.3.0/locking/api.go (its quirks are noted where they matter).
  */
 import { lfsError } from '../errors/errors.js';
 
@@ -21,7 +22,7 @@ export type LockPath = string & { readonly __brand: 'LockPath' };
 /** `POST /locks` body (http-lock-create-request-schema.json). */
 export interface CreateLockRequest {
   readonly path: LockPath;
-  /** `ref.name`; the client sends `"ref":{}` when it knows no upstream (client doc (e)), so it may be null. */
+  /** `ref.name`; the client sends `"ref":{}` when it knows no upstream, so it may be null. */
   readonly refName: string | null;
 }
 
@@ -121,7 +122,7 @@ export function formatCursor(cursor: Cursor | number): string {
   return String(cursor);
 }
 
-/** Lock ids are base64url (the client puts them into the unlock URL unescaped: client doc (e)). */
+/** Lock ids are base64url (the client puts them into the unlock URL unescaped). */
 const LOCK_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** True for a string that can be one of our lock ids (a cheap filter before any lookup). */
@@ -134,7 +135,7 @@ export function formatLockedAt(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
-/** `ref` is `{name: string}` per the schema; the client sends `{}` without an upstream (client doc (e)). */
+/** `ref` is `{name: string}` per the schema; the client sends `{}` without an upstream. */
 function parseRef(value: unknown): string | null {
   if (value === undefined || value === null) return null;
   if (!isRecord(value)) throw lfsError('LFS_ERR_BAD_REQUEST', 'ref must be an object like {"name": "refs/heads/main"}');
@@ -174,7 +175,7 @@ export function parseListLocksQuery(query: string): ListLocksQuery {
   const id = q.get('id');
   const refspec = q.get('refspec');
   return {
-    // The client adds a parameter only when it is non-empty (client doc (e)).
+    // The client adds a parameter only when it is non-empty (locking/api.go).
     path: path === null || path === '' ? null : normaliseLockPath(path),
     id: id === null || id === '' ? null : id,
     cursor: parseCursor(q.get('cursor')),

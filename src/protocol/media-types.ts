@@ -3,7 +3,7 @@ export const LFS_JSON = 'application/vnd.git-lfs+json';
 
 /**
  * True when a request Content-Type names the LFS media type (or plain JSON), with or without parameters.
- * The client sends `; charset=utf-8` on most calls but not on verify (../shared/git-lfs-client.md (f)).
+ * The client sends `; charset=utf-8` on most calls but not on verify (git-lfs https://github.com/git-lfs/git-lfs/blob/v3.3.0/lfshttp/client.go and tq/verify.go).
  */
 export function isJsonRequestType(contentType: string): boolean {
   const essence = contentType.split(';', 1)[0]!.trim().toLowerCase();

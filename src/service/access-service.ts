@@ -22,7 +22,7 @@ export interface UploadJudge {
 /** What a caller may do on one repository, as the forge said. */
 export interface Grant {
   readonly permissions: Permissions;
-  /** True when no token was sent and the repository is public (spec Authentication rule 10): read only. */
+  /** True when no token was sent and the repository is public : read only. */
   readonly anonymous: boolean;
 }
 
@@ -40,12 +40,14 @@ export interface AccessOptions {
    * forge user). Costs one forge call per token and TTL, and is skipped when the budget is spent.
    */
   readonly identifyCallers?: boolean;
+  /** The clock the caches' TTLs are read against (ms since the epoch); Date.now unless a test moves it. */
+  readonly now?: () => number;
 }
 
-/** The challenge that makes git-lfs ask its credential helper (../shared/git-lfs-client.md (b)). */
+/** The challenge that makes git-lfs ask its credential helper (it reads LFS-Authenticate and WWW-Authenticate: https://github.com/git-lfs/git-lfs/blob/v3.3.0/lfsapi/auth.go). */
 export const CHALLENGE = { 'LFS-Authenticate': 'Basic realm="Stowage"', 'WWW-Authenticate': 'Basic realm="Stowage"' };
 
-/** The key under which anonymous answers are cached, per repository (design §3). Not a possible sha256. */
+/** The key under which anonymous answers are cached, per repository (docs/behaviour.md, "Anonymous read and app identity"). Not a possible sha256. */
 const ANONYMOUS = 'anonymous';
 
 /** In place of a repository in a cache key: a token the forge refused is bad for every repository. */
@@ -134,8 +136,8 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
- * Token → permissions on one repository, asked of the forge and cached (spec Authentication rules
- * 5–10): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
+ * Token → permissions on one repository, asked of the forge and cached (docs/behaviour.md,
+ * "Caches and budget"): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
  * forge never. Keys are sha256 of the token, so no raw token is kept; the caches are bounded LRUs.
  * A token the forge does not know at all is remembered as refused for every repository. Concurrent
  * misses for the same key share one forge lookup, which runs detached from any one client so a
@@ -152,10 +154,12 @@ export class AccessService {
   readonly #identifying = new Map<string, Promise<Identity | null>>();
   /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
   readonly #detached = new AbortController().signal;
+  readonly #now: () => number;
 
   constructor(forge: ForgeAdapter, opts: AccessOptions, metrics: Metrics) {
     this.#forge = forge;
     this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
     this.#metrics = metrics;
     this.#answers = new BoundedCache(opts.cacheEntries);
     this.#identities = new BoundedCache(opts.cacheEntries);
@@ -163,7 +167,7 @@ export class AccessService {
 
   /**
    * Resolves with the grant when `token` may do `need` on `repo`; otherwise throws the LfsError to
-   * answer. Without a token, a public repository is readable (rule 10); anything else asks for
+   * answer. Without a token, a public repository is readable; anything else asks for
    * credentials with a 401 challenge, so a private repository looks the same as a missing one.
    */
   /**
@@ -199,7 +203,7 @@ export class AccessService {
   authorizedInLine(token: string | null, repo: RepoName, need: Need): Grant | null {
     if (token === null || token.length > MAX_TOKEN_BYTES) return null;
     const hashed = hashToken(token);
-    const now = Date.now();
+    const now = this.#now();
     if (this.#opts.identifyCallers === true && this.#identities.peek(hashed, now) === undefined) return null;
     const hit = this.#answers.get(`${hashed}\0${repo.key}`, now);
     if (hit === undefined || hit.value.kind !== 'granted') return null;
@@ -214,12 +218,12 @@ export class AccessService {
    * For request lines, which name the user and never the token.
    */
   knownUserId(token: string): string | null {
-    return this.#identities.peek(hashToken(token), Date.now())?.value?.id ?? null;
+    return this.#identities.peek(hashToken(token), this.#now())?.value?.id ?? null;
   }
 
   /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
   async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
-    const now = Date.now();
+    const now = this.#now();
     if (this.#identities.peek(hashToken(token), now) !== undefined || this.#opts.budget?.left(now) === false) return;
     await this.identify(token, signal).catch(() => null);
   }
@@ -231,7 +235,7 @@ export class AccessService {
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
     checkPlausible(token);
     const key = hashToken(token);
-    const hit = this.#identities.get(key, Date.now());
+    const hit = this.#identities.get(key, this.#now());
     if (hit !== undefined) {
       this.#metrics.authCacheHits.inc({ kind: 'identity' });
       return hit.value;
@@ -241,7 +245,7 @@ export class AccessService {
     let pending = this.#identifying.get(key);
     if (pending === undefined) {
       pending = this.#forge.identify(token, this.#detached).then((identity) => {
-        this.#identities.set(key, identity, Date.now() + this.#opts.cacheTtl * 1000);
+        this.#identities.set(key, identity, this.#now() + this.#opts.cacheTtl * 1000);
         return identity;
       }, (e: unknown) => {
         throw this.#countFailure(e);
@@ -255,7 +259,7 @@ export class AccessService {
   async #answer(token: string | null, repo: RepoName, caller: Caller): Promise<ForgeAnswer> {
     const hashed = token === null ? ANONYMOUS : hashToken(token);
     const key = `${hashed}\0${repo.key}`;
-    const now = Date.now();
+    const now = this.#now();
     const hit = (token === null ? undefined : this.#answers.get(`${hashed}\0${ANY_REPOSITORY}`, now)) ?? this.#answers.get(key, now);
     if (hit !== undefined) {
       this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
@@ -277,17 +281,17 @@ export class AccessService {
     try {
       answer = await this.#forge.lookup(token, repo, this.#detached);
     } catch (e) {
-      // Rule 7: neither an outage nor a rate limit is remembered; the next request asks again.
+      // Neither an outage nor a rate limit is remembered; the next request asks again.
       throw this.#countFailure(e);
     }
     this.#metrics.forgeLookups.inc({ result: answer.kind });
     const granted = answer.kind === 'granted' && answer.permissions.pull;
     const ttl = granted ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
     if (ttl > 0) {
-      this.#answers.set(key, answer, Date.now() + ttl * 1000);
+      this.#answers.set(key, answer, this.#now() + ttl * 1000);
       // The forge does not know the token at all: no repository will answer otherwise, so none
       // asks again for rejectionTtl (a junk-token flood then costs one call per token, not per repository).
-      if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, Date.now() + ttl * 1000);
+      if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, this.#now() + ttl * 1000);
     }
     return answer;
   }
@@ -295,7 +299,7 @@ export class AccessService {
   /** Counts a failed forge call by cause and returns the LfsError to answer with. */
   #countFailure(e: unknown): Error {
     if (isLfsError(e) && e.code === 'LFS_ERR_LOOKUP_BUDGET_SPENT') {
-      // Spec rule 8: refused by our own budget before the call went out; the forge was not asked.
+      // Refused by our own budget before the call went out; the forge was not asked.
       this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
       return e;
     }

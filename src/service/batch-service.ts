@@ -20,8 +20,8 @@ export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
 
 /**
  * Negotiation: one entry per requested object, in request order, each with its requested oid and
- * size echoed and either actions or an error (../shared/git-lfs-client.md (b): a missing entry
- * hangs the client). Presence is per repository (proof of possession): an oid stored by another
+ * size echoed and either actions or an error (git-lfs hangs on a missing entry:
+ * it waits for every object it asked about). Presence is per repository (proof of possession): an oid stored by another
  * repository is invisible here, so the client uploads it and proves it holds the bytes.
  */
 export class BatchService {
@@ -42,7 +42,7 @@ export class BatchService {
   /** SVC_S3_PRESIGN (docs/s3.md): links straight to the bucket; null = every link points at this server. */
   #presign: PresignService | null = null;
 
-  /** Turns on presigned bucket links (spec Authentication rules 14-16). */
+  /** Turns on presigned bucket links (docs/behaviour.md, "Object storage (S3)"). */
   usePresign(presign: PresignService): void {
     this.#presign = presign;
   }
@@ -81,7 +81,7 @@ export class BatchService {
     // The batch's uploads are admitted together: what the entries before asked counts for the next.
     const room = { asked: 0 };
     for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget, room));
-    // Rule 14: links back to this server are never `authenticated: true`, so the client sends credentials.
+    // Links back to this server are never `authenticated: true`, so the client sends credentials.
     return { transfer: 'basic', objects, hash_algo: 'sha256' };
   }
 
@@ -114,7 +114,7 @@ export class BatchService {
     }
     if (req.operation === 'download') {
       if (held === null) return { oid: o.oid, size: o.size, error: { code: 404, message: 'Object does not exist' } };
-      // Rule 15: a presigned GET of the shared key, authenticated: true (the URL carries its credentials).
+      // A presigned GET of the shared key, authenticated: true (the URL carries its credentials).
       if (this.#presign !== null) {
         const signed = row === null ? null : this.#presign.download(o.parsedOid, row.size, row.storedSize);
         if (signed !== null) return signed;
@@ -123,7 +123,7 @@ export class BatchService {
       if (row !== null) this.#grants?.grant(repo.key, o.parsedOid);
       return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
     }
-    // Spec rule 1: already present in this repository → no actions, the client skips it.
+    // Already present in this repository → no actions, the client skips it.
     if (held !== null) return { oid: o.oid, size: o.size };
     // --- access settings: an over-size object gets 422, one past the quota 507, each in its own entry.
     const refusal = budget?.admit(o.size) ?? null;
@@ -133,13 +133,13 @@ export class BatchService {
       if (!this.#reserve.admits(room.asked + o.size, false)) return { oid: o.oid, size: o.size, error: { code: 507, message: RESERVE_MESSAGE } };
       room.asked += o.size;
     }
-    // Rule 15: a presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
+    // A presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
     const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;
     if (signed !== null) return signed;
     const header: Record<string, string> = {};
     if (o.size >= this.#links.chunkedUploadThreshold) {
       // The uWS build in front resets a Content-Length of 10+ digits; git-lfs sends chunked when the
-      // action says so (../shared/git-lfs-client.md (a), tq/basic_upload.go:58-62).
+      // action says so (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/basic_upload.go).
       header['Transfer-Encoding'] = 'chunked';
       header[EXPECTED_SIZE_HEADER] = String(o.size);
     }

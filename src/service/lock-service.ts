@@ -18,6 +18,8 @@ import type { AccessService } from './access-service.js';
 export interface LockServiceOptions {
   /** Seconds after which a lock is stale and anyone with push may take it over; null = never. */
   readonly maxAge: number | null;
+  /** The clock staleness is judged by (ms since the epoch); Date.now unless a test moves it. */
+  readonly now?: () => number;
 }
 
 /** Outcome of a create: the new lock (201) or the lock in the way (409, with a message naming its holder). */
@@ -46,8 +48,8 @@ export function toWireLock(row: LockRow): WireLock {
 }
 
 /**
- * The File Locking use cases (../shared/spec/git-lfs-api/locking.md) with this server's rules
- * (design §3 "Who may do what"): list with pull; create, verify and release with push; release of
+ * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md)
+ * with this server's rules (docs/behaviour.md, "Who may do what"): list with pull; create, verify and release with push; release of
  * someone else's lock with `force` and admin. Ownership is the forge user id, so a renamed login
  * keeps its locks; the login is stored as the name shown to other users.
  */
@@ -56,11 +58,13 @@ export class LockService {
   readonly #access: AccessService;
   readonly #maxAgeMs: number | null;
   readonly #log: Logger;
+  readonly #now: () => number;
 
   constructor(locks: LockIndex, access: AccessService, opts: LockServiceOptions, log: Logger) {
     this.#locks = locks;
     this.#access = access;
     this.#maxAgeMs = opts.maxAge === null ? null : opts.maxAge * 1000;
+    this.#now = opts.now ?? Date.now;
     this.#log = log;
   }
 
@@ -70,7 +74,7 @@ export class LockService {
     const me = await this.#access.identify(token!, signal);
     // An app or installation token names nobody, so nobody could release its lock.
     if (me === null) throw lfsError('LFS_ERR_LOCK_NO_IDENTITY');
-    const now = Date.now();
+    const now = this.#now();
     const outcome = await this.#locks.create(
       { id: newLockId(), repo: repo.key, path: req.path, ref: req.refName, ownerId: me.id, ownerName: me.name, lockedAt: now },
       this.#maxAgeMs === null ? null : now - this.#maxAgeMs,
@@ -97,7 +101,7 @@ export class LockService {
       case 'conflict': {
         const e = outcome.existing;
         const holder = e.ownerId === me.id ? 'you' : e.ownerName;
-        // The 3.3.0 client prints only `message` for a 409 (client doc (e)), so it must name the holder.
+        // The 3.3.0 client prints only `message` for a 409, so it must name the holder.
         const message = `${e.path} is already locked by ${holder} since ${formatLockedAt(e.lockedAt)} (lock ${e.id})`;
         return { kind: 'conflict', lock: toWireLock(e), message };
       }
@@ -145,7 +149,7 @@ export class LockService {
       if (!req.force) {
         throw lfsError('LFS_ERR_LOCK_NOT_OWNER', `${lock.path} is locked by ${lock.ownerName}, not by you; releasing it needs --force (and admin permission)`);
       }
-      const stale = this.#isStale(lock, Date.now());
+      const stale = this.#isStale(lock, this.#now());
       if (!grant.permissions.admin && me?.siteAdmin !== true && !stale) {
         throw lfsError('LFS_ERR_LOCK_FORCE_NEEDS_ADMIN', `${lock.path} is locked by ${lock.ownerName}; only a repository admin may force-release someone else's lock`);
       }

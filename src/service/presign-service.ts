@@ -17,18 +17,18 @@ export interface PresignOptions {
 }
 
 /**
- * SVC_S3_PRESIGN=true (spec Authentication rules 14-16): batch links that go straight to the bucket.
+ * SVC_S3_PRESIGN=true (docs/behaviour.md, "Object storage (S3)"): batch links that go straight to the bucket.
  *
  * `authenticated` is a property of the whole batch object, and git-lfs then sends every action of
  * that object, the verify action included, without looking for credentials
- * (../shared/git-lfs-client.md (a) and (d), tq/verify.go:51-52). So the verify link, which points
+ * (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go). So the verify link, which points
  * back at this server, is signed too: it carries an HMAC over repository, oid, size and expiry, and
  * authorises exactly that one verify. A bad or expired signature is answered 403, never 401, because
- * 401 on an authenticated link makes the client retry forever (client doc (a), "Failure cases").
+ * 401 on an authenticated link makes the client retry forever.
  *
  * Objects too large for one presigned PUT (5 GiB), objects the server compresses (SVC_COMPRESSION)
  * and objects stored compressed are proxied through this server (null here), with ordinary,
- * unauthenticated links (rule 14).
+ * unauthenticated links.
  */
 export class PresignService {
   readonly #store: Presigner;
@@ -108,6 +108,6 @@ export class PresignService {
 }
 
 function action(href: string, header: Readonly<Record<string, string>>, expiresIn: number): BatchAction {
-  // `expires_in` must be a JSON integer (client doc (h)).
+  // `expires_in` must be a JSON integer (git-lfs decodes it as an int: https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/transfer.go).
   return Object.keys(header).length > 0 ? { href, header: { ...header }, expires_in: expiresIn } : { href, expires_in: expiresIn };
 }

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { SessionIndex } from '../db/index-types.js';
 import { isLfsError, lfsError } from '../errors/errors.js';
 import type { RepoName } from '../protocol/repo-name.js';
-import type { PolicedAccessService } from './settings-service.js';
+import type { PolicedAccessService } from './policed-access-service.js';
 
 /** Someone the forge says may run this server: a site admin, or an admin of SVC_ADMIN_REPO. */
 export interface DashboardUser {

@@ -15,7 +15,7 @@ export interface RepoStats {
   /**
    * Bytes the repository's objects occupy on disk after compression, each object counted in full
    * even when the shared store keeps one copy for several repositories: whether another repository
-   * holds an oid is never revealed (design §3). Server-wide dedupe shows on the dashboard only.
+   * holds an oid is never revealed (docs/behaviour.md, "Presence is per repository"). Server-wide dedupe shows on the dashboard only.
    */
   readonly stored_bytes: number;
   /** logical − stored. */

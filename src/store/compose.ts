@@ -54,7 +54,7 @@ export interface ComposedStore {
 }
 
 /**
- * The one place the storage stack is assembled (design.md rule 1):
+ * The one place the storage stack is assembled (docs/architecture.md, "Conventions"):
  *
  *     verify( journal( compress( backend ) ) )
  *

@@ -4,7 +4,7 @@ import type { Oid } from '../protocol/oid.js';
 import type { StreamHasher } from '../format/frame-codec.js';
 
 /**
- * The checks every writer makes on an incoming object (design.md rule 2): bytes are counted and
+ * The checks every writer makes on an incoming object (docs/architecture.md, "Conventions"): bytes are counted and
  * sha256-hashed as they arrive, the first byte past the announced size is refused at once, and
  * `verify()` fails unless the count and the digest match before anything is committed.
  * With a StreamHasher, the hasher hashes the writer's gathered buffers instead (hashGathered).

@@ -13,7 +13,7 @@ const LEGACY_DIR_TTL_MS = 5000;
 
 /**
  * The disk backend's LegacyLayout capability: the per-repository folders
- * `repos/{org}/{repo}/ab/cd/<oid>` (design §3) of objects stored before the shared store, or copied
+ * `repos/{org}/{repo}/ab/cd/<oid>` (docs/maintenance.md) of objects stored before the shared store, or copied
  * from most other LFS servers, served until dedupe folds them; and the jobs' way of taking a verified
  * file into the shared store without a copy (a hard link). RepoName segments are validated (no
  * separators, no dot segments) and the Oid brand is 64 hex digits, so no path here leaves the root.

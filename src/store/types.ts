@@ -3,7 +3,7 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { StrayReason } from './foreign-layout.js';
 
 /**
- * The storage contract (design.md §1, style rules 1, 2 and 10). Every backend (disk, S3) implements
+ * The storage contract (docs/storage-contract.md). Every backend (disk, S3) implements
  * `BlobStore`; every feature on top of one (verify, compress, journal, faulty) is a `BlobStore` that
  * wraps another, and `compose.ts` writes the order down once. What only some backends can do is a
  * capability (`presigner`, `legacy`), null where absent. Services depend on these interfaces only.
@@ -46,7 +46,7 @@ export interface WriterOptions {
 
 /**
  * Push-based writer of one object. Nothing written becomes visible under the oid before `finish`
- * resolves, and nothing is left behind by `abort` or a failed `finish` (design.md rule 2).
+ * resolves, and nothing is left behind by `abort` or a failed `finish`.
  */
 export interface ObjectWriter {
   /**
@@ -164,7 +164,7 @@ export interface SignedLink {
   readonly expiresIn: number;
 }
 
-/** Capability of a backend clients can reach directly (spec Authentication rule 15). */
+/** Capability of a backend clients can reach directly (presigned links). */
 export interface Presigner {
   /** Objects of this size or more are compressed on the way in (so never presigned); null when off. */
   readonly compressFrom: number | null;
@@ -192,7 +192,7 @@ export interface LegacyScan {
 
 /**
  * Capability of the disk backend: the legacy per-repository layout `repos/{org}/{repo}/ab/cd/<oid>`
- * (design §3), served until dedupe folds it into the shared store, and verified files taken in
+ * (docs/maintenance.md), served until dedupe folds it into the shared store, and verified files taken in
  * without a copy (dedupe, import).
  */
 export interface LegacyLayout {

@@ -15,7 +15,7 @@ import { SMALL_OBJECT_MAX } from '../../src/store/layers/journal.js';
 const inJournal = (h: { journals: boolean }, size: number): boolean => h.journals && size <= SMALL_OBJECT_MAX;
 
 /**
- * The BlobStore conformance suite (design.md rule 10; tus `packages/utils/src/test/stores.ts`):
+ * The BlobStore conformance suite (docs/storage-contract.md; after tus `packages/utils/src/test/stores.ts`):
  * what every backend and every layer stack must do, asserted through the contract of
  * src/store/types.ts alone. blob-store.test.ts runs it against each stack; a new backend adds its
  * stacks there. Each case opens a fresh store (`make`), so cases never see each other's objects.

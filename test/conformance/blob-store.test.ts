@@ -27,8 +27,8 @@ import { blobStoreConformance as runSuite, type StoreUnderTest } from './blob-st
 // the journal. A new backend adds its stacks at the bottom of this file.
 
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
-// ADAPTER (for the lead): how this file builds each part. The constructors were being written when
-// this was; adjust these functions to the real signatures and nothing else in the file.
+// ADAPTER: how this file builds each part, in one place. When a constructor's signature changes,
+// only these functions change; nothing else in the file builds a store.
 // ─────────────────────────────────────────────────────────────────────────────────────────────────
 const LEVEL = 3;
 /**

@@ -8,8 +8,8 @@ import { startServer, tmpDir } from '../helpers/start-server.js';
 
 /**
  * The real git-lfs client against forge_b: a CI job pushes with its job token
- * (spec Authentication rule 2), and a client with no credentials at all pulls a public repository
- * (rule 10).
+ * (the token as the password, as git sends it), and a client with no credentials at all pulls a public repository
+ * (anonymous read).
  */
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');

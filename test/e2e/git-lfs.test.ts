@@ -50,7 +50,7 @@ t.test('push small and medium files, then a fresh clone restores them byte for b
   for (const [name, sha] of Object.entries(files)) {
     t.equal(await sha256File(join(clone, name)), sha, `${name} restored`);
   }
-  // A second push of the same objects uploads nothing (rule 1).
+  // A second push of the same objects uploads nothing.
   const again = await sb.git(work, 'lfs', 'push', '--all', 'origin');
   t.match(again.stdout + again.stderr, /Uploading LFS objects: *100% \(0\/0\)|^$/m, 'nothing re-uploaded');
 });

@@ -7,7 +7,7 @@ import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // File locking end to end with the real git + git-lfs (3.3.0): lock, locks, locks --verify, unlock,
 // unlock --force by an admin and refused for a non-admin, and a push refused by lock verification
-// while someone else holds a lock on a file it changes (client doc (e) "When git push calls verify").
+// while someone else holds a lock on a file it changes (git-lfs https://github.com/git-lfs/git-lfs/blob/v3.3.0/commands/pre_push.go → locking/locks.go).
 
 const forge = new GitHubEmulator();
 await forge.start();

@@ -11,11 +11,11 @@ export { EmulatorBase, basicCredentials, type Outage, type SeenRequest } from '.
 
 /**
  * A forge on loopback that answers `GET /repos/{owner}/{repo}` the way GitHub's REST API does
- * (../shared/forges.md §1): `Bearer`/`token`/Basic-password tokens, 401 "Bad credentials" for an
+ * (https://docs.github.com/en/rest/repos/repos#get-a-repository): `Bearer`/`token`/Basic-password tokens, 401 "Bad credentials" for an
  * unknown token, 404 for anything the caller cannot see (including anonymous on private), the
  * permissions object for users, all-false (or no key) for installation tokens, and rate limiting
  * as a 403/429 with x-ratelimit-remaining: 0 or a secondary 403/429 with retry-after. With `app`
- * set it also plays the GitHub App endpoints (§1.6): RS256 JWTs checked against the app's public
+ * set it also plays the GitHub App endpoints (https://docs.github.com/en/apps): RS256 JWTs checked against the app's public
  * key, installation lookups that 404 when not installed, and installation token minting.
  */
 export interface EmulatedToken {
@@ -39,7 +39,7 @@ export type RateLimitMode =
   /** A secondary limit with neither header: the client must fall back to one minute. */
   | { kind: 'bare'; status: 403 | 429 };
 
-/** The GitHub App this forge knows (forges.md §1.6). */
+/** The GitHub App this forge knows. */
 export interface EmulatedApp {
   readonly appId: string;
   readonly clientId?: string;
@@ -102,7 +102,8 @@ export class GitHubEmulator extends EmulatorBase {
         this.#std(res, rl.status ?? 403, { message: 'API rate limit exceeded for 127.0.0.1. (But here\'s the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)', documentation_url: 'https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting' }, { 'x-ratelimit-remaining': '0', 'x-ratelimit-used': '60', 'x-ratelimit-reset': String(rl.resetEpoch) });
       } else {
         const headers: Record<string, string> = rl.kind === 'secondary' ? { 'retry-after': String(rl.retryAfter) } : {};
-        // Secondary limits carry no x-ratelimit-* of their own (forges.md §1.5).
+        // Secondary limits carry no x-ratelimit-* of their own
+        // (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
         res.writeHead(rl.status, { 'content-type': 'application/json; charset=utf-8', ...headers });
         res.end(JSON.stringify({ message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits' }));
       }
@@ -163,7 +164,7 @@ export class GitHubEmulator extends EmulatorBase {
       const account = (repoInst ? repoInst[1] : accountInst![1])!;
       const inst = this.installations.get(account);
       const repoKey = repoInst ? `${repoInst[1]}/${repoInst[2]}` : null;
-      // Not installed, or installed on selected repositories that exclude this one → 404 (§1.6).
+      // Not installed, or installed on selected repositories that exclude this one → 404 (GitHub's App docs).
       if (inst === undefined || (repoKey !== null && (inst.repos !== undefined ? !inst.repos.includes(repoKey) : !this.repos.has(repoKey)))) {
         notFound();
         return true;
@@ -178,7 +179,7 @@ export class GitHubEmulator extends EmulatorBase {
       return true;
     }
     const [account, inst] = entry;
-    // Since 2026 installation tokens may be longer than 40 characters (§1.6): mint a long one.
+    // Since 2026 installation tokens may be longer than 40 characters (GitHub's App docs): mint a long one.
     const token = `ghs_${randomBytes(30).toString('base64url')}`;
     const expiresAt = Date.now() + (this.app!.tokenTtl ?? 3600) * 1000;
     const repos: Record<string, 'pull'> = {};
@@ -222,7 +223,7 @@ export class GitHubEmulator extends EmulatorBase {
 /** The four providers of SVC_AUTH. */
 export type ForgeKind = 'forge_a' | 'forge_b' | 'forge_c' | 'forge_d';
 
-/** A role in the spec's permission table (rule 3), to be translated into each forge's terms. */
+/** One of our three permission levels (or none), to be translated into each forge's terms. */
 export type TableRole = 'admin' | 'push' | 'pull' | 'none';
 
 /** One way a forge says "slow down", and the Retry-After this server should pass on. */
@@ -233,9 +234,9 @@ export interface RateLimitSignal {
 }
 
 /**
- * One emulator in one of the four personalities, driven in the spec's terms so a test can run the
+ * One emulator in one of the four personalities, driven in our own terms so a test can run the
  * same rule against every forge: give a token a role on a repository, revoke it, count lookups,
- * and switch on each rate-limit signal that forge really sends (../shared/forges.md).
+ * and switch on each rate-limit signal that forge really sends.
  */
 export class ForgePersonality {
   readonly kind: ForgeKind;
@@ -301,7 +302,7 @@ export class ForgePersonality {
     else e.rateLimit = null;
   }
 
-  /** Every rate-limit signal this forge sends (spec Errors, forge rules 1–4). */
+  /** Every rate-limit signal this forge sends (docs/behaviour.md, "How each forge's answer is read"). */
   rateLimitSignals(): RateLimitSignal[] {
     const e = this.emulator;
     const now = Math.floor(Date.now() / 1000);

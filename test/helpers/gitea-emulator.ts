@@ -3,7 +3,7 @@ import { basicCredentials, EmulatorBase } from './base-emulator.js';
 
 /**
  * A forge on loopback that answers the way Gitea (`personality: 'gitea'`, 1.26 / main) or Forgejo
- * (`'forgejo'`, v12) does (../shared/forges.md §3–4), rooted at `{url}/api/v1`:
+ * (`'forgejo'`, v12) does (https://docs.gitea.com/development/api-usage), rooted at `{url}/api/v1`:
  * - `GET /repos/{owner}/{repo}` and `GET /user`.
  * - Auth: `Authorization: token …` (scheme case-sensitive on Forgejo, case-insensitive on Gitea),
  *   `Bearer`, Basic with the token as password or as username (empty or `x-oauth-basic`
@@ -59,7 +59,7 @@ export class GiteaEmulator extends EmulatorBase {
     const scheme = space < 0 ? '' : h.slice(0, space);
     const value = space < 0 ? '' : h.slice(space + 1).trim();
     if (scheme.toLowerCase() === 'bearer' && value !== '') return value;
-    // Forgejo (and Gitea ≤ 1.24) match `token` case-sensitively (forges.md §3.2, §4).
+    // Forgejo (and Gitea ≤ 1.24) match `token` case-sensitively (services/auth/oauth2.go).
     if ((this.personality === 'forgejo' ? scheme === 'token' : scheme.toLowerCase() === 'token') && value !== '') return value;
     const basic = basicCredentials(h);
     if (basic !== null) {
@@ -94,7 +94,7 @@ export class GiteaEmulator extends EmulatorBase {
       this.#unauthorized(res);
       return;
     }
-    // tokenRequiresScopes (forges.md §3.2): a scoped token needs read:repository / read:user.
+    // tokenRequiresScopes (routers/api/v1/api.go): a scoped token needs read:repository / read:user.
     if (who && who.kind !== 'actions' && who.scopes !== undefined && (repoRoute || route === '/user')) {
       const category = repoRoute ? 'repository' : 'user';
       if (!who.scopes.some((s) => s === 'all' || s === `read:${category}` || s === `write:${category}`)) {

@@ -2,12 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EmulatorBase } from './base-emulator.js';
 
 /**
- * A forge on loopback that answers the way GitLab's REST v4 does (../shared/forges.md §2), rooted at
+ * A forge on loopback that answers the way GitLab's REST v4 does (https://docs.gitlab.com/ee/api/), rooted at
  * `{url}/api/v4`:
  * - `GET /projects/:id` with `:id` the URL-encoded path (an unencoded path does not match a route:
  *   404 `{"error":"404 Not Found"}`), `PRIVATE-TOKEN` or `Authorization: Bearer`. `JOB-TOKEN` is
  *   ignored there and a `glcbt-` value in either header is skipped as a personal token, so a job
- *   token is served as anonymous (§2.2). Members get `permissions.{project_access,group_access}`,
+ *   token is served as anonymous (lib/gitlab/auth/auth_finders.rb). Members get `permissions.{project_access,group_access}`,
  *   each an object or null; anonymous callers get no `permissions`.
  * - `GET /job` with `JOB-TOKEN`: the running job, with `web_url` naming its project.
  * - `GET /user`: the token's user (`is_admin` shown to admins only).
@@ -184,7 +184,7 @@ export class GitLabEmulator extends EmulatorBase {
     const projectLevel = auth?.projects?.[key];
     const groupLevel = repo?.namespaceKind === 'user' ? undefined : auth?.groups?.[org];
     const shared = auth?.shares?.includes(key) === true;
-    // Guest (10) and up see a private project; Minimal Access (5) does not (forges.md §2.3).
+    // Guest (10) and up see a private project; Minimal Access (5) does not (https://docs.gitlab.com/ee/user/permissions.html).
     const member = (projectLevel ?? 0) >= 10 || (groupLevel ?? 0) >= 10 || shared;
     const visible = repo !== undefined && (repo.visibility === 'public' || (auth !== null && (repo.visibility === 'internal' || member || auth.isAdmin === true)));
     if (!visible) {

@@ -6,8 +6,11 @@ import AjvModule from 'ajv-draft-04';
 import { request, type Dispatcher } from 'undici';
 
 const here = dirname(fileURLToPath(import.meta.url));
-/** ../shared/spec/git-lfs-api/schemas, found from dist/test/helpers. */
-export const SCHEMA_DIR = resolve(here, '../../../../shared/spec/git-lfs-api/schemas');
+/**
+ * The official Git LFS JSON schemas, vendored in test/fixtures/git-lfs-schemas. tsc does not copy
+ * JSON into dist/, so they are read from the source tree: dist/test/helpers → the repository root.
+ */
+export const SCHEMA_DIR = resolve(here, '../../../test/fixtures/git-lfs-schemas');
 
 // CJS default export under NodeNext interop.
 const Ajv = (AjvModule as unknown as { default: typeof AjvModule }).default ?? AjvModule;

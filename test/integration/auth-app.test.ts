@@ -7,7 +7,7 @@ import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
 
 /**
- * forge_a's app identity end to end (spec Authentication rules 10–13): a real RSA key generated
+ * forge_a's app identity end to end (docs/behaviour.md, "Anonymous read and app identity"): a real RSA key generated
  * here, the PEM handed to the real server, the emulator checking every JWT's RS256 signature.
  */
 
@@ -46,8 +46,8 @@ t.test('anonymous lookups run as the app', async (t) => {
   const server = await startServer({ SVC_AUTH: 'forge_a', SVC_FORGE_A_API_URL: gh.url, SVC_FORGE_A_APP_ID: '31337', SVC_FORGE_A_APP_KEY_FILE: keyFile });
   t.teardown(() => server.stop());
 
-  t.equal(await batch(server, 'acme/public', null), 200, 'rule 10: a public repository reads anonymously');
-  t.equal(gh.minted.length, 1, 'rule 11: an installation token was minted with a JWT the forge accepted');
+  t.equal(await batch(server, 'acme/public', null), 200, 'a public repository reads anonymously');
+  t.equal(gh.minted.length, 1, 'an installation token was minted with a JWT the forge accepted');
   t.same(gh.appCalls.map((c) => c.path), ['/repos/acme/public/installation', '/app/installations/1001/access_tokens']);
   const appToken = gh.minted[0]!.token;
   t.equal(gh.lookups.at(-1)!.token, appToken, 'the repository lookup ran as the app');
@@ -56,15 +56,15 @@ t.test('anonymous lookups run as the app', async (t) => {
   t.equal(gh.minted.length, 1, 'the token is cached per organization');
   t.equal(gh.lookups.at(-1)!.token, appToken);
 
-  t.equal(await batch(server, 'acme/private', null), 401, 'rule 13: the app can see the private repository, but it is not public: no anonymous read');
+  t.equal(await batch(server, 'acme/private', null), 401, 'the app can see the private repository, but it is not public: no anonymous read');
   t.equal(gh.lookups.at(-1)!.token, appToken);
 
-  t.equal(await batch(server, 'elsewhere/public', null), 200, 'rule 12: not installed there → plain anonymous lookup');
+  t.equal(await batch(server, 'elsewhere/public', null), 200, 'not installed there → plain anonymous lookup');
   t.equal(gh.lookups.at(-1)!.token, null, 'the fallback carried no credential');
   t.ok(gh.appCalls.some((c) => c.path === '/repos/elsewhere/public/installation'), 'the installation was looked up and not found');
 
   t.equal(await batch(server, 'acme/private', 'user-token', 'upload'), 200, 'an authenticated client is checked with its own token');
-  t.equal(gh.lookups.at(-1)!.token, 'user-token', 'rule 13: never with the app token');
+  t.equal(gh.lookups.at(-1)!.token, 'user-token', 'never with the app token');
   t.equal(await batch(server, 'acme/public', null, 'upload'), 401, 'anonymous never writes');
 });
 

@@ -4,7 +4,7 @@ import { ForgePersonality, type ForgeKind } from '../helpers/forge-emulator.js';
 import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 /**
- * Spec Authentication rule 8 and the "Lookup budget spent" row of Errors: past
+ * The lookup budget (docs/behaviour.md, "Caches and budget"): past
  * SVC_AUTH_LOOKUP_BUDGET uncached lookups in a minute the caller gets 503 + Retry-After from this
  * server, counted as lookup_budget_spent; cached answers still pass; the refusal lifts once the
  * flood stops. All four personalities run side by side so the minute is waited out once.

@@ -1,7 +1,8 @@
 import t from 'tap';
+import { request } from 'undici';
 import { startServer } from '../helpers/start-server.js';
 
-/** The dashboard's SVC_ variables: each bad value stops the server at start with its exact message (design rule 7). */
+/** The dashboard's SVC_ variables: each bad value stops the server at start with its exact message. */
 const CASES: [Record<string, string>, RegExp][] = [
   [{ SVC_ADMIN_REPO: 'just-an-org' }, /SVC_ADMIN_REPO must name one repository as org\/repo, got "just-an-org"/],
   [{ SVC_ADMIN_REPO: 'a/b/c' }, /SVC_ADMIN_REPO must name one repository as org\/repo/],
@@ -32,5 +33,16 @@ for (const [env, message] of CASES) {
 t.test('accepts good values', async (t) => {
   const s = await startServer({ SVC_ADMIN_REPO: 'ops/stowage', SVC_ALLOWED_REPOS: 'Acme acme/game-* other/one', SVC_ANONYMOUS_READ: 'off', SVC_MAX_OBJECT_SIZE: '5GiB', SVC_REPO_QUOTA: '2T', SVC_SESSION_TTL: '12h' });
   t.teardown(() => s.stop());
-  t.pass('started');
+  // Both refusals come from the values just given, before any forge is asked.
+  const batch = (repo: string) => request(`${s.url}/${repo}/objects/batch`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/vnd.git-lfs+json', accept: 'application/vnd.git-lfs+json' },
+    body: JSON.stringify({ operation: 'download', objects: [] }),
+  });
+  const outside = await batch('evil/thing');
+  t.equal(outside.statusCode, 403, 'a repository outside SVC_ALLOWED_REPOS is refused');
+  t.match(await outside.body.text(), /does not serve evil\/thing/);
+  const anonymous = await batch('acme/game-one');
+  await anonymous.body.dump();
+  t.equal(anonymous.statusCode, 401, 'SVC_ANONYMOUS_READ=off: an allowed repository still wants credentials');
 });

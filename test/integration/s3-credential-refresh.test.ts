@@ -212,7 +212,7 @@ t.test('a server with no keys takes its credentials from instance metadata', asy
   const loaded = await server.waitForLog((e) => e.msg === 'S3 credentials loaded', 'credentials loaded');
   t.equal(loaded.source, 'instance metadata');
   const b = blob(3000);
-  // As git-lfs does for an authenticated object: no credentials on the links (client doc (d)).
+  // As git-lfs does for an authenticated object: no credentials on the links (docs/behaviour.md, "Object storage (S3)").
   const up = (await batch(server.url, 'acme/game', 'tok-dev', 'upload', [{ oid: b.oid, size: b.size }])).json().objects[0];
   t.equal(new URL(up.actions.upload.href).searchParams.get('X-Amz-Security-Token'), 'session-token-server', 'the upload link carries the session token');
   t.ok(up.actions.upload.expires_in <= 1200, `upload link capped too (${up.actions.upload.expires_in} s)`);

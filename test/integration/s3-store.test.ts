@@ -59,7 +59,7 @@ t.test('proxy mode: upload, download and Range reads through the server', async 
   const b = (await batch(proxy.url, 'acme/game', 'tok-dev', 'download', [{ oid: medium.oid, size: medium.size }])).json();
   t.equal(schemaErrors('http-batch-response-schema.json', b), null);
   t.equal(b.objects[0].actions.download.href, `${proxy.url}/acme/game/objects/${medium.oid}`, 'link back to this server');
-  t.not(b.objects[0].authenticated, true, 'rule 14: not authenticated');
+  t.not(b.objects[0].authenticated, true, 'not authenticated');
 
   const full = await http('GET', `${proxy.url}/acme/game/objects/${medium.oid}`, { headers: auth });
   t.equal(full.status, 200);
@@ -119,7 +119,7 @@ t.test('presign mode: links go to the bucket, verify promotes after checking the
   const body = res.json();
   t.equal(schemaErrors('http-batch-response-schema.json', body), null, 'official schema');
   const obj = body.objects[0];
-  t.equal(obj.authenticated, true, 'rule 15: authenticated for signed URLs');
+  t.equal(obj.authenticated, true, 'authenticated for signed URLs');
   t.ok(obj.actions.upload.href.startsWith(`${s3.endpoint}/${s3.bucket}/lfs/incoming/`), 'upload goes to the per-repository landing key');
   t.match(obj.actions.upload.href, /X-Amz-Signature=/);
   t.notOk(obj.actions.upload.header?.Authorization ?? obj.actions.upload.header?.authorization, 'no Authorization header');
@@ -131,10 +131,10 @@ t.test('presign mode: links go to the bucket, verify promotes after checking the
   let d = (await batch(signed.url, 'acme/signed', 'tok-dev', 'download', [{ oid: o.oid, size: o.size }])).json();
   t.equal(d.objects[0].error?.code, 404, 'not visible before verify');
 
-  // The client sends no credentials to an authenticated object's verify (client doc (d)): the link's signature is the credential.
+  // The client sends no credentials to an authenticated object's verify (docs/behaviour.md, "Object storage (S3)"): the link's signature is the credential.
   const forged = obj.actions.verify.href.replace(/signature=([0-9a-f])/, (_m: string, c: string) => `signature=${c === '0' ? '1' : '0'}`);
   const bad = await http('POST', forged, { headers: { 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oid: o.oid, size: o.size }) });
-  t.equal(bad.status, 403, 'forged verify signature: 403, never 401 (client doc (a))');
+  t.equal(bad.status, 403, 'forged verify signature: 403, never 401 (a 401 loops the client)');
   const noCreds = await http('POST', `${signed.url}/acme/signed/objects/verify`, { headers: { 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oid: o.oid, size: o.size }) });
   t.equal(noCreds.status, 401, 'unsigned verify still needs credentials');
   const v = await http('POST', obj.actions.verify.href, { headers: { 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oid: o.oid, size: o.size }) });
@@ -184,7 +184,7 @@ t.test('presign mode: objects over 5 GiB are proxied through the server', async 
   const oid = 'a'.repeat(64);
   const size = 5 * 1024 ** 3 + 1;
   const obj = (await batch(signed.url, 'acme/signed', 'tok-dev', 'upload', [{ oid, size }])).json().objects[0];
-  t.not(obj.authenticated, true, 'rule 14: a link back here is not authenticated');
+  t.not(obj.authenticated, true, 'a link back here is not authenticated');
   t.equal(obj.actions.upload.href, `${signed.url}/acme/signed/objects/${oid}`);
   t.notOk(obj.actions.verify, 'proxied: the PUT verifies, no verify action');
 });

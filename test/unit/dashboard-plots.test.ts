@@ -1,5 +1,5 @@
 import t from 'tap';
-import { problems } from '../../src/http/pages/job-outcome.js';
+import { jobProblems } from '../../src/service/maintenance/job-outcome.js';
 import { byteTicks, countTicks, lineChart, timeTicks } from '../../src/http/pages/svg-plots.js';
 
 // The dashboard's axis arithmetic and job outcomes: pure functions, checked value by value.
@@ -55,6 +55,8 @@ t.test('line chart: titled axes, a legend, per-series styles and no viewBox scal
 });
 
 t.test('what a finished job found wrong, for its outcome badge', async (t) => {
-  t.same(problems({ corrupt: 1, unreadable: 2, refused: 0, complete: false }), ['1 corrupt', '2 unreadable', 'not complete']);
-  t.same(problems(null), []);
+  t.same(jobProblems('audit', { corrupt: 1, unreadable: 2, complete: false }), ['1 corrupt', '2 unreadable', 'not complete']);
+  t.same(jobProblems('dedupe', { unreadable: 1, refused: 2, complete: true }), ['1 unreadable', '2 refused']);
+  t.same(jobProblems('compress', { refused: 0, complete: true }), []);
+  t.same(jobProblems('audit', null), []);
 });

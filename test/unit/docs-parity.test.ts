@@ -1,13 +1,14 @@
-import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { DEFAULTS } from '../../src/config/schema.js';
 import { ERROR_CODES } from '../../src/errors/codes.js';
 
-// design.md rule 3 and 7: every error code and every variable is documented, and the docs name no
-// code or variable that no longer exists (fastify's Errors.md parity test). The configuration table
-// is in the README; the error table in docs/behaviour.md.
+// Every error code and every variable is documented, and the docs name no code or variable that no
+// longer exists (fastify's Errors.md parity test). The configuration table is in the README; the
+// error table in docs/behaviour.md. The repository stands on its own: every path it cites exists,
+// and it cites no document kept outside it.
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const readme = readFileSync(resolve(root, 'README.md'), 'utf8');
 const behaviour = readFileSync(resolve(root, 'docs/behaviour.md'), 'utf8');
@@ -33,9 +34,6 @@ t.test('the README stays short enough for a newcomer', async (t) => {
   t.ok(lines <= 250, `README.md has ${lines} lines (at most 250; details go to docs/)`);
 });
 
-/** Pages written on other branches of the same change, linked ahead of the merge that brings them. */
-const PENDING = new Set(['durability.md', 'http.md', 'cli.md', 'metrics.md', 'logging.md', 'migration.md'].map((n) => resolve(root, 'docs', n)));
-
 t.test('every relative link in the README and the docs written with it points at a file that exists', async (t) => {
   for (const [file, text] of prose) {
     for (const [, target] of text.matchAll(/\]\((?!https?:|#)([^)#\s]+)(?:#[^)]*)?\)/g)) {
@@ -46,9 +44,63 @@ t.test('every relative link in the README and the docs written with it points at
       } catch (e) {
         ok = (e as NodeJS.ErrnoException).code === 'EISDIR';
       }
-      // A pending page still missing is listed as a todo (it must exist once merged), not passed.
-      if (!ok && PENDING.has(path)) t.ok(true, `${file} → ${target}`, { todo: 'written on another branch; must exist after the merge' });
-      else t.ok(ok, `${file} → ${target}`);
+      t.ok(ok, `${file} → ${target}`);
     }
   }
+});
+
+/** Every file of src/, test/ and docs/, and the README: where the repository cites paths. */
+const cited = [...['src', 'test', 'docs'].flatMap((dir) => (readdirSync(resolve(root, dir), { recursive: true, withFileTypes: true }))
+  .filter((e) => e.isFile())
+  .map((e) => relative(root, join(e.parentPath ?? e.path, e.name)))), 'README.md']
+  .sort()
+  .map((file) => [file, readFileSync(resolve(root, file), 'utf8')] as const);
+
+/** `a/{b,c}.md` → `a/b.md`, `a/c.md` (one brace group, as the docs write it). */
+const expandBraces = (p: string): string[] => {
+  const m = /^(.*)\{([^}]*)\}(.*)$/.exec(p);
+  return m === null ? [p] : m[2]!.split(',').map((alt) => `${m[1]}${alt}${m[3]}`);
+};
+/** Whether a path exists; `*` matches within one name. Built files (`…/dist/x.js`) exist as their source `x.ts`. */
+const exists = (p: string): boolean => {
+  const source = p.replace(/(^|\/)dist\/(.*)\.js$/, '$1$2.ts');
+  if (!source.includes('*')) return existsSync(resolve(root, source));
+  const dir = dirname(source);
+  const name = new RegExp(`^${source.slice(dir.length + 1).replace(/[.+?^$()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*')}$`);
+  return !dir.includes('*') && existsSync(resolve(root, dir)) && readdirSync(resolve(root, dir)).some((n) => name.test(n));
+};
+
+t.test('every repository path cited in src/, test/, docs/ and the README exists', async (t) => {
+  // A path of our own, not the tail of a URL, an import (`../../src/…`) or another project's path.
+  const pathPattern = /(?<![\w./@-])((?:src|test|docs|deploy|native-bench|scripts)\/(?:[\w./*-]|\{[\w.,-]*\})*(?:[\w*]|\{[\w.,-]*\}))/g;
+  let checked = 0;
+  const missing: string[] = [];
+  for (const [file, text] of cited) {
+    for (const [, path] of text.matchAll(pathPattern)) {
+      for (const p of expandBraces(path!.replace(/\.+$/, ''))) {
+        checked++;
+        if (!exists(p)) missing.push(`${file} cites ${p}`);
+      }
+    }
+  }
+  t.same(missing, [], 'every cited path exists');
+  t.ok(checked > 100, `${checked} cited paths checked`);
+});
+
+t.test('no document kept outside the repository is cited', async (t) => {
+  // GitLab's real storage folder, `shared/lfs-objects`, is the one such path allowed.
+  const outside: ReadonlyArray<readonly [string, RegExp]> = [
+    ['a sibling folder', /\.\.\/shared\b|\bshared\/(?!lfs-objects\b)/],
+    ['the design notes', /design\.md|design[ ]§|design[ ]rule/],
+    ['the forge notes', /forges\.md/],
+    ['the client notes', /git-lfs-client\.md|client[ ]doc[ ]\(/],
+    ['the service specification', /service[-]spec|\bspec[ ].{0,30}rule/i],
+  ];
+  const found: string[] = [];
+  for (const [file, text] of cited) {
+    text.split('\n').forEach((line, i) => {
+      for (const [what, pattern] of outside) if (pattern.test(line)) found.push(`${file}:${i + 1} cites ${what}`);
+    });
+  }
+  t.same(found, [], `none in ${cited.length} files`);
 });

@@ -37,7 +37,7 @@ async function setup(t: Test, personality: 'gitea' | 'forgejo'): Promise<{ gt: G
 }
 
 for (const personality of ['gitea', 'forgejo'] as const) {
-  t.test(`${personality}: permission table (rule 3) and Actions tokens (rules 2, 9)`, async (t) => {
+  t.test(`${personality}: permission table and Actions tokens`, async (t) => {
     const { gt, adapter } = await setup(t, personality);
     const table: [string | null, string, unknown][] = [
       ['admin', 'org/private', ADMIN],
@@ -65,7 +65,7 @@ for (const personality of ['gitea', 'forgejo'] as const) {
     t.same(await adapter.identify('site-admin', signal), { id: '1', name: 'root', siteAdmin: true });
   });
 
-  t.test(`${personality}: Retry-After means rate limit whatever the status; 503 without it means down (forge rule 4)`, async (t) => {
+  t.test(`${personality}: Retry-After means rate limit whatever the status; 503 without it means down`, async (t) => {
     const { gt, adapter } = await setup(t, personality);
     for (const status of [429, 503, 403, 502]) {
       gt.outage = { status, retryAfter: 17 };

@@ -29,7 +29,7 @@ async function setup(t: Test): Promise<{ gh: GitHubEmulator; http: ForgeHttpClie
   return { gh, http, adapter: new GitHubAdapter(gh.url, http) };
 }
 
-t.test('forge_a permission table (rule 3) and installation tokens (rule 9)', async (t) => {
+t.test('forge_a permission table and installation tokens', async (t) => {
   const { adapter } = await setup(t);
   const table: [string | null, string, unknown][] = [
     ['t-admin', 'acme/private', { kind: 'granted', permissions: { admin: true, push: true, pull: true } }],
@@ -51,7 +51,7 @@ t.test('forge_a permission table (rule 3) and installation tokens (rule 9)', asy
   }
 });
 
-t.test('forge_a rate limits are never refusals (Errors, forge rules 1–3)', async (t) => {
+t.test('forge_a rate limits are never refusals', async (t) => {
   const { gh, adapter } = await setup(t);
   const now = Math.floor(Date.now() / 1000);
   const cases: [GitHubEmulator['rateLimit'], number][] = [
@@ -99,7 +99,7 @@ t.test('identify: users named, installation tokens not', async (t) => {
   t.equal(await adapter.identify('ghs_installation', signal), null);
 });
 
-t.test('app identity (rules 11–13)', async (t) => {
+t.test('app identity', async (t) => {
   const { gh, http } = await setup(t);
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   gh.app = { appId: '4242', publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string };
@@ -115,16 +115,16 @@ t.test('app identity (rules 11–13)', async (t) => {
   t.equal(claims.iss, '4242');
 
   t.same(await adapter.lookup(null, repo('acme/public'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } }, 'public via the app');
-  t.same(await adapter.lookup(null, repo('acme/private'), signal), { kind: 'no_access' }, 'rule 13: the app sees the private repo, but that grants nothing');
+  t.same(await adapter.lookup(null, repo('acme/private'), signal), { kind: 'no_access' }, 'the app sees the private repo, but that grants nothing');
   t.equal(gh.minted.length, 1, 'one token minted for the organization, reused');
   const asApp = gh.lookups.filter((l) => l.token === gh.minted[0]!.token);
   t.equal(asApp.length, 2, 'both lookups ran as the app');
 
-  t.same(await adapter.lookup(null, repo('other/public'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } }, 'rule 12: not installed → plain anonymous');
+  t.same(await adapter.lookup(null, repo('other/public'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } }, 'not installed → plain anonymous');
   t.equal(gh.lookups.at(-1)!.token, null, 'the fallback lookup carried no credential');
 
   t.same(await adapter.lookup('t-pull', repo('acme/private'), signal), { kind: 'granted', permissions: { admin: false, push: false, pull: true } });
-  t.equal(gh.lookups.at(-1)!.token, 't-pull', 'rule 13: an authenticated check uses the caller token');
+  t.equal(gh.lookups.at(-1)!.token, 't-pull', 'an authenticated check uses the caller token');
 
   // The installation token revoked under us: the lookup falls back to plain, and the next one re-mints.
   gh.tokens.delete(gh.minted[0]!.token);

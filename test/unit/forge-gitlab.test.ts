@@ -27,7 +27,7 @@ async function setup(t: Test): Promise<{ gl: GitLabEmulator; adapter: GitLabAdap
   return { gl, adapter: new GitLabAdapter(gl.apiUrl, http) };
 }
 
-t.test('level table: named and unnamed levels (rules 3–4)', async (t) => {
+t.test('level table: named and unnamed levels', async (t) => {
   t.equal(permissionsForLevel(0), null);
   t.equal(permissionsForLevel(5), null, 'Minimal Access');
   t.equal(permissionsForLevel(10), null, 'Guest');
@@ -79,7 +79,7 @@ t.test('forge_b permission table against the emulator', async (t) => {
   t.ok(gl.lookups.every((l) => l.repo.includes('/')), 'every project lookup used the encoded path');
 });
 
-t.test('CI job tokens (rule 2)', async (t) => {
+t.test('CI job tokens', async (t) => {
   const { gl, adapter } = await setup(t);
   gl.tokens.set('glcbt-64_abc', { username: 'job', kind: 'job', project: 'grp/private', jobUser: 'dev' });
   gl.tokens.set('legacyjobtoken123', { username: 'job2', kind: 'job', project: 'grp/private', jobUser: 'dev' });
@@ -102,7 +102,7 @@ t.test('CI job tokens (rule 2)', async (t) => {
   t.equal(urlRootOf('https://gl.example/api/v4'), '');
 });
 
-t.test('forge_b rate limits: 429 in each form (Errors, forge rule 3)', async (t) => {
+t.test('forge_b rate limits: 429 in each form', async (t) => {
   const { gl, adapter } = await setup(t);
   gl.tokens.set('dev', { username: 'dev', projects: { 'grp/private': 30 } });
   const reset = Math.floor(Date.now() / 1000) + 300;

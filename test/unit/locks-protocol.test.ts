@@ -83,7 +83,7 @@ t.test('locked_at is RFC 3339 with second precision', async (t) => {
 
 t.test('request bodies', async (t) => {
   t.same(parseCreateLockRequest({ path: './a.bin', ref: { name: 'refs/heads/main' } }), { path: 'a.bin', refName: 'refs/heads/main' });
-  // 3.3.0 sends "ref":{} when it knows no upstream (client doc (e)).
+  // 3.3.0 sends "ref":{} when it knows no upstream (locking/api.go).
   t.same(parseCreateLockRequest({ path: 'a.bin', ref: {} }), { path: 'a.bin', refName: null });
   t.equal(thrown(() => parseCreateLockRequest({})).status, 422);
   t.equal(thrown(() => parseCreateLockRequest([])).status, 422);

@@ -9,7 +9,7 @@ import { isLfsError } from '../../src/errors/errors.js';
 
 const OID = 'a'.repeat(64);
 
-t.test('parseRange: spec rules 3-5 and RFC 9110 single ranges', async (t) => {
+t.test('parseRange: resume ranges, 416, ignored junk, RFC 9110 single ranges', async (t) => {
   t.same(parseRange('bytes=0-9', 100), { kind: 'range', start: 0, end: 9 });
   t.same(parseRange('bytes=90-', 100), { kind: 'range', start: 90, end: 99 });
   t.same(parseRange('bytes=-10', 100), { kind: 'range', start: 90, end: 99 });

@@ -95,7 +95,6 @@ export class MaintenanceRepo implements MaintenanceIndex {
   readonly #settle: (oid: Oid, liveSince: number) => 'stored' | 'in_flight' | 'delete';
   readonly #drop: (repo: string, oid: Oid, liveSince: number, node: string) => DropOutcome;
   readonly #quarantine: Statement<[string, string, string, number]>;
-  readonly #storedSize: Statement<[number, string]>;
   readonly #pending: Statement<[number], { oid: string }>;
   readonly #isPending: Statement<[string], { n: number }>;
   readonly #donePending: Statement<[string]>;
@@ -140,7 +139,6 @@ export class MaintenanceRepo implements MaintenanceIndex {
     });
     this.#settle = (oid, liveSince) => settle.immediate(oid, liveSince);
     this.#quarantine = db.prepare('INSERT OR IGNORE INTO quarantine (oid, repo, reason, at) VALUES (?, ?, ?, ?)');
-    this.#storedSize = db.prepare('UPDATE objects SET stored_size = ? WHERE oid = ?');
     this.#pending = db.prepare('SELECT oid FROM pending_deletes WHERE node NOT IN (SELECT node FROM nodes WHERE seen_at >= ?)');
     this.#isPending = db.prepare('SELECT COUNT(*) AS n FROM pending_deletes WHERE oid = ?');
     this.#donePending = db.prepare('DELETE FROM pending_deletes WHERE oid = ?');
@@ -188,10 +186,6 @@ export class MaintenanceRepo implements MaintenanceIndex {
   async quarantine(oid: Oid, repo: string, reason: string): Promise<void> {
     this.#hint.changed();
     this.#quarantine.run(oid, repo, reason.slice(0, 500), Date.now());
-  }
-
-  async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
-    this.#storedSize.run(storedSize, oid);
   }
 
   async beginUpload(oid: Oid, node: string, now: number): Promise<{ ticket: number; deletePending: boolean; quarantined: boolean }> {

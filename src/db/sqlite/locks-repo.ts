@@ -11,7 +11,7 @@ function isUniqueViolation(e: unknown): boolean {
 }
 
 /**
- * Locks per repository. Every statement is prepared once (design rule 9). Every lookup by id also
+ * Locks per repository. Every statement is prepared once, in the constructor. Every lookup by id also
  * names the repository, so an id from another repository is simply not found.
  */
 export class LocksRepo implements LockIndex {

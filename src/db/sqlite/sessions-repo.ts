@@ -3,7 +3,7 @@ import type { SessionIndex, SessionRow } from '../index-types.js';
 import { toSession, type RawSession } from '../index-rows.js';
 import type { Db } from './database.js';
 
-/** Dashboard sign-in sessions. Every statement prepared once (design rule 9). */
+/** Dashboard sign-in sessions. Every statement prepared once, in the constructor. */
 export class SessionsRepo implements SessionIndex {
   readonly #insert: Statement<[string, string, string, string, number, number]>;
   readonly #get: Statement<[string, number], RawSession>;

@@ -2,7 +2,7 @@ import type { Statement } from 'better-sqlite3';
 import type { SettingRow, SettingsIndex } from '../index-types.js';
 import type { Db } from './database.js';
 
-/** Saved settings, a JSON value per key. Every statement prepared once (design rule 9). */
+/** Saved settings, a JSON value per key. Every statement prepared once, in the constructor. */
 export class SettingsRepo implements SettingsIndex {
   readonly #get: Statement<[string], { value: string; updated_at: number; updated_by: string }>;
   readonly #put: Statement<[string, string, number, string]>;

@@ -15,7 +15,7 @@ import type { Db } from './database.js';
 
 /**
  * Read-only figures over objects, references, locks and audits, plus the stats time series and
- * the audit results. Every statement prepared once (design rule 9).
+ * the audit results. Every statement prepared once, in the constructor.
  */
 export class StatsRepo implements StatsIndex {
   readonly #summary: Statement<[string], { objects: number; logical: number | null; stored: number | null }>;

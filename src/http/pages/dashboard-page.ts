@@ -2,8 +2,7 @@ import type { Session } from '../../service/session-service.js';
 import type { AccessSettingsView } from '../../service/settings-service.js';
 import type { JobView, Overview, RepoListItem } from '../../service/stats-service.js';
 import { auditBadge, card, cell as td, esc, formatBytes, formatRatio, htmlPage } from './html.js';
-import { jobOutcome, type JobOutcome } from '../../service/maintenance/job-outcome.js';
-import { problems } from './job-outcome.js';
+import { jobOutcome, jobProblems, type JobOutcome } from '../../service/maintenance/job-outcome.js';
 import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
 
 /**
@@ -111,7 +110,7 @@ function runningRow(j: JobRow): string {
 /** A finished job: its outcome (never a bare "done"), with what went wrong. */
 function finishedRow(j: JobRow): string {
   const outcome = ((j.outcome as JobOutcome | null | undefined) ?? jobOutcome(j.kind, j.state, j.report)) ?? 'failed';
-  const detail = outcome === 'problems' ? problems(j.report).join(', ') : outcome === 'failed' && j.error ? j.error : '';
+  const detail = outcome === 'problems' ? jobProblems(j.kind, j.report).join(', ') : outcome === 'failed' && j.error ? j.error : '';
   const badge = `<span class="badge ${OUTCOME_TONE[outcome] ?? ''}" data-outcome="${esc(outcome)}">${esc(OUTCOME_TEXT[outcome] ?? outcome)}</span>${detail === '' ? '' : ` <span class="detail">${esc(detail)}</span>`}`;
   const [objects, bytes] = counts(j);
   return `<tr data-job="${esc(j.id)}">${td('Job', `${esc(j.kind)} <code>${esc(j.id)}</code>`)}${td('Repository', repoLink(j.repository))}${td('Outcome', badge)}${td('Objects', objects!, 'num')}${td('Bytes', bytes!, 'num')}${td('Finished', j.finished_at === null ? '' : esc(utc(j.finished_at)))}</tr>`;

@@ -75,7 +75,7 @@ export function registerLockRoutes(http: HttpServer, guard: RouteGuard, deps: Lo
     const repo = repoOf(ctx);
     const id = ctx.params[2]!;
     const request = parseUnlockRequest(await jsonBody(ctx, call, repo));
-    // "Successful deletions return the deleted lock" with 200 (locking.md; client doc (e)).
+    // "Successful deletions return the deleted lock" with 200 (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md).
     sendJson(ctx, 200, { lock: await locks.unlock(tokenOf(ctx), repo, id, request, ctx.signal) });
   });
 }

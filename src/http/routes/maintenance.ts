@@ -63,8 +63,8 @@ function cancelNeeds(job: JobDetail): Permission {
 }
 
 /**
- * The maintenance endpoints (docs/maintenance.md). The spec names these paths' purpose only;
- * behaviour and permissions are ours (ROUTES in route-policy.ts): every job needs push at least;
+ * The maintenance endpoints (docs/maintenance.md). Their permissions
+ * are in ROUTES (route-policy.ts): every job needs push at least;
  * retain needs push (what a pusher may upload, a pusher may stop referencing; bytes go only when no
  * repository references them and never within the grace), audit push (admin to quarantine what it
  * finds), dedupe and compress admin (they rewrite storage other repositories share), and import a

@@ -91,7 +91,7 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
     const body = new BodyPump(ctx, transfers.countUploadBytes);
     const repo = repoOf(ctx);
     const oid = oidOf(ctx.params[2]!);
-    // The client sniffs Content-Type from the file (../shared/git-lfs-client.md (d)): any is accepted.
+    // The client sniffs Content-Type from the file (git-lfs https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/basic_upload.go): any is accepted.
     const contentLength = ctx.header('content-length');
     const announced = ctx.header('x-lfs-object-size');
     let expected: number | null = null;
@@ -165,7 +165,7 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
       const total = reader.size;
       const range = ctx.header('range') === '' ? ({ kind: 'none' } as const) : parseRange(ctx.header('range'), total);
       if (range.kind === 'unsatisfiable') {
-        // Spec rule 4: 416 carries the object's real size.
+        // A 416 carries the object's real size.
         throw lfsError('LFS_ERR_RANGE_NOT_SATISFIABLE', undefined, { 'Content-Range': `bytes */${total}` });
       }
       const headers: Record<string, string> = { ...DOWNLOAD_HEADERS };

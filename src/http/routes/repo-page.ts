@@ -20,7 +20,7 @@ function repoOf(ctx: RequestContext): RepoName {
 }
 
 /**
- * The repository page and its JSON twin. Both need pull (design §3) and are drawn from one
+ * The repository page and its JSON twin. Both need pull (docs/behaviour.md, "Who may do what") and are drawn from one
  * RepoStats object. A browser without credentials gets the Basic challenge and asks for the token
  * (any user name, the token as password — the same credentials git uses).
  */

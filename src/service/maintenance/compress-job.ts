@@ -87,7 +87,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
         already++;
         before += reader.storedSize;
         after += reader.storedSize;
-        if (!dryRun && reader.storedSize !== row.storedSize) await maint.setStoredSize(row.oid, reader.storedSize); // a killed run's replace
+        if (!dryRun && reader.storedSize !== row.storedSize) await objects.setStoredSize(row.oid, reader.storedSize); // a killed run's replace
         return;
       }
       const plain = reader;
@@ -109,7 +109,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
         return;
       }
       after += put.storedSize;
-      if (!dryRun) await maint.setStoredSize(row.oid, put.storedSize);
+      if (!dryRun) await objects.setStoredSize(row.oid, put.storedSize);
       compressed++;
     } finally {
       forget();

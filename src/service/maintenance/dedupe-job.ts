@@ -35,7 +35,7 @@ export interface DedupeReport {
 }
 
 /**
- * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, design §3) into the
+ * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, docs/maintenance.md) into the
  * shared store (disk only: on a backend without a legacy layout it reports an empty folder). Each
  * file is hashed on the worker pool; one that does not match its name never
  * enters the shared store. Files not named so at all are reported as refused, never passed over. A

@@ -4,14 +4,31 @@ export type JobOutcome = 'clean' | 'problems' | 'failed' | 'cancelled' | 'interr
 /** Every state a job passes through; the last four are final. */
 export type JobState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled' | 'interrupted';
 
-const n = (v: unknown): number => (typeof v === 'number' ? v : 0);
+/** The report counters that mean something is wrong when above zero, per kind, in the order shown. */
+const PROBLEM_COUNTS: Readonly<Record<string, readonly string[]>> = {
+  audit: ['corrupt', 'unreadable'],
+  dedupe: ['unreadable', 'refused'],
+  compress: ['refused'],
+  import: ['refused'],
+};
+
+/**
+ * What a finished job's report names for an operator to look at ("1 corrupt", "not complete"): an
+ * audit's corrupt or unreadable objects, files a dedupe, compress or import refused (or a dedupe
+ * could not read), and any job that says it did not cover everything (`complete: false`, objects
+ * left unchecked or untouched). Empty when nothing is wrong.
+ */
+export function jobProblems(kind: string, report: unknown): string[] {
+  if (typeof report !== 'object' || report === null) return [];
+  const r = report as Record<string, unknown>;
+  const found = (PROBLEM_COUNTS[kind] ?? []).flatMap((k) => (typeof r[k] === 'number' && r[k] > 0 ? [`${r[k]} ${k}`] : []));
+  return r.complete === false ? [...found, 'not complete'] : found;
+}
 
 /**
  * The outcome of a job from its state and final report, null while it is queued or running. A job
- * that ran to the end is `problems` when its report names something an operator must look at: an
- * audit that found corrupt or unreadable objects, a dedupe or compress that refused files, or any
- * job that says it did not cover everything (`complete: false`); otherwise `clean`. Derived rather
- * than stored, so rows written before this field existed read the same way.
+ * that ran to the end is `problems` when jobProblems names anything, otherwise `clean`. Derived
+ * rather than stored, so rows written before this field existed read the same way.
  */
 export function jobOutcome(kind: string, state: string, report: unknown): JobOutcome | null {
   switch (state) {
@@ -24,8 +41,5 @@ export function jobOutcome(kind: string, state: string, report: unknown): JobOut
     default:
       return null;
   }
-  const r = (report ?? {}) as Record<string, unknown>;
-  if (r.complete === false) return 'problems';
-  const problems = kind === 'audit' ? n(r.corrupt) + n(r.unreadable) : kind === 'dedupe' ? n(r.refused) + n(r.unreadable) : kind === 'compress' || kind === 'import' ? n(r.refused) : 0;
-  return problems > 0 ? 'problems' : 'clean';
+  return jobProblems(kind, report).length > 0 ? 'problems' : 'clean';
 }

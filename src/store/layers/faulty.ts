@@ -60,7 +60,8 @@ export function isInjectedFault(e: unknown): e is InjectedFault {
 }
 
 /**
- * Test-only fault injection as a store layer (design.md rule 10; rudolfs `src/storage/faulty.rs`):
+ * Test-only fault injection as a store layer (docs/storage-contract.md; after
+ * https://github.com/jasonwhite/rudolfs/blob/master/src/storage/faulty.rs):
  * wraps any BlobStore and, where its plan says so, fails an operation with an InjectedFault instead
  * of reaching the store below; everything else, capabilities included, is forwarded untouched. A
  * write that fails aborts the writer below at once, so the store below is left as clean as after
@@ -223,7 +224,7 @@ class FaultyWriter implements ObjectWriter {
     const plan = this.#faults.plan();
     if (plan.writeAfter !== undefined && this.#given + chunk.byteLength > plan.writeAfter) {
       this.#failure = this.#faults.fault('write');
-      // Leave the store below clean now, as a real failed write would (design.md rule 2).
+      // Leave the store below clean now, as a real failed write would.
       this.#aborting = this.#inner.abort();
       this.#aborting.catch(() => undefined); // awaited (and reported) by finish or abort
       release?.();

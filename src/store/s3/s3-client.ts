@@ -161,7 +161,7 @@ export class S3Client {
     // Every body here is a buffer (parts are buffered, never streamed), so a request that failed before
     // any answer (typically a pooled keep-alive connection the bucket closed at that moment) is sent
     // again when it is idempotent and the deadline leaves room: S3 PUTs, part uploads, GETs, HEADs and
-    // DELETEs are (design.md "Retries").
+    // DELETEs are (docs/architecture.md, "Conventions").
     for (let attempt = 0; res === null; attempt++) {
       const left = budget - (performance.now() - started);
       // The whole wait for an answer, connecting included: undici's own timeouts count each phase apart.
@@ -212,7 +212,7 @@ export class S3Client {
   }
 
   /**
-   * A presigned URL for one request on `key` (spec Authentication rule 15). It dies with the session
+   * A presigned URL for one request on `key` (docs/behaviour.md, "Object storage (S3)"). It dies with the session
    * token it carries, so it lives at most as long as the current credentials: asking for more gets
    * less, and `expiresIn` says how much.
    */

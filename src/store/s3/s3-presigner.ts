@@ -11,7 +11,7 @@ import { MAX_PRESIGN_SECONDS } from './sigv4.js';
 export const MAX_PRESIGNED_PUT = 5 * 1024 ** 3;
 
 /**
- * The S3 store's Presigner capability (spec Authentication rule 15): presigned GETs of shared keys,
+ * The S3 store's Presigner capability (docs/behaviour.md, "Object storage (S3)"): presigned GETs of shared keys,
  * presigned PUTs to per-repository landing keys, and the promotion of a landing object into the
  * shared keyspace once the server has confirmed its size and sha256. compressFrom is null here:
  * the backend stores bytes as given; a compress layer wrapping it reports its own threshold.

@@ -7,7 +7,7 @@ import { discard, isTransportError, type S3Client } from './s3-client.js';
 /** Multipart part size: S3 wants ≥ 5 MiB for all parts but the last, and at most 10,000 parts. */
 export const PART_SIZE = 8 << 20;
 const MAX_PARTS = 10_000;
-/** Parts uploading at once per object; writers pause their source beyond this (design.md rule 5). */
+/** Parts uploading at once per object; writers pause their source beyond this (docs/architecture.md, "Conventions"). */
 export const MAX_PARTS_IN_FLIGHT = 2;
 /** Pauses between attempts at aborting a given-up multipart upload (about 5 minutes in all). */
 const ABORT_PAUSES_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000, 60_000, 60_000, 60_000, 60_000];
@@ -33,7 +33,7 @@ export interface UploadResult {
 }
 
 /**
- * Sequential bytes into one bucket key, never visible there until complete() (design.md rule 2):
+ * Sequential bytes into one bucket key, never visible there until complete():
  * - content that fits one part is held (at most PART_SIZE) and sent as a single PUT by complete(),
  *   signed with its sha256 so the bucket checks the bytes once more;
  * - larger content goes up as a multipart upload, parts of PART_SIZE from a small pool with at most

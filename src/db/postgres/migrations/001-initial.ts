@@ -1,6 +1,6 @@
 /**
  * The whole index as SQLite's migrations 001–005 leave it, table for table and column for column
- * (src/db/migrations/): sizes and ms timestamps are BIGINT, flags 0/1 INTEGER, JSON TEXT. Keys and
+ * (src/db/sqlite/migrations/): sizes and ms timestamps are BIGINT, flags 0/1 INTEGER, JSON TEXT. Keys and
  * names sort bytewise (COLLATE "C"), as SQLite's BINARY collation does, so pages and lists come out
  * in the same order on both.
  *

@@ -1,5 +1,5 @@
 /**
- * File locks (../shared/spec/git-lfs-api/locking.md). One row per held lock; releasing deletes it.
+ * File locks (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md). One row per held lock; releasing deletes it.
  * `seq` is AUTOINCREMENT so a value is never reused: list/verify cursors are "after seq N" and stay
  * exact when locks are deleted between pages. The unique (repo, path) index is what makes exactly
  * one of two racing creators win, even across processes sharing the file.
