@@ -38,15 +38,13 @@ import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { DiskBlobStore } from './store/disk.js';
 import { DiskReserve } from './store/disk-reserve.js';
+import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
 import { openHasher } from './workers/native-hasher.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 import { startThreadpoolNudge } from './util/threadpool-nudge.js';
-
-/** A journal retirement round running longer than this is reported (see the retirer below). */
-const RETIRE_STALL_MS = 60_000;
 
 export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
@@ -119,44 +117,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }
   // The data directory is this process's alone (its lock), so are the staging and object files on its disk.
   if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
-  let retiring = false;
-  let retireStarted = 0;
-  let retireStalled = false; // a round that has not finished in RETIRE_STALL_MS: said once, and again when it ends
-  let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
-  let deferred = journal?.deferredReferences ?? 0;
-  const retirer = setInterval(() => {
-    if (journal === null) return;
-    if (retiring) {
-      // Segments wait on disk while a round runs: one that never ends would let the journal grow unseen.
-      if (!retireStalled && Date.now() - retireStarted > RETIRE_STALL_MS) {
-        retireStalled = true;
-        log('journal retirement has not finished for a minute', { level: 'warn', step: journal.retireStep });
-      }
-      return;
-    }
-    retiring = true;
-    retireStarted = Date.now();
-    // Replay's deferred references, and those of uploads acknowledged before the index failed them.
-    deferred = Math.max(deferred, journal.deferredReferences);
-    journal
-      .retire()
-      .then(() => {
-        if (retireFailing) log('journal retirement recovered', {});
-        retireFailing = false;
-        if (deferred > 0 && journal.deferredReferences === 0) log('deferred journal references restored', { records: deferred });
-        deferred = journal.deferredReferences;
-      })
-      .catch((e: unknown) => {
-        if (!retireFailing) log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
-        retireFailing = true;
-      })
-      .finally(() => {
-        if (retireStalled) log('journal retirement finished', { seconds: Math.round((Date.now() - retireStarted) / 1000) });
-        retireStalled = false;
-        retiring = false;
-      });
-  }, 1000);
-  retirer.unref();
+  const retirement = journal === null ? null : new RetirementScheduler(journal, log);
   // Access settings are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = db.stats;
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
@@ -270,12 +231,12 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     firstRun,
     async close() {
       clearInterval(sweeper);
-      clearInterval(retirer);
+      const retired = retirement?.stop(); // no round starts from here on
       await maintenance.close(); // jobs stop at their next object; a rerun finishes them
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
       await s3?.close();
-      while (retiring) await new Promise((r) => setTimeout(r, 10));
+      await retired;
       await journal?.close();
       await pool.close();
       await maintenanceTasks.close();

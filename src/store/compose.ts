@@ -6,7 +6,7 @@ import type { S3BlobStore } from './s3/s3-store.js';
 import type { CredentialsLog } from './s3/credentials/credentials-cache.js';
 import { log as defaultLog } from '../util/log.js';
 import { CompressingBlobStore } from './layers/compress.js';
-import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
+import { JournalingBlobStore, type ReferenceLog } from './journal/journaling-store.js';
 import { VerifyingBlobStore } from './layers/verify.js';
 import type { BlobStore } from './types.js';
 

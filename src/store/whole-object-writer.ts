@@ -34,7 +34,7 @@ export class WholeObjectWriter implements ObjectWriter {
     }
     this.#buf ??= smallBuffers.take(this.#size);
     if (this.#held !== null) this.#unhold();
-    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see Journal.append)
+    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see SegmentLog.append)
     this.#fill += chunk.byteLength;
     release?.();
     return true;

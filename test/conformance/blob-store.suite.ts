@@ -5,7 +5,7 @@ import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { isInjectedFault, type FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../src/store/types.js';
 import { drainChunks, textLike } from '../helpers/data.js';
-import { SMALL_OBJECT_MAX } from '../../src/store/layers/journal.js';
+import { SMALL_OBJECT_MAX } from '../../src/store/journal/journaling-store.js';
 
 /**
  * A journal stack acknowledges a small object once its bytes are in the journal record, as given:

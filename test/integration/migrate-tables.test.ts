@@ -8,7 +8,7 @@ import { PostgresIndex } from '../../src/db/postgres/postgres-index.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import type { Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import { migrateNode, MigrationRefused, type MigrationOptions } from '../../src/service/migration/node-migration.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { tmpDir } from '../helpers/start-server.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // The journal layer tells the journal what is in flight (store/journal.ts, #flush): small uploads are

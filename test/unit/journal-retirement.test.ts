@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { tmpDir } from '../helpers/start-server.js';

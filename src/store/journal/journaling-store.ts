@@ -4,11 +4,11 @@ import { storageFault } from '../../errors/storage-fault.js';
 import type { JournalFlushes } from '../../metrics/registry.js';
 import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
-import { Journal, type JournalLocation } from '../journal.js';
+import { SegmentLog, type JournalLocation } from './segment-log.js';
 import { plainReads } from '../inline-reader.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
 import { WholeObjectWriter } from '../whole-object-writer.js';
-import { ForwardingBlobStore } from './forwarding.js';
+import { ForwardingBlobStore } from '../layers/forwarding.js';
 
 /** Objects up to this size, with a known size, go to the journal instead of a file of their own. */
 export const SMALL_OBJECT_MAX = 1 << 20;
@@ -35,7 +35,7 @@ export interface ReferenceLog {
 }
 
 /**
- * The journal layer: the node-local write-ahead log of acknowledged uploads (store/journal.ts).
+ * The journal layer: the node-local write-ahead log of acknowledged uploads (segment-log.ts).
  * Every write that finishes appends one record (repository, oid, size) before it is acknowledged, so
  * the reference survives a crash before the index commits it; a small object of known size
  * (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its record (one group-committed append
@@ -47,7 +47,7 @@ export interface ReferenceLog {
  * composition root uses it with the disk backend only.
  */
 export class JournalingBlobStore extends ForwardingBlobStore {
-  readonly #journal: Journal;
+  readonly #segments: SegmentLog;
   readonly #refs: ReferenceLog;
   /** Small objects whose bytes are still only in the journal. */
   readonly #journaled = new Map<Oid, JournalLocation>();
@@ -65,19 +65,19 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   /** Small objects whose bytes are being appended (see #journalSmall). */
   readonly #appending = new Map<Oid, Promise<unknown>>();
 
-  private constructor(inner: BlobStore, journal: Journal, refs: ReferenceLog) {
+  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog) {
     super(inner);
-    this.#journal = journal;
+    this.#segments = segments;
     this.#refs = refs;
   }
 
   static async open(inner: BlobStore, dir: string, refs: ReferenceLog): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await Journal.open(dir), refs);
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs);
   }
 
-  /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
+  /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */
   readonly #alone = (): boolean => this.#uploads === 1;
-  /** Whether no upload in flight writes a file of its own, so a flush waits on small records only (see Journal). */
+  /** Whether no upload in flight writes a file of its own, so a flush waits on small records only (see SegmentLog). */
   readonly #smallOnly = (): boolean => this.#fileUploads === 0;
   readonly #flushHints = { alone: this.#alone, smallOnly: this.#smallOnly };
 
@@ -113,7 +113,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       onDrain: (l) => inner.onDrain(l),
       finish: async () => {
         const r = await inner.finish();
-        await this.#journal.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
+        await this.#segments.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
         return { ...r, keepReference: this.#keeper(options.repo, oid, r.size) };
       },
       abort: () => inner.abort(),
@@ -130,10 +130,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     // No existence check below (a round trip on the hot path): if the object is stored already, the
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
-      await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
+      await this.#segments.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
       return { size: data.byteLength, storedSize: data.byteLength, created: false, keepReference: this.#keeper(repo, oid, data.byteLength) };
     }
-    const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
+    const appended = this.#segments.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
     this.#appending.set(oid, appended);
     try {
       this.#remember(oid, (await appended)!);
@@ -149,7 +149,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    * would otherwise fail and the object stay out of view until space is back).
    */
   #keeper(repo: string, oid: Oid, size: number): (() => void) | undefined {
-    if (!this.#journal.hasRoomNow()) return undefined;
+    if (!this.#segments.hasRoomNow()) return undefined;
     return () => {
       this.#deferred.push({ repo, oid, size });
     };
@@ -175,8 +175,8 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    */
   async recover(): Promise<{ replayed: number; deferred: number }> {
     let n = 0;
-    for (const segment of [...this.#journal.sealed]) {
-      for await (const r of this.#journal.records(segment)) {
+    for (const segment of [...this.#segments.sealed]) {
+      for await (const r of this.#segments.records(segment)) {
         const below = (await this.inner.stat(r.oid)) !== null;
         if (r.location !== null && !below) this.#remember(r.oid, r.location);
         if (!this.#journaled.has(r.oid) && !below) continue;
@@ -206,7 +206,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** What the running retirement is doing (for the warning of one that does not finish; see app.ts). */
+  /** What the running retirement is doing (for the warning of one that does not finish; see retirement.ts). */
   retireStep = 'idle';
 
   /**
@@ -225,7 +225,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
     this.retireStep = 'restoring deferred references';
     await this.#restoreDeferred();
-    const journal = this.#journal;
+    const journal = this.#segments;
     this.retireStep = 'closing the idle segment';
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
     const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
@@ -262,7 +262,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     this.retireStep = `writing out the ${oids.length} objects of segment ${segment}`;
     // One descriptor for the whole segment: an open and a close per object were two of the dozen or
     // so threadpool round trips each object costs here (each a thread wake-up and a loop wake-up).
-    const fh = await open(this.#journal.pathOf(segment), 'r');
+    const fh = await open(this.#segments.pathOf(segment), 'r');
     let next = 0;
     let stopped = false;
     const lane = async (): Promise<void> => {
@@ -324,10 +324,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     const at = this.#journaled.get(oid);
     if (at === undefined) return null;
     // Its own descriptor, which keeps the bytes if the segment retires while this download runs
-    // (Journal.openSegment). Opened and read in line, as the disk's objects are (see inline-reader.ts).
+    // (SegmentLog.openSegment). Opened and read in line, as the disk's objects are (see inline-reader.ts).
     let segment: { fd: number; close: () => void };
     try {
-      segment = this.#journal.openSegment(at.segment);
+      segment = this.#segments.openSegment(at.segment);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
@@ -367,10 +367,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   get flushStats(): JournalFlushes {
-    return this.#journal.flushStats;
+    return this.#segments.flushStats;
   }
 
   async close(): Promise<void> {
-    await this.#journal.close();
+    await this.#segments.close();
   }
 }
