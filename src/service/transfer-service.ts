@@ -4,7 +4,7 @@ import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import { reserveReached, type DiskReserve } from '../store/disk-reserve.js';
-import type { BlobReader, BlobStore, InLineObject, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
+import type { BlobReader, BlobStore, InLineObject, JournaledPut, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadJudge } from './access-service.js';
 import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
 import type { DownloadGrants } from './download-grants.js';
@@ -189,14 +189,18 @@ export class TransferService implements UploadGate {
     // them as "already stored" (the audit moves them; this covers a crash between its mark and its
     // move). Every backend: a disk file, a bucket key, a journal entry.
     if (await upload.quarantined()) await this.#store.quarantine(oid);
-    const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
+    // Where the store journals uploads, their reference goes into the journal with the bytes.
+    const journal = this.#store.journal;
+    const journaled = journal === null ? null : await journal.createWriter(repo.key, oid, { expectedSize });
+    const writer = journaled ?? (await this.#store.createWriter(oid, { expectedSize }));
     try {
       await body.into(writer);
-      const put = await writer.finish();
-      const first = this.#acknowledgesFirst(put, judge);
+      const put: JournaledPut = journaled === null ? { ...(await writer.finish()), keepReference: null } : await journaled.finish();
+      const keep = put.keepReference;
+      const first = keep !== null && this.#acknowledgesFirst(put, judge);
       if (first) {
         acknowledge();
-        await this.#referenceAcknowledged(upload, repo, oid, put);
+        await this.#referenceAcknowledged(upload, repo, oid, put, keep);
       } else {
         await this.#referenceJudged(upload, repo, put, judge);
         this.#indexTakes = true;
@@ -219,7 +223,7 @@ export class TransferService implements UploadGate {
    * client's next round trip (a sequential curl client: 0.83 → 0.72 ms per 64 KiB PUT; see
    * docs/performance.md). All of these must hold:
    * - the store holds the reference durably itself (the journal: restored from there after a crash,
-   *   and kept there should the commit fail; PutResult.keepReference);
+   *   and kept there should the commit fail; JournaledPut.keepReference, checked by the caller);
    * - the index cannot refuse it: the bytes are new (no quarantined copy), no cluster (no sweep to
    *   miss), no shared settings to change under it (no judge);
    * - the index is embedded: its commit runs in this same turn, before any other request is read,
@@ -227,16 +231,16 @@ export class TransferService implements UploadGate {
    * - no commit has failed since the last that succeeded (a failing index answers with its error).
    */
   #acknowledgesFirst(put: PutResult, judge: UploadJudge | null): boolean {
-    return this.#indexTakes && put.keepReference !== undefined && put.created && judge === null && this.#cluster === null;
+    return this.#indexTakes && put.created && judge === null && this.#cluster === null;
   }
 
   /** Commits the reference of an upload already acknowledged; never throws (the answer is sent). */
-  async #referenceAcknowledged(upload: UploadInProgress, repo: RepoName, oid: Oid, put: PutResult): Promise<void> {
+  async #referenceAcknowledged(upload: UploadInProgress, repo: RepoName, oid: Oid, put: PutResult, keep: () => void): Promise<void> {
     try {
       await upload.reference(repo.key, put.size, put.storedSize, put.created, null);
     } catch (e) {
       this.#indexTakes = false;
-      put.keepReference!();
+      keep();
       this.#log('the index did not take the reference of an acknowledged upload: the journal keeps it until it does', { level: 'warn', repo: repo.key, oid, err: String(e) });
     }
   }

@@ -52,6 +52,8 @@ export class DiskBlobStore implements BlobStore {
   readonly blockSize = IO_CHUNK;
   readonly presigner = null;
   readonly legacy: LegacyFolders;
+  /** The journal is a layer on top (store/journal/). */
+  readonly journal = null;
   readonly #root: string;
   readonly #objects: string;
   readonly #staging: string;

@@ -63,7 +63,6 @@ export const ROUND_TRIP_SIZES = [0, 1, MIN_FRAMED_SIZE - 1, MIN_FRAMED_SIZE, FRA
 
 type Kind = 'compressible' | 'incompressible';
 const KINDS: readonly Kind[] = ['compressible', 'incompressible'];
-const REPO = 'conformance/repo';
 
 const generated = new Map<string, Buffer>();
 
@@ -158,7 +157,7 @@ class Feed {
 }
 
 async function newFeed(store: BlobStore, oid: Oid, options: Partial<WriterOptions> & { expectedSize: number | null }): Promise<Feed> {
-  return new Feed(await store.createWriter(oid, { repo: REPO, ...options }));
+  return new Feed(await store.createWriter(oid, options));
 }
 
 /** Stores `data` under its oid (or `oid`), written in 64 KiB copied chunks. */

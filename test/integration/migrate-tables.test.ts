@@ -142,7 +142,7 @@ t.test('the journal is replayed first: an acknowledged upload only the journal h
   const journal = await JournalingBlobStore.open(disk, join(dir, 'journal'), { restore: async () => undefined, isWanted: async () => true, stored: async () => undefined, checkpoint: async () => undefined });
   const data = Buffer.from('only in the journal\n');
   const small = createHash('sha256').update(data).digest('hex') as Oid;
-  const w = await journal.createWriter(small, { repo: 'acme/journal', expectedSize: data.length });
+  const w = await journal.journal.createWriter('acme/journal', small, { expectedSize: data.length });
   w.write(data);
   await w.finish();
   await journal.close();

@@ -21,7 +21,7 @@ const other = parseRepoName('acme', 'other')!;
 
 async function store(s: BlobStore, data: Buffer): Promise<Oid> {
   const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
-  const w = await s.createWriter(oid, { repo: game.key, expectedSize: data.length });
+  const w = await s.createWriter(oid, { expectedSize: data.length });
   w.write(data);
   await w.finish();
   return oid;

@@ -6,7 +6,7 @@ import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
 import { SegmentLog, type JournalLocation } from './segment-log.js';
 import { plainReads } from '../inline-reader.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, JournaledPut, JournaledWriter, ObjectWriter, PutResult, StoredObject, UploadJournal, WriterOptions } from '../types.js';
 import { WholeObjectWriter } from '../whole-object-writer.js';
 import { ForwardingBlobStore } from '../layers/forwarding.js';
 
@@ -36,11 +36,14 @@ export interface ReferenceLog {
 
 /**
  * The journal layer: the node-local write-ahead log of acknowledged uploads (segment-log.ts).
- * Every write that finishes appends one record (repository, oid, size) before it is acknowledged, so
- * the reference survives a crash before the index commits it; a small object of known size
- * (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its record (one group-committed append
- * instead of a file create, fsync, rename and directory fsync) and written to the store below later,
- * in a lull (retire). Replay at start hands every record to the ReferenceLog.
+ * An upload written through its UploadJournal capability (`journal`) appends one record (repository,
+ * oid, size) before `finish` resolves, so the reference survives a crash before the index commits
+ * it; a small object of known size (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its
+ * record (one group-committed append instead of a file create, fsync, rename and directory fsync)
+ * and written to the store below later, in a lull (retire). Replay at start hands every record's
+ * reference to the ReferenceLog. A plain `createWriter` (no upload's repository) journals a small
+ * object's bytes alone (a record of no repository, which replay restores no reference from) and
+ * passes a larger one to the store below.
  *
  * It sits inside verify (only verified bytes are journaled) and outside compress (journaled objects
  * are written out through compression like any other). Its durability is the local disk's, so the
@@ -55,7 +58,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #segmentOids = new Map<number, Set<Oid>>();
   /**
    * References the index could not take: at start-up replay (a full disk), or after their upload was
-   * acknowledged (PutResult.keepReference). No segment retires until they are in.
+   * acknowledged (JournaledPut.keepReference). No segment retires until they are in.
    */
   #deferred: { repo: string; oid: Oid; size: number }[] = [];
   /** Uploads between createWriter and their finish or abort. */
@@ -81,9 +84,22 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #smallOnly = (): boolean => this.#fileUploads === 0;
   readonly #flushHints = { alone: this.#alone, smallOnly: this.#smallOnly };
 
-  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  /** The UploadJournal capability: writers that journal their upload's reference (see the class comment). */
+  readonly #uploadJournal: UploadJournal = { createWriter: (repo, oid, options) => this.#createWriter(repo, oid, options) };
+
+  override get journal(): UploadJournal {
+    return this.#uploadJournal;
+  }
+
+  override createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // A maintenance rewrite of stored bytes: no new reference to record.
     if (options.replace === true) return this.inner.createWriter(oid, options);
+    return this.#createWriter(null, oid, options);
+  }
+
+  /** `repo`: the upload's repository, whose reference is journaled; null for bytes alone. */
+  async #createWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
+    if (options.replace === true) return unjournaled(await this.inner.createWriter(oid, options));
     const size = options.expectedSize;
     const small = size !== null && size <= SMALL_OBJECT_MAX;
     this.#uploads++;
@@ -97,7 +113,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       counted = false;
     };
     try {
-      const w = small ? new WholeObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
+      const w = small ? new WholeObjectWriter(size, (data) => this.#journalSmall(repo, oid, data)) : await this.#fileWriter(repo, oid, options);
       return { write: (c, r) => w.write(c, r), onDrain: (l) => w.onDrain(l), finish: () => w.finish().finally(done), abort: () => w.abort().finally(done) };
     } catch (e) {
       done();
@@ -105,16 +121,17 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** A larger object goes to the store below; its reference is journaled before the client hears "stored". */
-  async #fileWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  /** A larger object goes to the store below; an upload's reference is journaled before the client hears "stored". */
+  async #fileWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
     const inner = await this.inner.createWriter(oid, options);
+    if (repo === null) return unjournaled(inner);
     return {
       write: (c, r) => inner.write(c, r),
       onDrain: (l) => inner.onDrain(l),
       finish: async () => {
         const r = await inner.finish();
-        await this.#segments.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
-        return { ...r, keepReference: this.#keeper(options.repo, oid, r.size) };
+        await this.#segments.append({ repo, oid, size: r.size, data: null }, this.#flushHints);
+        return { ...r, keepReference: this.#keeper(repo, oid, r.size) };
       },
       abort: () => inner.abort(),
     };
@@ -125,15 +142,16 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    * write of the same oid waits for the first one's append: if it succeeded, only the reference is
    * recorded (one copy of the bytes); if it failed, this one journals the bytes itself.
    */
-  async #journalSmall(repo: string, oid: Oid, data: Uint8Array): Promise<PutResult> {
+  async #journalSmall(repo: string | null, oid: Oid, data: Uint8Array): Promise<JournaledPut> {
     for (let first = this.#appending.get(oid); first !== undefined; first = this.#appending.get(oid)) await first.catch(() => undefined);
     // No existence check below (a round trip on the hot path): if the object is stored already, the
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
-      await this.#segments.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
+      if (repo !== null) await this.#segments.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
       return { size: data.byteLength, storedSize: data.byteLength, created: false, keepReference: this.#keeper(repo, oid, data.byteLength) };
     }
-    const appended = this.#segments.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
+    // Bytes alone are recorded under no repository: replay restores no reference from them.
+    const appended = this.#segments.append({ repo: repo ?? '', oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
     this.#appending.set(oid, appended);
     try {
       this.#remember(oid, (await appended)!);
@@ -144,12 +162,12 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /**
-   * PutResult.keepReference for a reference just journaled: offered only while the file system has
+   * JournaledPut.keepReference for a reference just journaled: offered only while the file system has
    * room, so the index's commit that follows the acknowledgement does not meet a full disk (where it
-   * would otherwise fail and the object stay out of view until space is back).
+   * would otherwise fail and the object stay out of view until space is back). None for bytes alone.
    */
-  #keeper(repo: string, oid: Oid, size: number): (() => void) | undefined {
-    if (!this.#segments.hasRoomNow()) return undefined;
+  #keeper(repo: string | null, oid: Oid, size: number): (() => void) | null {
+    if (repo === null || !this.#segments.hasRoomNow()) return null;
     return () => {
       this.#deferred.push({ repo, oid, size });
     };
@@ -180,6 +198,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
         const below = (await this.inner.stat(r.oid)) !== null;
         if (r.location !== null && !below) this.#remember(r.oid, r.location);
         if (!this.#journaled.has(r.oid) && !below) continue;
+        if (r.repo === '') continue; // bytes alone: no reference to restore
         n++;
         try {
           await this.#refs.restore(r.repo, r.oid, r.size);
@@ -300,7 +319,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       await plainReads(segmentFd, at.length, at.offset).readAt(data, 0); // in line when small (inline-reader.ts)
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
-      const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
+      const w = await this.inner.createWriter(oid, { expectedSize: at.length });
       let r: PutResult;
       try {
         w.write(data, () => undefined); // held, not copied: the buffer goes back only after finish or abort
@@ -373,4 +392,14 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async close(): Promise<void> {
     await this.#segments.close();
   }
+}
+
+/** A writer whose upload the journal holds no reference of: nothing to keep. */
+function unjournaled(w: ObjectWriter): JournaledWriter {
+  return {
+    write: (c, r) => w.write(c, r),
+    onDrain: (l) => w.onDrain(l),
+    finish: async () => ({ ...(await w.finish()), keepReference: null }),
+    abort: () => w.abort(),
+  };
 }

@@ -620,7 +620,7 @@ export class SegmentLog {
 
   /**
    * Whether the file system has SPARE_HEADROOM free now (one `statfs`, about 2 µs): then an index
-   * beside the journal has room for its next commits too (see PutResult.keepReference).
+   * beside the journal has room for its next commits too (see JournaledPut.keepReference).
    */
   hasRoomNow(): boolean {
     let fs: StatsFs | null = null;
