@@ -36,7 +36,6 @@ import { LockService } from './service/lock-service.js';
 import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
-import { DiskBlobStore } from './store/disk.js';
 import { DiskReserve } from './store/disk-reserve.js';
 import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
@@ -85,8 +84,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
   // acknowledged object must be in the store and its reference in the index before the 200.
   const backend = await openBackend(config, log);
-  const disk = backend instanceof DiskBlobStore ? backend : null;
-  const s3 = backend instanceof DiskBlobStore ? null : backend;
+  const disk = backend.kind === 'disk' ? backend : null;
+  const s3 = backend.kind === 's3' ? backend : null;
   const { store: blobs, journal } = await composeStore({
     backend,
     codec: pool,
@@ -123,36 +122,40 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests, budget: lookupBudget }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
-  // Issue 6: the disk store also serves the legacy per-repository layout until dedupe folds it.
-  const batch = new BatchService(objects, links, settings, blobs.legacy);
-  // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
-  // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
-  // (the batch took 6 ms instead of 1). Small objects, most of a batch's, schedule nothing.
-  if (missing !== null) {
-    batch.onUploadAhead((size) => {
-      if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
-    });
+  let presign: PresignService | undefined;
+  if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
+    const enforced = await s3.probeChecksumEnforcement();
+    log('presigned bucket links on', { checksumEnforced: enforced });
+    // Verify links are signed with a key every node sharing the index derives alike (PresignService).
+    const verifyKey = await sharedKey(db.settings, 'stowage verify links');
+    presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
   }
-  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // Only the disk store writes object bytes into the data directory: there new uploads stop short of
   // SVC_DISK_RESERVE. With a bucket the data directory holds the index alone (or nothing, with
   // PostgreSQL), which uploads grow by a row each: no reserve there.
   const reserve = disk === null ? null : new DiskReserve(config.dataDir, config.diskReserve);
-  if (reserve !== null) {
-    batch.useReserve(reserve);
-    transfers.useReserve(reserve);
-  }
   // A batch's downloads are looked up once, by the batch: their GETs follow within moments.
   const grants = new DownloadGrants();
-  batch.useGrants(grants);
-  transfers.useGrants(grants);
+  // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
+  // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
+  // (the batch took 6 ms instead of 1). Small objects, most of a batch's, schedule nothing.
+  const uploadAhead =
+    missing === null
+      ? null
+      : (size: number): void => {
+          if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
+        };
+  // The disk store also serves the legacy per-repository layout until dedupe folds it.
+  const batch = new BatchService(objects, links, { limits: settings, legacy: blobs.legacy, presign, grants, uploadAhead, reserve });
+  const cluster = node === null ? null : await ClusterUploads.start(node, db.maintenance, log);
+  const transfers = new TransferService(blobs, objects, metrics, { cluster, reserve, grants, promoter: presign, log });
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({
     index: db,
     node,
     store: blobs,
-    backend: s3 ?? disk!,
+    backend,
     codec: maintenanceTasks,
     hasher,
     pool,
@@ -165,16 +168,6 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
 
   const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
   const http = new HttpServer(metrics, log, requestLog);
-  let presign: PresignService | undefined;
-  if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
-    const enforced = await s3.probeChecksumEnforcement();
-    log('presigned bucket links on', { checksumEnforced: enforced });
-    // Verify links are signed with a key every node sharing the index derives alike (PresignService).
-    const verifyKey = await sharedKey(db.settings, 'stowage verify links');
-    presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
-    batch.usePresign(presign);
-    transfers.usePromoter(presign);
-  }
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
   const sessions = new SessionService(db.sessions, access, { adminRepo, ttlSeconds: config.sessionTtl });
   // Every route's permission, body cap and cross-site rules: one table (route-policy.ts).

@@ -21,6 +21,19 @@ export interface IncomingPromoter {
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
 }
 
+/** What transfers use besides the store and the index; each absent part is simply not used. */
+export interface TransferParts {
+  /** This node's part in a cluster (a shared index); absent on the one node of an embedded index. */
+  readonly cluster?: ClusterUploads | null;
+  /** The disk's free-space reserve (SVC_DISK_RESERVE); absent with a bucket store. */
+  readonly reserve?: DiskReserve | null;
+  /** Downloads granted by batch answers (DownloadGrants). */
+  readonly grants?: DownloadGrants | null;
+  /** Promotion of presigned uploads by the verify action (SVC_S3_PRESIGN). */
+  readonly promoter?: IncomingPromoter | null;
+  readonly log?: (msg: string, fields: object) => void;
+}
+
 /** Saved settings changing under an upload this many times in a row answer 503: the client sends it again. */
 const SETTINGS_TRIES = 3;
 
@@ -40,6 +53,12 @@ export class TransferService implements UploadGate {
   readonly #deleting = new Map<string, Promise<void>>();
   /** Null on the one node of an embedded index. */
   readonly #cluster: ClusterUploads | null;
+  /** The disk's free-space reserve (SVC_DISK_RESERVE): new object bytes stop short of it; null: none (a bucket store). */
+  readonly #reserve: DiskReserve | null;
+  /** Downloads granted by batch answers (DownloadGrants), which skip their own index lookup; null: every download asks the index. */
+  readonly #grants: DownloadGrants | null;
+  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
+  readonly #promoter: IncomingPromoter | null;
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
@@ -47,18 +66,15 @@ export class TransferService implements UploadGate {
   /** Uploads may be acknowledged before their reference commits (see #acknowledgesFirst): off after such a commit failed, until one succeeds. */
   #indexTakes = true;
 
-  constructor(
-    store: BlobStore,
-    objects: ObjectIndex,
-    metrics: Metrics,
-    cluster: ClusterUploads | null = null,
-    log: (msg: string, fields: object) => void = defaultLog,
-  ) {
-    this.#log = log;
+  constructor(store: BlobStore, objects: ObjectIndex, metrics: Metrics, parts: TransferParts = {}) {
+    this.#log = parts.log ?? defaultLog;
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
-    this.#cluster = cluster;
+    this.#cluster = parts.cluster ?? null;
+    this.#reserve = parts.reserve ?? null;
+    this.#grants = parts.grants ?? null;
+    this.#promoter = parts.promoter ?? null;
     this.#legacy = store.legacy;
     // Bound at the first chunk, not here: the metrics are built at their first use (Metrics).
     type Bound = ReturnType<Metrics['transferBytes']['labels']>;
@@ -66,14 +82,6 @@ export class TransferService implements UploadGate {
     let down: Bound | null = null;
     this.countUploadBytes = (bytes) => (up ??= metrics.transferBytes.labels({ direction: 'upload' })).inc(bytes);
     this.countDownloadBytes = (bytes) => (down ??= metrics.transferBytes.labels({ direction: 'download' })).inc(bytes);
-  }
-
-  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
-  #reserve: DiskReserve | null = null;
-
-  /** Refuses new object bytes that would take the data directory's file system into its reserve. */
-  useReserve(reserve: DiskReserve): void {
-    this.#reserve = reserve;
   }
 
   /**
@@ -263,14 +271,6 @@ export class TransferService implements UploadGate {
     }
   }
 
-  /** Downloads granted by batch answers (DownloadGrants); null: every download asks the index. */
-  #grants: DownloadGrants | null = null;
-
-  /** Lets downloads a batch answer granted skip their own index lookup. */
-  useGrants(grants: DownloadGrants): void {
-    this.#grants = grants;
-  }
-
   /** Before an audit quarantines `oid`: no grant serves its bad bytes from now on. */
   withdrawGrants(oid: Oid): void {
     this.#grants?.withdraw(oid);
@@ -304,14 +304,6 @@ export class TransferService implements UploadGate {
     const reader = await this.#store.open(oid);
     if (reader === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND', 'Object is recorded but its bytes are missing from the store');
     return reader;
-  }
-
-  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
-  #promoter: IncomingPromoter | null = null;
-
-  /** Turns on promotion of presigned uploads by the verify action. */
-  usePromoter(promoter: IncomingPromoter): void {
-    this.#promoter = promoter;
   }
 
   /**

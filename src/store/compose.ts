@@ -13,7 +13,7 @@ import type { BlobStore } from './types.js';
 /** The base of a layer: forwards everything (for a layer a job keeps to itself, such as compress's). */
 export { ForwardingBlobStore } from './layers/forwarding.js';
 
-/** The backends SVC_STORE names. */
+/** The backends SVC_STORE names, told apart by `kind`. */
 export type Backend = DiskBlobStore | S3BlobStore;
 
 /**

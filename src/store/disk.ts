@@ -49,6 +49,8 @@ type Staged = Pick<StagingFile, 'path' | 'keep' | 'dispose'>;
  * a delete or replace never cuts a download.
  */
 export class DiskBlobStore implements BlobStore {
+  /** Which backend this is (compose.ts Backend): object bytes in the data directory, on this node. */
+  readonly kind = 'disk';
   readonly blockSize = IO_CHUNK;
   readonly presigner = null;
   readonly legacy: LegacyFolders;

@@ -33,6 +33,8 @@ const TRASH_ATTEMPTS = 3;
  * and docs/s3.md.
  */
 export class S3BlobStore implements BlobStore {
+  /** Which backend this is (compose.ts Backend): a bucket every node may share. */
+  readonly kind = 's3';
   /** Part buffers copy whatever arrives; 1 MiB blocks keep the layers above on their usual size. */
   readonly blockSize = IO_CHUNK;
   readonly legacy = null;
