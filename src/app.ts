@@ -23,7 +23,8 @@ import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
-import { PolicedAccessService, SettingsService } from './service/settings-service.js';
+import { PolicedAccessService } from './service/policed-access-service.js';
+import { SettingsService } from './service/settings-service.js';
 import { StatsService } from './service/stats-service.js';
 import { sweepAfterCrash } from './service/startup-sweep.js';
 import { sendError } from './http/respond.js';
@@ -37,17 +38,14 @@ import { LockService } from './service/lock-service.js';
 import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
-import { DiskBlobStore } from './store/disk.js';
 import { DiskReserve } from './store/disk-reserve.js';
+import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
 import { PresignService } from './service/presign-service.js';
 import { openHasher } from './workers/native-hasher.js';
 import { WorkerPool } from './workers/pool.js';
 import { log as defaultLog } from './util/log.js';
 import { startThreadpoolNudge } from './util/threadpool-nudge.js';
-
-/** A journal retirement round running longer than this is reported (see the retirer below). */
-const RETIRE_STALL_MS = 60_000;
 
 export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
@@ -88,8 +86,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // own disk and its own index keeps the node-local journal: with a bucket or a shared index an
   // acknowledged object must be in the store and its reference in the index before the 200.
   const backend = await openBackend(config, log);
-  const disk = backend instanceof DiskBlobStore ? backend : null;
-  const s3 = backend instanceof DiskBlobStore ? null : backend;
+  const disk = backend.kind === 'disk' ? backend : null;
+  const s3 = backend.kind === 's3' ? backend : null;
   const { store: blobs, journal } = await composeStore({
     backend,
     codec: pool,
@@ -120,79 +118,46 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }
   // The data directory is this process's alone (its lock), so are the staging and object files on its disk.
   if (disk !== null) await sweepAfterCrash(disk, objects, (oid) => journal?.holds(oid) ?? false, log);
-  let retiring = false;
-  let retireStarted = 0;
-  let retireStalled = false; // a round that has not finished in RETIRE_STALL_MS: said once, and again when it ends
-  let retireFailing = false; // a full disk fails every try: said once, and again when it recovers
-  let deferred = journal?.deferredReferences ?? 0;
-  const retirer = setInterval(() => {
-    if (journal === null) return;
-    if (retiring) {
-      // Segments wait on disk while a round runs: one that never ends would let the journal grow unseen.
-      if (!retireStalled && Date.now() - retireStarted > RETIRE_STALL_MS) {
-        retireStalled = true;
-        log('journal retirement has not finished for a minute', { level: 'warn', step: journal.retireStep });
-      }
-      return;
-    }
-    retiring = true;
-    retireStarted = Date.now();
-    // Replay's deferred references, and those of uploads acknowledged before the index failed them.
-    deferred = Math.max(deferred, journal.deferredReferences);
-    journal
-      .retire()
-      .then(() => {
-        if (retireFailing) log('journal retirement recovered', {});
-        retireFailing = false;
-        if (deferred > 0 && journal.deferredReferences === 0) log('deferred journal references restored', { records: deferred });
-        deferred = journal.deferredReferences;
-      })
-      .catch((e: unknown) => {
-        if (!retireFailing) log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
-        retireFailing = true;
-      })
-      .finally(() => {
-        if (retireStalled) log('journal retirement finished', { seconds: Math.round((Date.now() - retireStarted) / 1000) });
-        retireStalled = false;
-        retiring = false;
-      });
-  }, 1000);
-  retirer.unref();
+  const retirement = journal === null ? null : new RetirementScheduler(journal, log);
   // Access settings are enforced inside authorize, so every /{org}/{repo} route obeys them.
   const statsRepo = db.stats;
   const settings = await SettingsService.open(db.settings, statsRepo, objects, metrics, config.access, node !== null);
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests, budget: lookupBudget }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
-  // The disk store also serves the legacy per-repository layout until dedupe folds it.
-  const batch = new BatchService(objects, links, settings, blobs.legacy);
-  // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
-  // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
-  // (the batch took 6 ms instead of 1). Small objects, most of a batch's, schedule nothing.
-  if (missing !== null) {
-    batch.onUploadAhead((size) => {
-      if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
-    });
+  let presign: PresignService | undefined;
+  if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
+    const enforced = await s3.probeChecksumEnforcement();
+    log('presigned bucket links on', { checksumEnforced: enforced });
+    // Verify links are signed with a key every node sharing the index derives alike (PresignService).
+    const verifyKey = await sharedKey(db.settings, 'stowage verify links');
+    presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
   }
-  const transfers = new TransferService(blobs, objects, metrics, node === null ? null : await ClusterUploads.start(node, db.maintenance, log), log);
   // Only the disk store writes object bytes into the data directory: there new uploads stop short of
   // SVC_DISK_RESERVE. With a bucket the data directory holds the index alone (or nothing, with
   // PostgreSQL), which uploads grow by a row each: no reserve there.
   const reserve = disk === null ? null : new DiskReserve(config.dataDir, config.diskReserve);
-  if (reserve !== null) {
-    batch.useReserve(reserve);
-    transfers.useReserve(reserve);
-  }
   // A batch's downloads are looked up once, by the batch: their GETs follow within moments.
   const grants = new DownloadGrants();
-  batch.useGrants(grants);
-  transfers.useGrants(grants);
+  // Only the hash thread (no addon) has a start to get ahead of; the addon is always ready, so its
+  // batches announce nothing. After the answer has gone: starting a thread holds the event loop ~5 ms
+  // (the batch took 6 ms instead of 1). Small objects, most of a batch's, schedule nothing.
+  const uploadAhead =
+    missing === null
+      ? null
+      : (size: number): void => {
+          if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
+        };
+  // The disk store also serves the legacy per-repository layout until dedupe folds it.
+  const batch = new BatchService(objects, links, { limits: settings, legacy: blobs.legacy, presign, grants, uploadAhead, reserve });
+  const cluster = node === null ? null : await ClusterUploads.start(node, db.maintenance, log);
+  const transfers = new TransferService(blobs, objects, metrics, { cluster, reserve, grants, promoter: presign, log });
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({
     index: db,
     node,
     store: blobs,
-    backend: s3 ?? disk!,
+    backend,
     codec: maintenanceTasks,
     hasher,
     pool,
@@ -205,16 +170,6 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
 
   const requestLog = config.logRequests ? new RequestLog(log, { trustProxy: config.trustProxy, userIdOf: (token) => access.knownUserId(token) }) : null;
   const http = new HttpServer(metrics, log, requestLog);
-  let presign: PresignService | undefined;
-  if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
-    const enforced = await s3.probeChecksumEnforcement();
-    log('presigned bucket links on', { checksumEnforced: enforced });
-    // Verify links are signed with a key every node sharing the index derives alike (PresignService).
-    const verifyKey = await sharedKey(db.settings, 'stowage verify links');
-    presign = new PresignService(blobs.presigner, { ttl: config.s3!.presignTtl, verifyKey });
-    batch.usePresign(presign);
-    transfers.usePromoter(presign);
-  }
   const adminRepo = config.adminRepo === null ? null : parseRepoName(config.adminRepo.split('/')[0]!, config.adminRepo.split('/')[1]!);
   const sessions = new SessionService(db.sessions, access, { adminRepo, ttlSeconds: config.sessionTtl });
   // Every route's permission, body cap and cross-site rules: one table (route-policy.ts).
@@ -272,12 +227,12 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     firstRun,
     async close() {
       clearInterval(sweeper);
-      clearInterval(retirer);
+      const retired = retirement?.stop(); // no round starts from here on
       await maintenance.close(); // jobs stop at their next object; a rerun finishes them
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
       await s3?.close();
-      while (retiring) await new Promise((r) => setTimeout(r, 10));
+      await retired;
       await journal?.close();
       await pool.close();
       await maintenanceTasks.close();

@@ -34,7 +34,7 @@ const USAGE = `usage: npm run backup -- --data-dir DIR --to DEST [--index-only]
  * objects/ (dedupe), so repos/ goes first for the same reason the journal does.
  */
 const OBJECT_TREES = ['repos', 'objects'];
-/** Journal segments (journal.ts names them); next.spare and recycled-*.spare hold no records that count and are not copied. */
+/** Journal segments (journal/segment-log.ts names them); next.spare and recycled-*.spare hold no records that count and are not copied. */
 const SEGMENT = /^seg-\d{12}\.log$/;
 
 interface Counts {

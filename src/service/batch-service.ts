@@ -15,6 +15,22 @@ export interface BatchLinks {
   readonly chunkedUploadThreshold: number;
 }
 
+/** What a batch answer consults besides the index; each absent part is simply not consulted. */
+export interface BatchParts {
+  /** Access settings: max object size and repository quota. */
+  readonly limits?: UploadLimits | null;
+  /** The legacy per-repository layout: its objects count as present until dedupe folds them. */
+  readonly legacy?: Pick<LegacyLayout, 'legacySizeSync'> | null;
+  /** Presigned bucket links (docs/behaviour.md, "Object storage (S3)"). */
+  readonly presign?: PresignService | null;
+  /** Records each download a batch answer links to this server. */
+  readonly grants?: DownloadGrants | null;
+  /** Lets the store get ready for announced uploads (a hash thread that is not up starts while the client reads the answer). */
+  readonly uploadAhead?: ((size: number) => void) | null;
+  /** Uploads that would take the disk into its reserve get a 507 entry instead of an action. */
+  readonly reserve?: DiskReserve | null;
+}
+
 /** Header carrying the announced size on a chunked upload, which has no Content-Length. */
 export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
 
@@ -31,44 +47,24 @@ export class BatchService {
   readonly #limits: UploadLimits | null;
   /** The legacy per-repository layout: its objects count as present until dedupe folds them. */
   readonly #legacy: Pick<LegacyLayout, 'legacySizeSync'> | null;
+  /** SVC_S3_PRESIGN (docs/s3.md): links straight to the bucket; null = every link points at this server. */
+  readonly #presign: PresignService | null;
+  /** Downloads this answer grants, so their GETs need not look them up again (DownloadGrants). */
+  readonly #grants: DownloadGrants | null;
+  /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
+  readonly #uploadAhead: ((size: number) => void) | null;
+  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
+  readonly #reserve: DiskReserve | null;
 
-  constructor(objects: ObjectIndex, links: BatchLinks, limits: UploadLimits | null = null, legacy: Pick<LegacyLayout, 'legacySizeSync'> | null = null) {
+  constructor(objects: ObjectIndex, links: BatchLinks, parts: BatchParts = {}) {
     this.#objects = objects;
     this.#links = links;
-    this.#limits = limits;
-    this.#legacy = legacy;
-  }
-
-  /** SVC_S3_PRESIGN (docs/s3.md): links straight to the bucket; null = every link points at this server. */
-  #presign: PresignService | null = null;
-
-  /** Turns on presigned bucket links (docs/behaviour.md, "Object storage (S3)"). */
-  usePresign(presign: PresignService): void {
-    this.#presign = presign;
-  }
-
-  /** Downloads this answer grants, so their GETs need not look them up again (DownloadGrants). */
-  #grants: DownloadGrants | null = null;
-
-  /** Records each download a batch answer links to this server. */
-  useGrants(grants: DownloadGrants): void {
-    this.#grants = grants;
-  }
-
-  /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
-  #uploadAhead: ((size: number) => void) | null = null;
-
-  /** Lets the store get ready for announced uploads (a hash thread that is not up starts while the client reads the answer). */
-  onUploadAhead(listener: (size: number) => void): void {
-    this.#uploadAhead = listener;
-  }
-
-  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
-  #reserve: DiskReserve | null = null;
-
-  /** Uploads that would take the disk into its reserve get a 507 entry instead of an action. */
-  useReserve(reserve: DiskReserve): void {
-    this.#reserve = reserve;
+    this.#limits = parts.limits ?? null;
+    this.#legacy = parts.legacy ?? null;
+    this.#presign = parts.presign ?? null;
+    this.#grants = parts.grants ?? null;
+    this.#uploadAhead = parts.uploadAhead ?? null;
+    this.#reserve = parts.reserve ?? null;
   }
 
   async answer(repo: RepoName, req: BatchRequest): Promise<BatchResponse> {

@@ -1,6 +1,6 @@
 import type { Index } from '../db/index-types.js';
 import { repoKey } from '../protocol/repo-name.js';
-import type { ReferenceLog } from '../store/layers/journal.js';
+import type { ReferenceLog } from '../store/journal/journaling-store.js';
 
 /** The journal's port to an index: how replay restores references and retirement records stored sizes. */
 export function indexReferenceLog(index: Index): ReferenceLog {

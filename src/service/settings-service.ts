@@ -8,7 +8,6 @@ import type { RepoName } from '../protocol/repo-name.js';
 import { CHALLENGE } from './access-service.js';
 
 // Lives in its own module now; re-exported so the composition root's import keeps working.
-export { PolicedAccessService } from './policed-access-service.js';
 
 /** The access settings the dashboard edits (GET/PUT/DELETE /-/api/access). */
 export interface AccessSettings {

@@ -4,7 +4,7 @@ import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import { reserveReached, type DiskReserve } from '../store/disk-reserve.js';
-import type { BlobReader, BlobStore, InLineObject, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
+import type { BlobReader, BlobStore, InLineObject, JournaledPut, LegacyLayout, ObjectWriter, PutResult } from '../store/types.js';
 import type { UploadJudge } from './access-service.js';
 import type { ClusterUploads, ClusterWrite } from './cluster-uploads.js';
 import type { DownloadGrants } from './download-grants.js';
@@ -19,6 +19,19 @@ export interface UploadBody {
 /** Moves a presigned upload into the shared store once its bytes are confirmed (PresignService). */
 export interface IncomingPromoter {
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult>;
+}
+
+/** What transfers use besides the store and the index; each absent part is simply not used. */
+export interface TransferParts {
+  /** This node's part in a cluster (a shared index); absent on the one node of an embedded index. */
+  readonly cluster?: ClusterUploads | null;
+  /** The disk's free-space reserve (SVC_DISK_RESERVE); absent with a bucket store. */
+  readonly reserve?: DiskReserve | null;
+  /** Downloads granted by batch answers (DownloadGrants). */
+  readonly grants?: DownloadGrants | null;
+  /** Promotion of presigned uploads by the verify action (SVC_S3_PRESIGN). */
+  readonly promoter?: IncomingPromoter | null;
+  readonly log?: (msg: string, fields: object) => void;
 }
 
 /** Saved settings changing under an upload this many times in a row answer 503: the client sends it again. */
@@ -40,6 +53,12 @@ export class TransferService implements UploadGate {
   readonly #deleting = new Map<string, Promise<void>>();
   /** Null on the one node of an embedded index. */
   readonly #cluster: ClusterUploads | null;
+  /** The disk's free-space reserve (SVC_DISK_RESERVE): new object bytes stop short of it; null: none (a bucket store). */
+  readonly #reserve: DiskReserve | null;
+  /** Downloads granted by batch answers (DownloadGrants), which skip their own index lookup; null: every download asks the index. */
+  readonly #grants: DownloadGrants | null;
+  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
+  readonly #promoter: IncomingPromoter | null;
   /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
@@ -47,18 +66,15 @@ export class TransferService implements UploadGate {
   /** Uploads may be acknowledged before their reference commits (see #acknowledgesFirst): off after such a commit failed, until one succeeds. */
   #indexTakes = true;
 
-  constructor(
-    store: BlobStore,
-    objects: ObjectIndex,
-    metrics: Metrics,
-    cluster: ClusterUploads | null = null,
-    log: (msg: string, fields: object) => void = defaultLog,
-  ) {
-    this.#log = log;
+  constructor(store: BlobStore, objects: ObjectIndex, metrics: Metrics, parts: TransferParts = {}) {
+    this.#log = parts.log ?? defaultLog;
     this.#store = store;
     this.#objects = objects;
     this.#metrics = metrics;
-    this.#cluster = cluster;
+    this.#cluster = parts.cluster ?? null;
+    this.#reserve = parts.reserve ?? null;
+    this.#grants = parts.grants ?? null;
+    this.#promoter = parts.promoter ?? null;
     this.#legacy = store.legacy;
     // Bound at the first chunk, not here: the metrics are built at their first use (Metrics).
     type Bound = ReturnType<Metrics['transferBytes']['labels']>;
@@ -66,14 +82,6 @@ export class TransferService implements UploadGate {
     let down: Bound | null = null;
     this.countUploadBytes = (bytes) => (up ??= metrics.transferBytes.labels({ direction: 'upload' })).inc(bytes);
     this.countDownloadBytes = (bytes) => (down ??= metrics.transferBytes.labels({ direction: 'download' })).inc(bytes);
-  }
-
-  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
-  #reserve: DiskReserve | null = null;
-
-  /** Refuses new object bytes that would take the data directory's file system into its reserve. */
-  useReserve(reserve: DiskReserve): void {
-    this.#reserve = reserve;
   }
 
   /**
@@ -189,14 +197,18 @@ export class TransferService implements UploadGate {
     // them as "already stored" (the audit moves them; this covers a crash between its mark and its
     // move). Every backend: a disk file, a bucket key, a journal entry.
     if (await upload.quarantined()) await this.#store.quarantine(oid);
-    const writer = await this.#store.createWriter(oid, { repo: repo.key, expectedSize });
+    // Where the store journals uploads, their reference goes into the journal with the bytes.
+    const journal = this.#store.journal;
+    const journaled = journal === null ? null : await journal.createWriter(repo.key, oid, { expectedSize });
+    const writer = journaled ?? (await this.#store.createWriter(oid, { expectedSize }));
     try {
       await body.into(writer);
-      const put = await writer.finish();
-      const first = this.#acknowledgesFirst(put, judge);
+      const put: JournaledPut = journaled === null ? { ...(await writer.finish()), keepReference: null } : await journaled.finish();
+      const keep = put.keepReference;
+      const first = keep !== null && this.#acknowledgesFirst(put, judge);
       if (first) {
         acknowledge();
-        await this.#referenceAcknowledged(upload, repo, oid, put);
+        await this.#referenceAcknowledged(upload, repo, oid, put, keep);
       } else {
         await this.#referenceJudged(upload, repo, put, judge);
         this.#indexTakes = true;
@@ -219,7 +231,7 @@ export class TransferService implements UploadGate {
    * client's next round trip (a sequential curl client: 0.83 → 0.72 ms per 64 KiB PUT; see
    * docs/performance.md). All of these must hold:
    * - the store holds the reference durably itself (the journal: restored from there after a crash,
-   *   and kept there should the commit fail; PutResult.keepReference);
+   *   and kept there should the commit fail; JournaledPut.keepReference, checked by the caller);
    * - the index cannot refuse it: the bytes are new (no quarantined copy), no cluster (no sweep to
    *   miss), no shared settings to change under it (no judge);
    * - the index is embedded: its commit runs in this same turn, before any other request is read,
@@ -227,16 +239,16 @@ export class TransferService implements UploadGate {
    * - no commit has failed since the last that succeeded (a failing index answers with its error).
    */
   #acknowledgesFirst(put: PutResult, judge: UploadJudge | null): boolean {
-    return this.#indexTakes && put.keepReference !== undefined && put.created && judge === null && this.#cluster === null;
+    return this.#indexTakes && put.created && judge === null && this.#cluster === null;
   }
 
   /** Commits the reference of an upload already acknowledged; never throws (the answer is sent). */
-  async #referenceAcknowledged(upload: UploadInProgress, repo: RepoName, oid: Oid, put: PutResult): Promise<void> {
+  async #referenceAcknowledged(upload: UploadInProgress, repo: RepoName, oid: Oid, put: PutResult, keep: () => void): Promise<void> {
     try {
       await upload.reference(repo.key, put.size, put.storedSize, put.created, null);
     } catch (e) {
       this.#indexTakes = false;
-      put.keepReference!();
+      keep();
       this.#log('the index did not take the reference of an acknowledged upload: the journal keeps it until it does', { level: 'warn', repo: repo.key, oid, err: String(e) });
     }
   }
@@ -257,14 +269,6 @@ export class TransferService implements UploadGate {
         setting = await judge.rejudge(put.size);
       }
     }
-  }
-
-  /** Downloads granted by batch answers (DownloadGrants); null: every download asks the index. */
-  #grants: DownloadGrants | null = null;
-
-  /** Lets downloads a batch answer granted skip their own index lookup. */
-  useGrants(grants: DownloadGrants): void {
-    this.#grants = grants;
   }
 
   /** Before an audit quarantines `oid`: no grant serves its bad bytes from now on. */
@@ -300,14 +304,6 @@ export class TransferService implements UploadGate {
     const reader = await this.#store.open(oid);
     if (reader === null) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND', 'Object is recorded but its bytes are missing from the store');
     return reader;
-  }
-
-  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
-  #promoter: IncomingPromoter | null = null;
-
-  /** Turns on promotion of presigned uploads by the verify action. */
-  usePromoter(promoter: IncomingPromoter): void {
-    this.#promoter = promoter;
   }
 
   /**

@@ -6,14 +6,14 @@ import type { S3BlobStore } from './s3/s3-store.js';
 import type { CredentialsLog } from './s3/credentials/credentials-cache.js';
 import { log as defaultLog } from '../util/log.js';
 import { CompressingBlobStore } from './layers/compress.js';
-import { JournalingBlobStore, type ReferenceLog } from './layers/journal.js';
+import { JournalingBlobStore, type ReferenceLog } from './journal/journaling-store.js';
 import { VerifyingBlobStore } from './layers/verify.js';
 import type { BlobStore } from './types.js';
 
 /** The base of a layer: forwards everything (for a layer a job keeps to itself, such as compress's). */
 export { ForwardingBlobStore } from './layers/forwarding.js';
 
-/** The backends SVC_STORE names. */
+/** The backends SVC_STORE names, told apart by `kind`. */
 export type Backend = DiskBlobStore | S3BlobStore;
 
 /**

@@ -11,6 +11,7 @@ export class DiscardBlobStore implements BlobStore {
   readonly blockSize: number;
   readonly presigner = null;
   readonly legacy = null;
+  readonly journal = null;
 
   constructor(blockSize: number) {
     this.blockSize = blockSize;

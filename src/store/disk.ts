@@ -7,7 +7,7 @@ import { IO_CHUNK } from './buffer-pool.js';
 import { DirSyncer } from './dir-sync.js';
 import { INLINE_READ_MAX, openOnThreadpool, plainReads, readInLine, readWhole } from './inline-reader.js';
 import { LegacyFolders } from './legacy-folders.js';
-import { StagedFileWriter } from './raw-writer.js';
+import { StagedFileWriter } from './staged-file-writer.js';
 import { mapIoError, StagingFile, stagingPath } from './staging-file.js';
 import { WholeObjectWriter } from './whole-object-writer.js';
 import { writeFullySync } from '../util/write-fully.js';
@@ -49,9 +49,13 @@ type Staged = Pick<StagingFile, 'path' | 'keep' | 'dispose'>;
  * a delete or replace never cuts a download.
  */
 export class DiskBlobStore implements BlobStore {
+  /** Which backend this is (compose.ts Backend): object bytes in the data directory, on this node. */
+  readonly kind = 'disk';
   readonly blockSize = IO_CHUNK;
   readonly presigner = null;
   readonly legacy: LegacyFolders;
+  /** The journal is a layer on top (store/journal/). */
+  readonly journal = null;
   readonly #root: string;
   readonly #objects: string;
   readonly #staging: string;

@@ -5,8 +5,9 @@ import type { StrayReason } from './foreign-layout.js';
 /**
  * The storage contract (docs/storage-contract.md). Every backend (disk, S3) implements
  * `BlobStore`; every feature on top of one (verify, compress, journal, faulty) is a `BlobStore` that
- * wraps another, and `compose.ts` writes the order down once. What only some backends can do is a
- * capability (`presigner`, `legacy`), null where absent. Services depend on these interfaces only.
+ * wraps another, and `compose.ts` writes the order down once. What only some stacks can do is a
+ * capability (`presigner`, `legacy`, `journal`), null where absent. Services depend on these
+ * interfaces only.
  * test/conformance/blob-store.suite.ts is what an implementation must pass.
  */
 
@@ -18,18 +19,9 @@ export interface PutResult {
   readonly storedSize: number;
   /** False when the store already held these bytes and the new copy was dropped. */
   readonly created: boolean;
-  /**
-   * Present when the store holds the upload's reference (repository, oid, size) durably itself, so
-   * the upload may be acknowledged before the index commits that reference (the journal layer, while
-   * its file system has room). Called when the index failed to take the reference after all: the
-   * store keeps it and hands it to the index again before it lets go of its own copy.
-   */
-  readonly keepReference?: () => void;
 }
 
 export interface WriterOptions {
-  /** The repository the upload is for ("org/repo"): the journal records its reference with the object. */
-  readonly repo: string;
   /** Size the client announced (Content-Length or the batch); null when unknown (chunked without a hint). */
   readonly expectedSize: number | null;
   /**
@@ -148,6 +140,34 @@ export interface BlobStore {
   readonly presigner: Presigner | null;
   /** Capability: the legacy per-repository layout that dedupe folds in (disk). */
   readonly legacy: LegacyLayout | null;
+  /** Capability: uploads whose reference the store journals with their bytes (the journal layer: disk, one node). */
+  readonly journal: UploadJournal | null;
+}
+
+/**
+ * Capability of a stack with the small-object journal (store/journal/): an upload written through
+ * it has its reference (repository, oid, size) durable in the journal when `finish` resolves, with
+ * the object, so the caller may acknowledge it before the index commits that reference: replay at
+ * start restores a reference the index lost. Otherwise a writer as `createWriter` gives.
+ */
+export interface UploadJournal {
+  createWriter(repo: string, oid: Oid, options: WriterOptions): Promise<JournaledWriter>;
+}
+
+/** A writer of an upload whose reference the journal records (UploadJournal). */
+export interface JournaledWriter extends ObjectWriter {
+  finish(): Promise<JournaledPut>;
+}
+
+/** What a journaled upload stored. */
+export interface JournaledPut extends PutResult {
+  /**
+   * Called when the index failed to take the reference after the upload was acknowledged: the
+   * journal keeps it and hands it to the index again before it lets go of its own copy. Null when
+   * the journal's file system is short of room, so the index's commit could meet a full disk: the
+   * caller then commits the reference before it acknowledges.
+   */
+  readonly keepReference: (() => void) | null;
 }
 
 /** An object's whole bytes in a pooled buffer, held until `release` (once). */

@@ -8,16 +8,16 @@ import type { ObjectWriter, PutResult } from './types.js';
  * is, anything else is copied into a pooled buffer. Bytes past the size, or fewer at finish, are
  * refused (LFS_ERR_SIZE_MISMATCH).
  */
-export class WholeObjectWriter implements ObjectWriter {
+export class WholeObjectWriter<P extends PutResult = PutResult> implements ObjectWriter {
   readonly #size: number;
-  readonly #store: (data: Uint8Array) => Promise<PutResult>;
+  readonly #store: (data: Uint8Array) => Promise<P>;
   /** The whole object, once it arrived as one released block. */
   #held: { data: Uint8Array; release: () => void } | null = null;
   #buf: Buffer | null = null;
   #fill = 0;
   #failed: unknown = null;
 
-  constructor(size: number, store: (data: Uint8Array) => Promise<PutResult>) {
+  constructor(size: number, store: (data: Uint8Array) => Promise<P>) {
     this.#size = size;
     this.#store = store;
   }
@@ -34,7 +34,7 @@ export class WholeObjectWriter implements ObjectWriter {
     }
     this.#buf ??= smallBuffers.take(this.#size);
     if (this.#held !== null) this.#unhold();
-    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see Journal.append)
+    this.#buf.fill(chunk, this.#fill, this.#fill + chunk.byteLength); // one memcpy, even from shared memory (see SegmentLog.append)
     this.#fill += chunk.byteLength;
     release?.();
     return true;
@@ -52,7 +52,7 @@ export class WholeObjectWriter implements ObjectWriter {
     // Never asks the caller to wait: the whole object fits in memory.
   }
 
-  async finish(): Promise<PutResult> {
+  async finish(): Promise<P> {
     if (this.#failed !== null) throw this.#failed;
     if (this.#fill !== this.#size) throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#fill} bytes; the announced size is ${this.#size}`);
     try {

@@ -5,7 +5,7 @@ import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { isInjectedFault, type FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../src/store/types.js';
 import { drainChunks, textLike } from '../helpers/data.js';
-import { SMALL_OBJECT_MAX } from '../../src/store/layers/journal.js';
+import { SMALL_OBJECT_MAX } from '../../src/store/journal/journaling-store.js';
 
 /**
  * A journal stack acknowledges a small object once its bytes are in the journal record, as given:
@@ -63,7 +63,6 @@ export const ROUND_TRIP_SIZES = [0, 1, MIN_FRAMED_SIZE - 1, MIN_FRAMED_SIZE, FRA
 
 type Kind = 'compressible' | 'incompressible';
 const KINDS: readonly Kind[] = ['compressible', 'incompressible'];
-const REPO = 'conformance/repo';
 
 const generated = new Map<string, Buffer>();
 
@@ -158,7 +157,7 @@ class Feed {
 }
 
 async function newFeed(store: BlobStore, oid: Oid, options: Partial<WriterOptions> & { expectedSize: number | null }): Promise<Feed> {
-  return new Feed(await store.createWriter(oid, { repo: REPO, ...options }));
+  return new Feed(await store.createWriter(oid, options));
 }
 
 /** Stores `data` under its oid (or `oid`), written in 64 KiB copied chunks. */

@@ -10,7 +10,7 @@ import { DiskBlobStore } from '../../src/store/disk.js';
 import { INLINE_READ_MAX } from '../../src/store/inline-reader.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
 import { FaultyBlobStore } from '../../src/store/layers/faulty.js';
-import type { ReferenceLog } from '../../src/store/layers/journal.js';
+import type { ReferenceLog } from '../../src/store/journal/journaling-store.js';
 import { VerifyingBlobStore } from '../../src/store/layers/verify.js';
 import { S3Client } from '../../src/store/s3/s3-client.js';
 import { S3BlobStore } from '../../src/store/s3/s3-store.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import t, { type Test } from 'tap';
 import type { Oid } from '../../src/protocol/oid.js';
-import { Journal } from '../../src/store/journal.js';
+import { SegmentLog as Journal } from '../../src/store/journal/segment-log.js';
 import { StagingFile } from '../../src/store/staging-file.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, batch, blob, http, LFS, push, type Blob } from '../helpers/lfs-http.js';

@@ -8,7 +8,7 @@ import { PostgresIndex } from '../../src/db/postgres/postgres-index.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import type { Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import { migrateNode, MigrationRefused, type MigrationOptions } from '../../src/service/migration/node-migration.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { tmpDir } from '../helpers/start-server.js';
@@ -142,7 +142,7 @@ t.test('the journal is replayed first: an acknowledged upload only the journal h
   const journal = await JournalingBlobStore.open(disk, join(dir, 'journal'), { restore: async () => undefined, isWanted: async () => true, stored: async () => undefined, checkpoint: async () => undefined });
   const data = Buffer.from('only in the journal\n');
   const small = createHash('sha256').update(data).digest('hex') as Oid;
-  const w = await journal.createWriter(small, { repo: 'acme/journal', expectedSize: data.length });
+  const w = await journal.journal.createWriter('acme/journal', small, { expectedSize: data.length });
   w.write(data);
   await w.finish();
   await journal.close();

@@ -43,7 +43,7 @@ const anyOid = (): Oid => parseOid(randomBytes(32).toString('hex'))!;
 
 /** Writes `data` in 1 MiB chunks, honouring backpressure; counts the release calls the writer made. */
 async function put(store: BlobStore, oid: Oid, data: Buffer, options: Partial<WriterOptions> = {}): Promise<PutResult & { released: number; chunks: number; paused: number }> {
-  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length, ...options });
+  const w = await store.createWriter(oid, { expectedSize: data.length, ...options });
   let released = 0;
   let chunks = 0;
   let paused = 0;
@@ -147,7 +147,7 @@ t.test('abort leaves no key and no multipart upload', async (t) => {
   const store = openStore('ab/');
   for (const size of [3000, 17 * MiB]) {
     const oid = anyOid();
-    const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: size + 100 });
+    const w = await store.createWriter(oid, { expectedSize: size + 100 });
     const data = randomBytes(size);
     for (let at = 0; at < size; at += MiB) if (!w.write(data.subarray(at, at + MiB))) await new Promise<void>((r) => w.onDrain(r));
     await w.abort();
@@ -156,7 +156,7 @@ t.test('abort leaves no key and no multipart upload', async (t) => {
     t.same(await uploadsUnder('ab/'), [], 'no multipart upload');
     t.notOk(existsSync(fileOf(`ab/objects/${oid.slice(0, 2)}/${oid.slice(2, 4)}/${oid}`)), 'nothing in the bucket for that oid');
   }
-  const before = await store.createWriter(anyOid(), { repo: 'acme/game', expectedSize: null });
+  const before = await store.createWriter(anyOid(), { expectedSize: null });
   await before.abort();
   t.same(await uploadsUnder('ab/'), [], 'abort before any byte: nothing either');
 });

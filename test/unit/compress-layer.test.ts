@@ -32,7 +32,7 @@ function counting(): { codec: FrameCodec; tried: () => number } {
 
 async function put(store: CompressingBlobStore, data: Buffer): Promise<Oid> {
   const oid = oidOf(data);
-  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+  const w = await store.createWriter(oid, { expectedSize: data.length });
   try {
     for (let at = 0; at < data.length; at += 256 << 10) {
       if (!w.write(data.subarray(at, at + (256 << 10)))) await new Promise<void>((resolve) => w.onDrain(resolve));

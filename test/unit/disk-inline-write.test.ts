@@ -14,7 +14,7 @@ const oidOf = (data: Buffer): Oid => parseOid(createHash('sha256').update(data).
 const staged = (root: string): string[] => readdirSync(join(root, 'staging'));
 
 async function put(store: DiskBlobStore, data: Buffer, options: { replace?: boolean; oid?: Oid } = {}): Promise<{ created: boolean; size: number }> {
-  const w = await store.createWriter(options.oid ?? oidOf(data), { repo: 'acme/game', expectedSize: data.length, replace: options.replace });
+  const w = await store.createWriter(options.oid ?? oidOf(data), { expectedSize: data.length, replace: options.replace });
   w.write(data);
   return w.finish();
 }

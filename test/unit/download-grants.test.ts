@@ -80,9 +80,8 @@ t.test('a batch grants the downloads it links to this server, nothing else', asy
   const held = oid();
   const missing = oid();
   await db.objects.addReference(repo.key, held, 10, 10);
-  const batch = new BatchService(db.objects, { baseUrl: 'http://lfs.test', chunkedUploadThreshold: 1e9 });
   const grants = new DownloadGrants();
-  batch.useGrants(grants);
+  const batch = new BatchService(db.objects, { baseUrl: 'http://lfs.test', chunkedUploadThreshold: 1e9 }, { grants });
   const answer = await batch.answer(repo, parseBatchRequest({ operation: 'download', objects: [{ oid: held, size: 10 }, { oid: missing, size: 5 }, { oid: oid(), size: 7 }] }));
   t.ok(answer.objects[0]!.actions?.download, 'the held object gets its link');
   t.equal(grants.size, 1, 'one grant: for the object the answer links to');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import { tmpDir } from '../helpers/start-server.js';
 
 // The journal layer tells the journal what is in flight (store/journal.ts, #flush): small uploads are
@@ -13,7 +13,7 @@ import { tmpDir } from '../helpers/start-server.js';
 const oidOf = (d: Buffer): Oid => parseOid(createHash('sha256').update(d).digest('hex'))!;
 
 async function put(store: JournalingBlobStore, data: Buffer): Promise<void> {
-  const w = await store.createWriter(oidOf(data), { repo: 'acme/game', expectedSize: data.length });
+  const w = await store.journal.createWriter('acme/game', oidOf(data), { expectedSize: data.length });
   w.write(data);
   await w.finish();
 }
@@ -28,7 +28,7 @@ t.test('small uploads beside a large one in flight are flushed on the threadpool
   });
   t.teardown(() => store.close());
   const large = randomBytes(3 << 20);
-  const writer = await store.createWriter(oidOf(large), { repo: 'acme/game', expectedSize: large.length });
+  const writer = await store.journal.createWriter('acme/game', oidOf(large), { expectedSize: large.length });
   writer.write(large.subarray(0, 1 << 20)); // in flight: a third of it sent
   await Promise.all(Array.from({ length: 4 }, () => put(store, randomBytes(30_000))));
   const beside = store.flushStats;

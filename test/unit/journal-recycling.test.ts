@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { cpSync, existsSync, readSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { Journal, type JournalLocation } from '../../src/store/journal.js';
+import { SegmentLog as Journal, type JournalLocation } from '../../src/store/journal/segment-log.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { tmpDir } from '../helpers/start-server.js';
 

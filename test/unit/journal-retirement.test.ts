@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
-import { JournalingBlobStore } from '../../src/store/layers/journal.js';
+import { JournalingBlobStore } from '../../src/store/journal/journaling-store.js';
 import type { BlobStore } from '../../src/store/types.js';
 import { WorkerPool } from '../../src/workers/pool.js';
 import { tmpDir } from '../helpers/start-server.js';
@@ -19,7 +19,7 @@ const idle = (): Promise<void> => new Promise((r) => setTimeout(r, 1100)); // re
 
 async function put(store: JournalingBlobStore, data: Buffer): Promise<Oid> {
   const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
-  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+  const w = await store.journal.createWriter('acme/game', oid, { expectedSize: data.length });
   w.write(data);
   await w.finish();
   return oid;
@@ -116,7 +116,7 @@ t.test('a reference kept while a round runs holds its segment until the index ta
   t.teardown(() => store.close());
   const write = async (data: Buffer) => {
     const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
-    const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+    const w = await store.journal.createWriter('acme/game', oid, { expectedSize: data.length });
     w.write(data);
     return { oid, put: await w.finish() };
   };

@@ -4,7 +4,7 @@ import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { blake3 } from '@napi-rs/blake-hash';
 import t from 'tap';
-import { Journal, type JournalLocation } from '../../src/store/journal.js';
+import { SegmentLog as Journal, type JournalLocation } from '../../src/store/journal/segment-log.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { tmpDir } from '../helpers/start-server.js';
 

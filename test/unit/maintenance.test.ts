@@ -99,7 +99,7 @@ t.test('WorkerTasks is a FrameCodec: frames compressed and decoded on the mainte
 t.test('DiscardBlobStore: a writer counts what it is given, keeps nothing, releases lent chunks', async (t) => {
   const store = new DiscardBlobStore(1 << 20);
   const oid = parseOid('b'.repeat(64))!;
-  const w = await store.createWriter(oid, { repo: 'o/r', expectedSize: null });
+  const w = await store.createWriter(oid, { expectedSize: null });
   let released = 0;
   t.equal(w.write(Buffer.alloc(1000)), true);
   t.equal(w.write(Buffer.alloc(24), () => released++), true);

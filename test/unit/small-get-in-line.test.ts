@@ -21,7 +21,7 @@ const other = parseRepoName('acme', 'other')!;
 
 async function store(s: BlobStore, data: Buffer): Promise<Oid> {
   const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
-  const w = await s.createWriter(oid, { repo: game.key, expectedSize: data.length });
+  const w = await s.createWriter(oid, { expectedSize: data.length });
   w.write(data);
   await w.finish();
   return oid;
@@ -32,14 +32,14 @@ t.test('a granted small object is read in line once; anything else is left to op
   const db = openSqliteIndex(join(dir, 'index.sqlite'));
   t.teardown(() => db.close());
   const disk = await DiskBlobStore.open(join(dir, 'store'));
-  const transfers = new TransferService(disk, db.objects, new Metrics());
+  const ungranted = new TransferService(disk, db.objects, new Metrics());
   const small = randomBytes(64 << 10);
   const oid = await store(disk, small);
   await db.objects.addReference(game.key, oid, small.length, small.length);
 
-  t.equal(transfers.openInLine(game, oid), undefined, 'without grants (no batch answered): nothing in line');
+  t.equal(ungranted.openInLine(game, oid), undefined, 'without grants (no batch answered): nothing in line');
   const grants = new DownloadGrants();
-  transfers.useGrants(grants);
+  const transfers = new TransferService(disk, db.objects, new Metrics(), { grants });
   t.equal(transfers.openInLine(game, oid), undefined, 'no batch granted it: nothing in line');
 
   grants.grant(other.key, oid);

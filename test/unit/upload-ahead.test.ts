@@ -22,9 +22,8 @@ t.test('the sizes of the uploads a batch sends here are announced; present objec
   const repo = parseRepoName('acme', 'game')!;
   const held = oid();
   await db.objects.addReference(repo.key, parseOid(held)!, 10, 10);
-  const batch = new BatchService(db.objects, { baseUrl: 'http://lfs.test', chunkedUploadThreshold: 1e9 });
   const announced: number[] = [];
-  batch.onUploadAhead((size) => announced.push(size));
+  const batch = new BatchService(db.objects, { baseUrl: 'http://lfs.test', chunkedUploadThreshold: 1e9 }, { uploadAhead: (size) => announced.push(size) });
   const big = oid();
   await batch.answer(repo, parseBatchRequest({ operation: 'upload', objects: [{ oid: big, size: 16 << 20 }, { oid: held, size: 10 }, { oid: oid(), size: 100 }] }));
   t.same(announced, [16 << 20, 100], 'each object the client is asked to upload, none it already stored');

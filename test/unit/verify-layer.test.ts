@@ -32,7 +32,7 @@ const oidOf = (b: Buffer): Oid => parseOid(createHash('sha256').update(b).digest
  */
 async function upload(store: BlobStore, data: Buffer): Promise<{ oid: Oid; beforeWait: number }> {
   const oid = oidOf(data);
-  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+  const w = await store.createWriter(oid, { expectedSize: data.length });
   let beforeWait = -1;
   for (let at = 0; at < data.length; at += MiB) {
     if (w.write(data.subarray(at, at + MiB))) continue;
@@ -97,7 +97,7 @@ t.test('a hash thread that is not up: a mid-size upload is hashed in line while 
   t.equal(cold.opened(), 1, 'with the thread up, the next mid-size upload is hashed there');
 
   const other = coldThread(t);
-  const w = await new VerifyingBlobStore(disk, other.hasher).createWriter(oidOf(first), { repo: 'acme/game', expectedSize: null });
+  const w = await new VerifyingBlobStore(disk, other.hasher).createWriter(oidOf(first), { expectedSize: null });
   t.equal(other.opened(), 1, 'an upload of unknown size (it may be huge) opens its stream on a thread that was not started yet');
   w.write(first);
   await w.finish();
@@ -110,7 +110,7 @@ t.test('a mid-size upload hashed in line is refused when its bytes do not match 
   const data = randomBytes(16 * MiB);
   const oid = oidOf(data);
   data[5] ^= 1;
-  const w = await store.createWriter(oid, { repo: 'acme/game', expectedSize: data.length });
+  const w = await store.createWriter(oid, { expectedSize: data.length });
   w.write(data);
   await t.rejects(w.finish(), { code: 'LFS_ERR_DIGEST_MISMATCH' }, 'refused, as on the thread');
   t.equal(cold.opened(), 0, 'it was hashed in line');

@@ -54,10 +54,6 @@ export class PgMaintenance implements MaintenanceIndex {
       ON CONFLICT (oid) DO NOTHING`;
   }
 
-  async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
-    await this.#sql`UPDATE objects SET stored_size = ${storedSize}::int8 WHERE oid = ${oid}`;
-  }
-
   async beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean; readonly quarantined: boolean }> {
     const rows = await this.#sql<{ ticket: number; delete_pending: boolean; quarantined: boolean }[]>`SELECT * FROM stowage_begin_upload(${oid}, ${node}, ${now}::int8)`;
     const r = rows[0]!;

@@ -95,7 +95,7 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
       try {
         // The framed copy sits beside the plain one until it replaces it: kept out of the disk's reserve.
         if (!dryRun) deps.uploads.admitBytes(row.size);
-        const w = await writer.createWriter(row.oid, { repo: repo.key, expectedSize: row.size, replace: true });
+        const w = await writer.createWriter(row.oid, { expectedSize: row.size, replace: true });
         put = await withObjectPull(plain, (pull) => pumpInto(pull, w, (n) => reportBytes(meter.buffer, n)));
       } catch (e) {
         // A full store fails the job (as an upload gets 507); anything else is this object's problem.

@@ -204,7 +204,9 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     return await deps.uploads.asUpload(oid, async (upload) => {
       // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
       if (await deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
-      const writer = await deps.store.createWriter(oid, { repo: repo.key, expectedSize: null });
+      // As an upload's, its reference goes into the journal with the bytes where the store keeps one.
+      const journal = deps.store.journal;
+      const writer = journal === null ? await deps.store.createWriter(oid, { expectedSize: null }) : await journal.createWriter(repo.key, oid, { expectedSize: null });
       const put = await pumpInto(pull, writer, () => undefined);
       // A reference to bytes just stored lifts a quarantine mark: they were verified on the way in.
       await upload.reference(repo.key, put.size, put.storedSize, put.created);

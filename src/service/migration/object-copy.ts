@@ -83,7 +83,7 @@ export class ObjectCopy {
     }
     try {
       // replace: a copy of the wrong size (a torn earlier attempt by another tool) is overwritten.
-      const writer = await this.#to.createWriter(oid, { repo: '', expectedSize: size, replace: there !== null });
+      const writer = await this.#to.createWriter(oid, { expectedSize: size, replace: there !== null });
       const put = await withObjectPull(reader, (pull) => pumpInto(pull, writer, () => undefined));
       this.#copied++;
       this.#bytes += size;

@@ -140,6 +140,11 @@ export class FaultyBlobStore implements BlobStore {
     return this.#inner.legacy;
   }
 
+  /** Not forwarded: uploads through a journal below would pass the faults by (see ForwardingBlobStore). */
+  get journal(): null {
+    return null;
+  }
+
   /** Throws the planned fault for `point`, if any. */
   #check(point: FaultPoint): void {
     if (this.#plan.fail?.includes(point) === true) throw this.#fault(point);

@@ -1,5 +1,5 @@
 import type { Oid } from '../../protocol/oid.js';
-import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, Presigner, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, Presigner, StoredObject, UploadJournal, WriterOptions } from '../types.js';
 
 /**
  * A layer that passes every operation to the store it wraps; a real layer extends it and overrides
@@ -22,6 +22,14 @@ export abstract class ForwardingBlobStore implements BlobStore {
 
   get legacy(): BlobStore['legacy'] {
     return this.inner.legacy;
+  }
+
+  /**
+   * Not forwarded: the journal's writers take the upload's bytes, so a layer above it that works on
+   * writes must wrap them (verify does) or hide it, never let uploads pass it by.
+   */
+  get journal(): UploadJournal | null {
+    return null;
   }
 
   createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {

@@ -4,7 +4,7 @@ import type { Oid } from '../../protocol/oid.js';
 import { Backlog } from '../backlog.js';
 import { ChunkGatherer, blockPool } from '../buffer-pool.js';
 import { IncomingCheck } from '../incoming-check.js';
-import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../types.js';
+import type { BlobStore, ObjectWriter, PutResult, UploadJournal, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
 /**
@@ -53,18 +53,31 @@ export function warmHasherFor(hasher: Hasher, size: number): void {
  */
 export class VerifyingBlobStore extends ForwardingBlobStore {
   readonly #hasher: Hasher | null;
+  readonly #journal: UploadJournal | null;
 
   /** `hasher`: where large uploads are hashed (off the event loop); null hashes everything in line. */
   constructor(inner: BlobStore, hasher: Hasher | null) {
     super(inner);
     this.#hasher = hasher;
+    const journal = inner.journal;
+    // Journaled uploads are verified as any other: only verified bytes reach the journal.
+    this.#journal = journal === null ? null : { createWriter: (repo, oid, options) => this.#verifying(oid, options, (o) => journal.createWriter(repo, oid, o)) };
   }
 
-  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  override get journal(): UploadJournal | null {
+    return this.#journal;
+  }
+
+  override createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    return this.#verifying(oid, options, (o) => this.inner.createWriter(oid, o));
+  }
+
+  /** Wraps the writer `create` opens below in the checks of `oid` and its announced size. */
+  async #verifying<P extends PutResult>(oid: Oid, options: WriterOptions, create: (options: WriterOptions) => Promise<ObjectWriter & { finish(): Promise<P> }>): Promise<VerifyingWriter<P>> {
     const size = options.expectedSize;
     const check = new IncomingCheck(oid, size, this.#offLoopStream(size));
     try {
-      return new VerifyingWriter(check, await this.inner.createWriter(oid, options), this.inner.blockSize);
+      return new VerifyingWriter(check, await create(options), this.inner.blockSize);
     } catch (e) {
       check.discard();
       throw e;
@@ -82,9 +95,9 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
 }
 
 /** One verified upload: counts, hashes and gathers; the inner writer gets whole blocks. */
-class VerifyingWriter implements ObjectWriter {
+class VerifyingWriter<P extends PutResult> implements ObjectWriter {
   readonly #check: IncomingCheck;
-  readonly #inner: ObjectWriter;
+  readonly #inner: ObjectWriter & { finish(): Promise<P> };
   readonly #gather: ChunkGatherer;
   readonly #backlog: Backlog;
   /** The inner writer asked to wait (returned false) and has not drained yet. */
@@ -94,7 +107,7 @@ class VerifyingWriter implements ObjectWriter {
   #listener: (() => void) | null = null;
   #failed: unknown = null;
 
-  constructor(check: IncomingCheck, inner: ObjectWriter, blockSize: number) {
+  constructor(check: IncomingCheck, inner: ObjectWriter & { finish(): Promise<P> }, blockSize: number) {
     this.#check = check;
     this.#inner = inner;
     this.#backlog = new Backlog(Math.max(2, Math.floor(MAX_BYTES_IN_FLIGHT / blockSize)));
@@ -149,7 +162,7 @@ class VerifyingWriter implements ObjectWriter {
     }
   }
 
-  async finish(): Promise<PutResult> {
+  async finish(): Promise<P> {
     if (this.#failed !== null) throw this.#failed;
     try {
       this.#gather.flush();
@@ -160,7 +173,7 @@ class VerifyingWriter implements ObjectWriter {
       throw e;
     }
     const r = await this.#inner.finish();
-    return { size: this.#check.count, storedSize: r.storedSize, created: r.created, keepReference: r.keepReference };
+    return { ...r, size: this.#check.count } as P; // P's own fields (a journal's keeper) pass through
   }
 
   async abort(): Promise<void> {

@@ -33,9 +33,13 @@ const TRASH_ATTEMPTS = 3;
  * and docs/s3.md.
  */
 export class S3BlobStore implements BlobStore {
+  /** Which backend this is (compose.ts Backend): a bucket every node may share. */
+  readonly kind = 's3';
   /** Part buffers copy whatever arrives; 1 MiB blocks keep the layers above on their usual size. */
   readonly blockSize = IO_CHUNK;
   readonly legacy = null;
+  /** No journal over a bucket: an acknowledged object must be in the bucket, not on one node's disk. */
+  readonly journal = null;
   readonly presigner: S3Presigner;
   readonly #client: S3Client;
   readonly #bucket: S3Bucket;

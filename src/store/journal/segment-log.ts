@@ -1,14 +1,14 @@
 import { hash } from 'node:crypto';
 import { closeSync, fdatasyncSync, openSync, statfsSync, type StatsFs } from 'node:fs';
-import { blake3 } from '../format/native-codecs.js';
+import { blake3 } from '../../format/native-codecs.js';
 import { mkdir, open, readdir, rename, stat, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { JournalFlushes } from '../metrics/registry.js';
-import { parseOid, type Oid } from '../protocol/oid.js';
-import { smallBuffers } from './buffer-pool.js';
-import { DirSyncer } from './dir-sync.js';
-import { writeFullyAt, writeFullySync } from '../util/write-fully.js';
-import { mapIoError } from './staging-file.js';
+import type { JournalFlushes } from '../../metrics/registry.js';
+import { parseOid, type Oid } from '../../protocol/oid.js';
+import { smallBuffers } from '../buffer-pool.js';
+import { DirSyncer } from '../dir-sync.js';
+import { writeFullyAt, writeFullySync } from '../../util/write-fully.js';
+import { mapIoError } from '../staging-file.js';
 
 /**
  * The store's write-ahead journal: what makes an acknowledged upload durable cheaply.
@@ -162,7 +162,7 @@ const IN_LINE_FLUSH_MAX_MS = 1;
 /** Weight of the newest flush in that average. */
 const FLUSH_AVERAGE_WEIGHT = 0.25;
 
-export class Journal {
+export class SegmentLog {
   readonly #dir: string;
   readonly #dirs = new DirSyncer();
   #current: Segment | null = null;
@@ -197,7 +197,7 @@ export class Journal {
     this.#recycled = recycled;
   }
 
-  static async open(dir: string): Promise<Journal> {
+  static async open(dir: string): Promise<SegmentLog> {
     await mkdir(dir, { recursive: true });
     await unlink(join(dir, SPARE_NAME)).catch(() => undefined);
     const names = await readdir(dir);
@@ -218,7 +218,7 @@ export class Journal {
     // Above every number in use, recycled files included: each holds records of its own number and
     // lower ones, which must never pass for records of a new segment.
     const highest = Math.max(0, ...existing, ...recycled);
-    return new Journal(dir, highest + 1, existing, recycled);
+    return new SegmentLog(dir, highest + 1, existing, recycled);
   }
 
   pathOf(segment: number): string {
@@ -620,7 +620,7 @@ export class Journal {
 
   /**
    * Whether the file system has SPARE_HEADROOM free now (one `statfs`, about 2 µs): then an index
-   * beside the journal has room for its next commits too (see PutResult.keepReference).
+   * beside the journal has room for its next commits too (see JournaledPut.keepReference).
    */
   hasRoomNow(): boolean {
     let fs: StatsFs | null = null;

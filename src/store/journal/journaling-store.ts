@@ -4,11 +4,11 @@ import { storageFault } from '../../errors/storage-fault.js';
 import type { JournalFlushes } from '../../metrics/registry.js';
 import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
-import { Journal, type JournalLocation } from '../journal.js';
+import { SegmentLog, type JournalLocation } from './segment-log.js';
 import { plainReads } from '../inline-reader.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, JournaledPut, JournaledWriter, ObjectWriter, PutResult, StoredObject, UploadJournal, WriterOptions } from '../types.js';
 import { WholeObjectWriter } from '../whole-object-writer.js';
-import { ForwardingBlobStore } from './forwarding.js';
+import { ForwardingBlobStore } from '../layers/forwarding.js';
 
 /** Objects up to this size, with a known size, go to the journal instead of a file of their own. */
 export const SMALL_OBJECT_MAX = 1 << 20;
@@ -35,19 +35,22 @@ export interface ReferenceLog {
 }
 
 /**
- * The journal layer: the node-local write-ahead log of acknowledged uploads (store/journal.ts).
- * Every write that finishes appends one record (repository, oid, size) before it is acknowledged, so
- * the reference survives a crash before the index commits it; a small object of known size
- * (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its record (one group-committed append
- * instead of a file create, fsync, rename and directory fsync) and written to the store below later,
- * in a lull (retire). Replay at start hands every record to the ReferenceLog.
+ * The journal layer: the node-local write-ahead log of acknowledged uploads (segment-log.ts).
+ * An upload written through its UploadJournal capability (`journal`) appends one record (repository,
+ * oid, size) before `finish` resolves, so the reference survives a crash before the index commits
+ * it; a small object of known size (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its
+ * record (one group-committed append instead of a file create, fsync, rename and directory fsync)
+ * and written to the store below later, in a lull (retire). Replay at start hands every record's
+ * reference to the ReferenceLog. A plain `createWriter` (no upload's repository) journals a small
+ * object's bytes alone (a record of no repository, which replay restores no reference from) and
+ * passes a larger one to the store below.
  *
  * It sits inside verify (only verified bytes are journaled) and outside compress (journaled objects
  * are written out through compression like any other). Its durability is the local disk's, so the
  * composition root uses it with the disk backend only.
  */
 export class JournalingBlobStore extends ForwardingBlobStore {
-  readonly #journal: Journal;
+  readonly #segments: SegmentLog;
   readonly #refs: ReferenceLog;
   /** Small objects whose bytes are still only in the journal. */
   readonly #journaled = new Map<Oid, JournalLocation>();
@@ -55,7 +58,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #segmentOids = new Map<number, Set<Oid>>();
   /**
    * References the index could not take: at start-up replay (a full disk), or after their upload was
-   * acknowledged (PutResult.keepReference). No segment retires until they are in.
+   * acknowledged (JournaledPut.keepReference). No segment retires until they are in.
    */
   #deferred: { repo: string; oid: Oid; size: number }[] = [];
   /** Uploads between createWriter and their finish or abort. */
@@ -65,25 +68,38 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   /** Small objects whose bytes are being appended (see #journalSmall). */
   readonly #appending = new Map<Oid, Promise<unknown>>();
 
-  private constructor(inner: BlobStore, journal: Journal, refs: ReferenceLog) {
+  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog) {
     super(inner);
-    this.#journal = journal;
+    this.#segments = segments;
     this.#refs = refs;
   }
 
   static async open(inner: BlobStore, dir: string, refs: ReferenceLog): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await Journal.open(dir), refs);
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs);
   }
 
-  /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see Journal). */
+  /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */
   readonly #alone = (): boolean => this.#uploads === 1;
-  /** Whether no upload in flight writes a file of its own, so a flush waits on small records only (see Journal). */
+  /** Whether no upload in flight writes a file of its own, so a flush waits on small records only (see SegmentLog). */
   readonly #smallOnly = (): boolean => this.#fileUploads === 0;
   readonly #flushHints = { alone: this.#alone, smallOnly: this.#smallOnly };
 
-  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  /** The UploadJournal capability: writers that journal their upload's reference (see the class comment). */
+  readonly #uploadJournal: UploadJournal = { createWriter: (repo, oid, options) => this.#createWriter(repo, oid, options) };
+
+  override get journal(): UploadJournal {
+    return this.#uploadJournal;
+  }
+
+  override createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
     // A maintenance rewrite of stored bytes: no new reference to record.
     if (options.replace === true) return this.inner.createWriter(oid, options);
+    return this.#createWriter(null, oid, options);
+  }
+
+  /** `repo`: the upload's repository, whose reference is journaled; null for bytes alone. */
+  async #createWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
+    if (options.replace === true) return unjournaled(await this.inner.createWriter(oid, options));
     const size = options.expectedSize;
     const small = size !== null && size <= SMALL_OBJECT_MAX;
     this.#uploads++;
@@ -97,7 +113,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       counted = false;
     };
     try {
-      const w = small ? new WholeObjectWriter(size, (data) => this.#journalSmall(options.repo, oid, data)) : await this.#fileWriter(oid, options);
+      const w = small ? new WholeObjectWriter(size, (data) => this.#journalSmall(repo, oid, data)) : await this.#fileWriter(repo, oid, options);
       return { write: (c, r) => w.write(c, r), onDrain: (l) => w.onDrain(l), finish: () => w.finish().finally(done), abort: () => w.abort().finally(done) };
     } catch (e) {
       done();
@@ -105,16 +121,17 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** A larger object goes to the store below; its reference is journaled before the client hears "stored". */
-  async #fileWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+  /** A larger object goes to the store below; an upload's reference is journaled before the client hears "stored". */
+  async #fileWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
     const inner = await this.inner.createWriter(oid, options);
+    if (repo === null) return unjournaled(inner);
     return {
       write: (c, r) => inner.write(c, r),
       onDrain: (l) => inner.onDrain(l),
       finish: async () => {
         const r = await inner.finish();
-        await this.#journal.append({ repo: options.repo, oid, size: r.size, data: null }, this.#flushHints);
-        return { ...r, keepReference: this.#keeper(options.repo, oid, r.size) };
+        await this.#segments.append({ repo, oid, size: r.size, data: null }, this.#flushHints);
+        return { ...r, keepReference: this.#keeper(repo, oid, r.size) };
       },
       abort: () => inner.abort(),
     };
@@ -125,15 +142,16 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    * write of the same oid waits for the first one's append: if it succeeded, only the reference is
    * recorded (one copy of the bytes); if it failed, this one journals the bytes itself.
    */
-  async #journalSmall(repo: string, oid: Oid, data: Uint8Array): Promise<PutResult> {
+  async #journalSmall(repo: string | null, oid: Oid, data: Uint8Array): Promise<JournaledPut> {
     for (let first = this.#appending.get(oid); first !== undefined; first = this.#appending.get(oid)) await first.catch(() => undefined);
     // No existence check below (a round trip on the hot path): if the object is stored already, the
     // retirement finds it and skips it.
     if (this.#journaled.has(oid)) {
-      await this.#journal.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
+      if (repo !== null) await this.#segments.append({ repo, oid, size: data.byteLength, data: null }, this.#flushHints);
       return { size: data.byteLength, storedSize: data.byteLength, created: false, keepReference: this.#keeper(repo, oid, data.byteLength) };
     }
-    const appended = this.#journal.append({ repo, oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
+    // Bytes alone are recorded under no repository: replay restores no reference from them.
+    const appended = this.#segments.append({ repo: repo ?? '', oid, size: data.byteLength, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.#flushHints);
     this.#appending.set(oid, appended);
     try {
       this.#remember(oid, (await appended)!);
@@ -144,12 +162,12 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /**
-   * PutResult.keepReference for a reference just journaled: offered only while the file system has
+   * JournaledPut.keepReference for a reference just journaled: offered only while the file system has
    * room, so the index's commit that follows the acknowledgement does not meet a full disk (where it
-   * would otherwise fail and the object stay out of view until space is back).
+   * would otherwise fail and the object stay out of view until space is back). None for bytes alone.
    */
-  #keeper(repo: string, oid: Oid, size: number): (() => void) | undefined {
-    if (!this.#journal.hasRoomNow()) return undefined;
+  #keeper(repo: string | null, oid: Oid, size: number): (() => void) | null {
+    if (repo === null || !this.#segments.hasRoomNow()) return null;
     return () => {
       this.#deferred.push({ repo, oid, size });
     };
@@ -175,11 +193,12 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    */
   async recover(): Promise<{ replayed: number; deferred: number }> {
     let n = 0;
-    for (const segment of [...this.#journal.sealed]) {
-      for await (const r of this.#journal.records(segment)) {
+    for (const segment of [...this.#segments.sealed]) {
+      for await (const r of this.#segments.records(segment)) {
         const below = (await this.inner.stat(r.oid)) !== null;
         if (r.location !== null && !below) this.#remember(r.oid, r.location);
         if (!this.#journaled.has(r.oid) && !below) continue;
+        if (r.repo === '') continue; // bytes alone: no reference to restore
         n++;
         try {
           await this.#refs.restore(r.repo, r.oid, r.size);
@@ -206,7 +225,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** What the running retirement is doing (for the warning of one that does not finish; see app.ts). */
+  /** What the running retirement is doing (for the warning of one that does not finish; see retirement.ts). */
   retireStep = 'idle';
 
   /**
@@ -225,7 +244,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
     this.retireStep = 'restoring deferred references';
     await this.#restoreDeferred();
-    const journal = this.#journal;
+    const journal = this.#segments;
     this.retireStep = 'closing the idle segment';
     await journal.rotateIfIdle(RETIRE_IDLE_MS);
     const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
@@ -262,7 +281,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     this.retireStep = `writing out the ${oids.length} objects of segment ${segment}`;
     // One descriptor for the whole segment: an open and a close per object were two of the dozen or
     // so threadpool round trips each object costs here (each a thread wake-up and a loop wake-up).
-    const fh = await open(this.#journal.pathOf(segment), 'r');
+    const fh = await open(this.#segments.pathOf(segment), 'r');
     let next = 0;
     let stopped = false;
     const lane = async (): Promise<void> => {
@@ -300,7 +319,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       await plainReads(segmentFd, at.length, at.offset).readAt(data, 0); // in line when small (inline-reader.ts)
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
-      const w = await this.inner.createWriter(oid, { repo: '', expectedSize: at.length });
+      const w = await this.inner.createWriter(oid, { expectedSize: at.length });
       let r: PutResult;
       try {
         w.write(data, () => undefined); // held, not copied: the buffer goes back only after finish or abort
@@ -324,10 +343,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     const at = this.#journaled.get(oid);
     if (at === undefined) return null;
     // Its own descriptor, which keeps the bytes if the segment retires while this download runs
-    // (Journal.openSegment). Opened and read in line, as the disk's objects are (see inline-reader.ts).
+    // (SegmentLog.openSegment). Opened and read in line, as the disk's objects are (see inline-reader.ts).
     let segment: { fd: number; close: () => void };
     try {
-      segment = this.#journal.openSegment(at.segment);
+      segment = this.#segments.openSegment(at.segment);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
@@ -367,10 +386,20 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   get flushStats(): JournalFlushes {
-    return this.#journal.flushStats;
+    return this.#segments.flushStats;
   }
 
   async close(): Promise<void> {
-    await this.#journal.close();
+    await this.#segments.close();
   }
+}
+
+/** A writer whose upload the journal holds no reference of: nothing to keep. */
+function unjournaled(w: ObjectWriter): JournaledWriter {
+  return {
+    write: (c, r) => w.write(c, r),
+    onDrain: (l) => w.onDrain(l),
+    finish: async () => ({ ...(await w.finish()), keepReference: null }),
+    abort: () => w.abort(),
+  };
 }

@@ -1,0 +1,80 @@
+/** A retirement round running longer than this is reported (it holds segments on disk meanwhile). */
+const RETIRE_STALL_MS = 60_000;
+/** How often a round is started (none while one runs). */
+const RETIRE_EVERY_MS = 1000;
+
+type Log = (msg: string, fields: object) => void;
+
+/** What the scheduler drives: the journaling store (JournalingBlobStore). */
+export interface Retirable {
+  /** One round; see JournalingBlobStore.retire. */
+  retire(): Promise<number>;
+  /** What the running round is doing, for the warning of one that does not finish. */
+  readonly retireStep: string;
+  /** References the index has not taken yet (replay's, and those of uploads the index failed after their answer). */
+  readonly deferredReferences: number;
+}
+
+/**
+ * Runs the journal's retirement every second, one round at a time, from construction until `stop`:
+ * a round that fails (a full disk) is retried the next second, said once and again when it
+ * recovers; one that runs past RETIRE_STALL_MS is reported with the step it is in.
+ */
+export class RetirementScheduler {
+  readonly #journal: Retirable;
+  readonly #log: Log;
+  readonly #timer: NodeJS.Timeout;
+  #running: Promise<void> | null = null;
+  #started = 0;
+  /** A round that has not finished in RETIRE_STALL_MS: said once, and again when it ends. */
+  #stalled = false;
+  /** A full disk fails every try: said once, and again when it recovers. */
+  #failing = false;
+  #deferred: number;
+
+  constructor(journal: Retirable, log: Log) {
+    this.#journal = journal;
+    this.#log = log;
+    this.#deferred = journal.deferredReferences;
+    this.#timer = setInterval(() => this.#tick(), RETIRE_EVERY_MS);
+    this.#timer.unref();
+  }
+
+  #tick(): void {
+    const journal = this.#journal;
+    if (this.#running !== null) {
+      // Segments wait on disk while a round runs: one that never ends would let the journal grow unseen.
+      if (!this.#stalled && Date.now() - this.#started > RETIRE_STALL_MS) {
+        this.#stalled = true;
+        this.#log('journal retirement has not finished for a minute', { level: 'warn', step: journal.retireStep });
+      }
+      return;
+    }
+    this.#started = Date.now();
+    // Replay's deferred references, and those of uploads acknowledged before the index failed them.
+    this.#deferred = Math.max(this.#deferred, journal.deferredReferences);
+    this.#running = journal
+      .retire()
+      .then(() => {
+        if (this.#failing) this.#log('journal retirement recovered', {});
+        this.#failing = false;
+        if (this.#deferred > 0 && journal.deferredReferences === 0) this.#log('deferred journal references restored', { records: this.#deferred });
+        this.#deferred = journal.deferredReferences;
+      })
+      .catch((e: unknown) => {
+        if (!this.#failing) this.#log('journal retirement failed; retrying every second until it succeeds', { level: 'warn', err: String(e) });
+        this.#failing = true;
+      })
+      .finally(() => {
+        if (this.#stalled) this.#log('journal retirement finished', { seconds: Math.round((Date.now() - this.#started) / 1000) });
+        this.#stalled = false;
+        this.#running = null;
+      });
+  }
+
+  /** Starts no more rounds and waits for the running one to end. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}
