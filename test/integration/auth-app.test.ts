@@ -1,10 +1,8 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
 import { request } from 'undici';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
-import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
+import { appKey } from '../helpers/github-app-key.js';
+import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 /**
  * forge_a's app identity end to end (docs/behaviour.md, "Anonymous read and app identity"): a real RSA key generated
@@ -26,11 +24,7 @@ async function batch(server: RunningServer, repo: string, token: string | null, 
 }
 
 t.test('anonymous lookups run as the app', async (t) => {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const dir = tmpDir('stowage-app-');
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const keyFile = join(dir, 'app.pem');
-  writeFileSync(keyFile, privateKey.export({ type: 'pkcs1', format: 'pem' }), { mode: 0o600 });
+  const { keyFile, publicKey } = appKey(t);
 
   const gh = new GitHubEmulator();
   await gh.start();

@@ -3,6 +3,7 @@ import t from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, http } from '../helpers/lfs-http.js';
 import { rawHead, rawRequest } from '../helpers/raw-http.js';
+import { JSON_BODY_ROUTES } from './routes.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // Request bodies against the real server: a caller who is not (yet) authorized may make the server
@@ -22,22 +23,7 @@ t.teardown(() => {
 });
 
 const OID = 'a'.repeat(64);
-/** Every route that reads a body: method, path. */
-const BODY_ROUTES: [string, string][] = [
-  ['POST', '/acme/game/objects/batch'],
-  ['POST', '/acme/game/objects/verify'],
-  ['POST', '/acme/game/objects/retain'],
-  ['POST', '/acme/game/objects/dedupe'],
-  ['POST', '/acme/game/objects/compress'],
-  ['POST', '/acme/game/objects/audit'],
-  ['POST', '/acme/game/objects/import'],
-  ['POST', '/acme/game/objects/jobs/abc/cancel'],
-  ['POST', '/acme/game/locks'],
-  ['POST', '/acme/game/locks/verify'],
-  ['POST', '/acme/game/locks/abc/unlock'],
-  ['POST', '/-/api/session'],
-  ['PUT', '/-/api/access'],
-];
+const BODY_ROUTES = JSON_BODY_ROUTES;
 /** The most body bytes an unauthorized caller may make the server take in (one socket read past the hold). */
 const PRE_AUTH_READ_MAX = 600 * 1024;
 const STREAM_LIMIT = 70 << 20;

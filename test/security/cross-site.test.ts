@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { LFS, basic, blob, http, push } from '../helpers/lfs-http.js';
+import { JSON_BODY_ROUTES } from './routes.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // Cross-site requests against the real server: a browser that holds Basic credentials for this
@@ -25,22 +26,7 @@ const stored = blob(1000);
 t.equal(await push(server.url, 'acme/game', 'tok', stored), 200, 'an object to protect');
 
 const FORM_BODY = '{"oids":[],"x":"="}';
-/** Every state-changing route a browser could be made to call: method, path. */
-const ROUTES: [string, string][] = [
-  ['POST', '/acme/game/objects/batch'],
-  ['POST', '/acme/game/objects/verify'],
-  ['POST', '/acme/game/objects/retain'],
-  ['POST', '/acme/game/objects/dedupe'],
-  ['POST', '/acme/game/objects/compress'],
-  ['POST', '/acme/game/objects/audit'],
-  ['POST', '/acme/game/objects/import'],
-  ['POST', '/acme/game/objects/jobs/abc/cancel'],
-  ['POST', '/acme/game/locks'],
-  ['POST', '/acme/game/locks/verify'],
-  ['POST', '/acme/game/locks/abc/unlock'],
-  ['POST', '/-/api/session'],
-  ['PUT', '/-/api/access'],
-];
+const ROUTES = JSON_BODY_ROUTES;
 const SIMPLE_TYPES: (string | null)[] = ['text/plain', 'text/plain; charset=utf-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=----x', null];
 
 function refused(t: Test, res: Awaited<ReturnType<typeof http>>, statuses: number[], what: string): void {

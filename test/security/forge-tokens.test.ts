@@ -1,10 +1,8 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GiteaEmulator, GitHubEmulator, GitLabEmulator } from '../helpers/forge-emulator.js';
 import { basic, batch, blob, http, push, type Blob } from '../helpers/lfs-http.js';
-import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
+import { appKey } from '../helpers/github-app-key.js';
+import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 /**
  * A forge token counts only for what the forge granted it, compared by identity: a CI job token of
@@ -87,11 +85,7 @@ t.test('GitLab: a CI job token counts only for its own project', async (t) => {
 });
 
 t.test('GitHub: installation and personal tokens count only where granted', async (t) => {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const dir = tmpDir('stowage-sec-app-');
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const keyFile = join(dir, 'app.pem');
-  writeFileSync(keyFile, privateKey.export({ type: 'pkcs1', format: 'pem' }), { mode: 0o600 });
+  const { keyFile, publicKey } = appKey(t);
 
   const gh = new GitHubEmulator();
   await gh.start();

@@ -1,10 +1,8 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { GiteaEmulator, GitHubEmulator, GitLabEmulator, type EmulatorBase } from '../helpers/forge-emulator.js';
 import { basic, batch, http, type Reply } from '../helpers/lfs-http.js';
-import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
+import { appKey } from '../helpers/github-app-key.js';
+import { startServer, type RunningServer } from '../helpers/start-server.js';
 
 /**
  * The one server-wide lookup budget counts every HTTP call made to the forge (installation
@@ -47,11 +45,7 @@ function checkRefusal(t: Test, res: Reply, what: string): void {
 }
 
 t.test('GitHub with the app identity: installation lookups and mints count', async (t) => {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const dir = tmpDir('stowage-budget-app-');
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const keyFile = join(dir, 'app.pem');
-  writeFileSync(keyFile, privateKey.export({ type: 'pkcs1', format: 'pem' }), { mode: 0o600 });
+  const { keyFile, publicKey } = appKey(t);
   const gh = new GitHubEmulator();
   await gh.start();
   t.teardown(() => gh.stop());
