@@ -30,8 +30,8 @@ const COUNT_EVERY = 1 << 20;
 /**
  * After a refusal answered mid-body, at most this many more body bytes are read (and thrown away)
  * before the connection is closed: more than a client's socket buffers hold (Linux autotunes the
- * send buffer up to 4 MiB) plus what is in flight, so a client that stops sending once it has the
- * answer (curl, Go and undici do) is never cut.
+ * send buffer up to 4 MiB) plus what is in flight, so a client that stops sending once it has read
+ * the answer is not cut before it could.
  */
 export const LINGER_BYTES = 8 << 20;
 /** ... and for at most this long after the answer, whichever comes first. */
@@ -47,11 +47,14 @@ export const LINGER_MS = 5000;
  * Past LINGER_BYTES discarded or LINGER_MS after the answer the server closes it.
  *
  * Nothing after the body is run as a next request: the answer is never ended in uWS's terms
- * (respond.ts), and uWS closes a connection on which a request comes while one is unanswered.
+ * (respond.ts), and uWS closes a connection on which a request comes while one is unanswered (the
+ * answer, padded past uWS's cork buffer, has been sent by then).
  */
 export class Linger {
   readonly #ctx: RequestContext;
   readonly #timer: NodeJS.Timeout;
+  /** bytesDiscarded when the answer went out: LINGER_BYTES counts from there. */
+  readonly #from: number;
   #closing = false;
   #over = false;
   #resolve!: () => void;
@@ -60,6 +63,7 @@ export class Linger {
 
   constructor(ctx: RequestContext) {
     this.#ctx = ctx;
+    this.#from = ctx.bytesDiscarded;
     this.#timer = setTimeout(() => this.close(), LINGER_MS);
     ctx.onAbort(() => this.#finish());
     // Paused by the body's reader, or never: either way read on now.
@@ -70,7 +74,7 @@ export class Linger {
   data(bytes: number, isLast: boolean): void {
     this.#ctx.bytesDiscarded += bytes;
     if (isLast) this.#ctx.bodyPending = false;
-    else if (this.#ctx.bytesDiscarded > LINGER_BYTES) this.close();
+    else if (this.#ctx.bytesDiscarded - this.#from > LINGER_BYTES) this.close();
   }
 
   /**
@@ -121,7 +125,7 @@ class IdleRearm {
 
   /**
    * Bytes arrived and the socket is not paused by us. Never once answered: a refusal pauses the
-   * socket on purpose (respond.ts), and a resume would read on.
+   * socket on purpose until its answer, and the Linger owns it after.
    */
   progress(): boolean {
     const now = performance.now();

@@ -77,13 +77,17 @@ export function send(
  * close while the client is still sending (the reset would throw the answer away: git-lfs then saw
  * only "connection reset" and retried with backoff, never learning that the 401 asked for
  * credentials). So the answer says `Connection: close` and a Linger reads and discards the rest of
- * the body before closing.
+ * the body until the client closes the connection or a bound is hit.
  *
  * uWS itself closes the connection as soon as a response ends when the client sent
  * `Connection: close`, which would be that reset. So the response is never ended in uWS's terms:
  * the end of the head and the body are written as the value of the last header, Content-Length,
  * and the CRLF uWS puts after a header value ends the body (counted in Content-Length: whitespace
- * after the JSON or text). A number (HEAD) is the Content-Length of a response without a body.
+ * after the JSON or text). uWS then closes the connection itself if a next request comes on it
+ * (a request pipelined behind one it sees unanswered), possibly within the read that brought the
+ * refused request, before its cork buffer is sent: so the body is padded with spaces past the cork
+ * buffer, which uWS sends at once (see sendAndClose). A number (HEAD) is the Content-Length of a
+ * response without a body.
  */
 function endLingering(ctx: RequestContext, body: string | Buffer | number): void {
   ctx.res.writeHeader('Connection', 'close');
@@ -91,8 +95,9 @@ function endLingering(ctx: RequestContext, body: string | Buffer | number): void
     ctx.res.writeHeader('Content-Length', `${body}\r\n`);
   } else {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
-    ctx.res.writeHeader('Content-Length', Buffer.concat([Buffer.from(`${bytes.byteLength + 2}\r\n\r\n`), bytes]));
-    ctx.bytesOut += bytes.byteLength + 2;
+    const padded = bytes.byteLength >= CORK_BUFFER_BYTES ? bytes : Buffer.concat([bytes, Buffer.alloc(CORK_BUFFER_BYTES - bytes.byteLength, ' ')]);
+    ctx.res.writeHeader('Content-Length', Buffer.concat([Buffer.from(`${padded.byteLength + 2}\r\n\r\n`), padded]));
+    ctx.bytesOut += padded.byteLength + 2;
   }
   ctx.linger = new Linger(ctx);
 }

@@ -146,8 +146,8 @@ function curlRequest(c: Case): Promise<string> {
 
 t.test('curl with Connection: close: every refusal mid-body is read', async (t) => {
   for (const c of CASES.slice(0, 3)) {
-    const counts = await tally(30, () => curlRequest(c));
-    t.same(counts, { [String(c.status)]: 30 }, `${c.what}: 30 answers of ${c.status}`);
+    const counts = await tally(20, () => curlRequest(c));
+    t.same(counts, { [String(c.status)]: 20 }, `${c.what}: 20 answers of ${c.status}`);
   }
 });
 
@@ -213,17 +213,17 @@ t.test('a client that stops sending after the refusal: the server closes the con
 });
 
 t.test('nothing after a refused body is run as a next request', async (t) => {
-  // A next request pipelined right behind the body: uWS closes the connection on it (its answer to
-  // the refused request never ended, as uWS sees it), so no handler runs; when all of it came in one
-  // read with the refusal, the refusal goes down with the connection (docs/http.md).
+  // A next request pipelined right behind the body, all in one write: the refusal is read, then
+  // uWS closes the connection on the next request (the refused one never ended, as uWS sees it), so
+  // no handler runs for it.
   const body = 'w'.repeat(64 * 1024);
   for (const connection of ['keep-alive', 'close']) {
     const head = rawHead(`PUT /acme/game/objects/${OID} HTTP/1.1`, [`Content-Length: ${body.length}`, `Connection: ${connection}`], body + rawHead('GET /health HTTP/1.1'));
     const r = await rawRequest(server.port, head, { responses: 2 });
-    t.ok(r.responses.every((res) => res.status === 401), `${connection}: no answer but the refusal (${r.responses.map((res) => res.status).join(', ')})`);
+    t.same(r.responses.map((res) => res.status), [401], `${connection}: the refusal, and no answer to the request after the body`);
     t.ok(r.closed, `${connection}: the connection closed`);
   }
-  // Pipelined once the refusal is in: the same, and the refusal was read.
+  // Pipelined once the refusal is in: the same.
   const r = await rawRequest(
     server.port,
     async (s) => {
