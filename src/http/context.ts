@@ -1,7 +1,6 @@
 import type { HttpRequest, HttpResponse } from '@trufflesuite/uws-js-unofficial';
 import type { LfsError } from '../errors/errors.js';
 import { framingError } from './framing.js';
-import type { Linger } from './request-body.js';
 
 /**
  * What a handler knows of one request. uWS's HttpRequest lives only during the synchronous part of
@@ -41,10 +40,6 @@ export interface RequestContext {
   /** Request body bytes received, and response body bytes handed to uWS (the request line's figures). */
   bytesIn: number;
   bytesOut: number;
-  /** Body bytes read and thrown away: those of a refused body, read on after its answer (see Linger). */
-  bytesDiscarded: number;
-  /** Set once a refusal was answered mid-body: the rest of the body is read and discarded, then the connection closed. */
-  linger: Linger | null;
 }
 
 const HEADERS_KEPT = new Set([
@@ -86,8 +81,6 @@ export class UwsRequestContext implements RequestContext {
   readonly framing: LfsError | null;
   bytesIn = 0;
   bytesOut = 0;
-  bytesDiscarded = 0;
-  linger: Linger | null = null;
 
   constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
     this.res = res;

@@ -27,93 +27,6 @@ const REARM_EVERY_MS = 1000;
  */
 const COUNT_EVERY = 1 << 20;
 
-/**
- * After a refusal answered mid-body, at most this many more body bytes are read (and thrown away)
- * before the connection is closed: more than a client's socket buffers hold (Linux autotunes the
- * send buffer up to 4 MiB) plus what is in flight, so a client that stops sending once it has read
- * the answer is not cut before it could.
- */
-export const LINGER_BYTES = 8 << 20;
-/** ... and for at most this long after the answer, whichever comes first. */
-export const LINGER_MS = 5000;
-
-/**
- * A lingering close (nginx's): the answer to a refusal went out while the client was still sending
- * its body. Closing the socket then, with body bytes unread in its receive buffer, makes the kernel
- * send a reset, and a reset throws away the answer waiting in the client's receive buffer before the
- * client reads it: the client sees EPIPE or ECONNRESET rather than its 401, 413 or 507. So the rest
- * of the body is read and discarded (never held, never parsed), and the client, told
- * `Connection: close`, closes the connection once it has the answer (curl, Go, Node and undici do).
- * Past LINGER_BYTES discarded or LINGER_MS after the answer the server closes it.
- *
- * Nothing after the body is run as a next request: the answer is never ended in uWS's terms
- * (respond.ts), and uWS closes a connection on which a request comes while one is unanswered (the
- * answer, padded past uWS's cork buffer, has been sent by then).
- */
-export class Linger {
-  readonly #ctx: RequestContext;
-  readonly #timer: NodeJS.Timeout;
-  /** bytesDiscarded when the answer went out: LINGER_BYTES counts from there. */
-  readonly #from: number;
-  #closing = false;
-  #over = false;
-  #resolve!: () => void;
-  /** Resolves once the connection is closed (by the server or the client). */
-  readonly done = new Promise<void>((resolve) => (this.#resolve = resolve));
-
-  constructor(ctx: RequestContext) {
-    this.#ctx = ctx;
-    this.#from = ctx.bytesDiscarded;
-    this.#timer = setTimeout(() => this.close(), LINGER_MS);
-    ctx.onAbort(() => this.#finish());
-    // Paused by the body's reader, or never: either way read on now.
-    ctx.res.resume();
-  }
-
-  /** Body bytes that came after the answer: thrown away; past the bound the connection is closed. */
-  data(bytes: number, isLast: boolean): void {
-    this.#ctx.bytesDiscarded += bytes;
-    if (isLast) this.#ctx.bodyPending = false;
-    else if (this.#ctx.bytesDiscarded - this.#from > LINGER_BYTES) this.close();
-  }
-
-  /**
-   * Closes the connection (a bound was hit, or the server shuts down), once uWS has sent what it
-   * holds: an answer given inside one of its callbacks waits in its cork buffer until the read that
-   * callback handles is done, and closing before that would throw the answer away.
-   */
-  close(): void {
-    if (this.#closing) return;
-    this.#closing = true;
-    setImmediate(() => {
-      // uWS runs onAborted from inside close(): #finish runs there.
-      if (!this.#ctx.aborted) this.#ctx.res.close();
-      this.#finish();
-    });
-  }
-
-  #finish(): void {
-    if (this.#over) return;
-    this.#over = true;
-    clearTimeout(this.#timer);
-    this.#resolve();
-  }
-}
-
-/**
- * Body bytes no reader takes: of a refused body, or of a body the route does not read. After the
- * answer they go to the request's Linger; before it they are dropped, and the end of the body means
- * the answer need not close the connection.
- */
-function discard(ctx: RequestContext, bytes: number, isLast: boolean): void {
-  if (ctx.linger !== null) {
-    ctx.linger.data(bytes, isLast);
-    return;
-  }
-  ctx.bytesDiscarded += bytes;
-  if (isLast) ctx.bodyPending = false;
-}
-
 /** Rearms uWS's idle timer of one request while its body keeps arriving. */
 class IdleRearm {
   readonly #ctx: RequestContext;
@@ -125,7 +38,7 @@ class IdleRearm {
 
   /**
    * Bytes arrived and the socket is not paused by us. Never once answered: a refusal pauses the
-   * socket on purpose until its answer, and the Linger owns it after.
+   * socket on purpose (respond.ts), and a resume would read on.
    */
   progress(): boolean {
     const now = performance.now();
@@ -195,11 +108,8 @@ export class BodyPump {
   }
 
   #onData(chunk: Uint8Array, isLast: boolean): void {
-    if (this.#failure !== null || this.#ctx.linger !== null) {
-      discard(this.#ctx, chunk.byteLength, isLast);
-      return;
-    }
     this.#ctx.bytesIn += chunk.byteLength;
+    if (this.#failure !== null) return;
     this.#received += chunk.byteLength;
     if (this.#cap !== null && this.#received > this.#cap.bytes) {
       this.#fail(this.#cap.error());
@@ -340,11 +250,8 @@ export class HeldBody {
   }
 
   #onData(chunk: ArrayBuffer, isLast: boolean): void {
-    if (this.#failure !== null || this.#ctx.linger !== null) {
-      discard(this.#ctx, chunk.byteLength, isLast);
-      return;
-    }
     this.#ctx.bytesIn += chunk.byteLength;
+    if (this.#failure !== null) return;
     this.#size += chunk.byteLength;
     if (this.#size > this.#cap) {
       this.#fail(lfsError('LFS_ERR_BODY_TOO_LARGE', `Request body is larger than ${this.#cap} bytes`));
@@ -371,7 +278,7 @@ export class HeldBody {
   #fail(e: unknown): void {
     if (this.#failure !== null) return;
     this.#failure = e;
-    // Nothing more is read until the answer (413), which then discards the rest (Linger).
+    // Nothing more is read: the answer (413) closes the connection (respond.ts).
     this.#pause();
     this.#chunks.length = 0;
     this.#settle();
@@ -434,23 +341,18 @@ export function jsonTooDeep(json: Uint8Array, max: number): boolean {
 
 /**
  * True when the request announces a body. A route that takes none answers such a request and closes
- * the connection after a bounded discard (Linger), rather than reading the body to its end.
+ * the connection (respond.ts), rather than reading the body and throwing it away at the sender's pace.
  */
 export function carriesBody(ctx: RequestContext): boolean {
   const length = ctx.header('content-length');
   return ctx.header('transfer-encoding') !== '' || (length !== '' && length !== '0');
 }
 
-/**
- * For a route that takes no body, or a request refused before its body's reader exists: stop reading
- * it at once; the answer then discards a bounded rest and closes the connection (Linger).
- */
+/** For a route that takes no body: stop reading one at once; the answer then closes the connection. */
 export function refuseBody(ctx: RequestContext): void {
   if (!carriesBody(ctx)) return;
   ctx.bodyPending = true;
   ctx.res.pause();
-  // What of the body came with the head still arrives; uWS hands it only to an onData registered now.
-  ctx.res.onData((chunk, isLast) => discard(ctx, chunk.byteLength, isLast));
 }
 
 /** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */

@@ -47,7 +47,6 @@ export class RequestLog {
       client: this.#client(ctx),
       bytes_in: ctx.bytesIn,
       bytes_out: ctx.bytesOut,
-      bytes_discarded: ctx.bytesDiscarded,
     });
   }
 

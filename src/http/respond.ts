@@ -4,7 +4,6 @@ import { storageFault } from '../errors/storage-fault.js';
 import { LFS_JSON } from '../protocol/media-types.js';
 import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
-import { Linger } from './request-body.js';
 import { lazyModule } from '../util/lazy-module.js';
 
 // Node's reason phrases; node:http (and node:net beneath it, ~1 MiB) loads with the first answer.
@@ -57,54 +56,32 @@ export function send(
   contentType: string | null = LFS_JSON,
 ): void {
   answer(ctx, status, headers, contentType, (res) => {
-    if (ctx.bodyPending) {
-      endLingering(ctx, ctx.method === 'head' ? Buffer.byteLength(body) : body);
-      return;
-    }
     if (ctx.method === 'head') {
       // RFC 9110 §9.3.2: the head GET would send (Content-Length included), never the body.
       res.endWithoutBody(Buffer.byteLength(body));
       return;
     }
     ctx.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
-    res.end(body);
+    if (!ctx.bodyPending) {
+      res.end(body);
+      return;
+    }
+    // Answered before the body was read (a refusal): the rest of the body must not be parsed as the
+    // next request, but cutting the connection at once would reset it while the client is still
+    // sending, and a reset throws away the answer waiting in the client's receive buffer. git-lfs
+    // then sees only "connection reset" and retries with backoff, never learning that the 401 asked
+    // for credentials (measured: 1 GiB pushes of 1.1 s took 9–28 s now and then). So the socket
+    // stops being read, the answer says the connection will close, and the client closes it (Go,
+    // curl and undici do once they have the answer) or uWS's idle timeout does (~10 s).
+    res.pause();
+    res.writeHeader('Connection', 'close');
+    res.end(body, false);
   });
-}
-
-/**
- * Ends an answer given before the body was read (a refusal), inside `answer`'s cork: the rest of the
- * body must reach neither a handler nor the parser as a next request, and the connection must not
- * close while the client is still sending (the reset would throw the answer away: git-lfs then saw
- * only "connection reset" and retried with backoff, never learning that the 401 asked for
- * credentials). So the answer says `Connection: close` and a Linger reads and discards the rest of
- * the body until the client closes the connection or a bound is hit.
- *
- * uWS itself closes the connection as soon as a response ends when the client sent
- * `Connection: close`, which would be that reset. So the response is never ended in uWS's terms:
- * the end of the head and the body are written as the value of the last header, Content-Length,
- * and the CRLF uWS puts after a header value ends the body (counted in Content-Length: whitespace
- * after the JSON or text). uWS then closes the connection itself if a next request comes on it
- * (a request pipelined behind one it sees unanswered), possibly within the read that brought the
- * refused request, before its cork buffer is sent: so the body is padded with spaces past the cork
- * buffer, which uWS sends at once (see sendAndClose). A number (HEAD) is the Content-Length of a
- * response without a body.
- */
-function endLingering(ctx: RequestContext, body: string | Buffer | number): void {
-  ctx.res.writeHeader('Connection', 'close');
-  if (typeof body === 'number') {
-    ctx.res.writeHeader('Content-Length', `${body}\r\n`);
-  } else {
-    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
-    const padded = bytes.byteLength >= CORK_BUFFER_BYTES ? bytes : Buffer.concat([bytes, Buffer.alloc(CORK_BUFFER_BYTES - bytes.byteLength, ' ')]);
-    ctx.res.writeHeader('Content-Length', Buffer.concat([Buffer.from(`${padded.byteLength + 2}\r\n\r\n`), padded]));
-    ctx.bytesOut += padded.byteLength + 2;
-  }
-  ctx.linger = new Linger(ctx);
 }
 
 /** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
 export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
-  answer(ctx, status, headers, null, (res) => (ctx.bodyPending ? endLingering(ctx, length) : res.endWithoutBody(length)));
+  answer(ctx, status, headers, null, (res) => res.endWithoutBody(length));
 }
 
 /**

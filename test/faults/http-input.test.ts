@@ -217,15 +217,10 @@ t.test('fuzzed bad requests: each gets a status line, or is one of uWS refusals 
     ['lowercase version', 'GET /health http/1.1\r\nHost: x\r\n\r\n'],
     ['absolute-form target', 'GET http://x/health HTTP/1.1\r\nHost: x\r\n\r\n'],
     ['obsolete line folding', 'GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n'],
+    ['bad chunk size', 'POST /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n'],
     ['binary garbage', '\u0000\u0001\u0002 hello\r\n\r\n'],
   ];
   for (const [name, req] of uws) refusedByUws(t, await rawRequest(port, req, { halfClose: true }), name);
-  // A bad chunk size: uWS closes the connection when it reads it. /health answers before its body
-  // is read (405: it takes GET), and that answer is sent first, saying the connection closes
-  // (docs/http.md).
-  const badChunk = await rawRequest(port, 'POST /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n', { halfClose: true, responses: 2 });
-  t.same(badChunk.responses.map((r) => `${r.status} ${r.headers.connection}`), ['405 close'], 'bad chunk size: only the answer given before it was read');
-  t.ok(badChunk.closed, 'bad chunk size: connection closed');
 });
 
 t.test('the server log has no unhandled rejection', async (t) => {

@@ -37,9 +37,7 @@ interface Streamed {
 /**
  * Sends `method path` with a chunked body of `[` (nested JSON) until the server answers or
  * STREAM_LIMIT bytes went out, waiting on the socket's drain (the server pausing) or the answer,
- * never a clock. It polls its socket between writes, as curl and Go do: once the server has
- * answered it reads and discards what follows (a bounded amount, docs/http.md), so a writer that
- * never yielded would read nothing before the server's close.
+ * never a clock.
  */
 function streamUntilAnswered(method: string, path: string, headers: Record<string, string>): Promise<Streamed> {
   return new Promise((resolve, reject) => {
@@ -79,7 +77,6 @@ function streamUntilAnswered(method: string, path: string, headers: Record<strin
             });
             wake = null;
           }
-          await new Promise<void>((r) => setImmediate(r));
         }
         if (answered === null && !socket.destroyed) {
           await new Promise<void>((r) => {
