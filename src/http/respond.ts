@@ -58,7 +58,7 @@ export function send(
   answer(ctx, status, headers, contentType, (res) => {
     if (ctx.method === 'head') {
       // RFC 9110 §9.3.2: the head GET would send (Content-Length included), never the body.
-      res.endWithoutBody(Buffer.byteLength(body));
+      endHead(res, Buffer.byteLength(body));
       return;
     }
     ctx.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
@@ -81,7 +81,18 @@ export function send(
 
 /** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
 export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
-  answer(ctx, status, headers, null, (res) => res.endWithoutBody(length));
+  answer(ctx, status, headers, null, (res) => endHead(res, length));
+}
+
+/**
+ * Ends a HEAD answer announcing `length` bytes. Not endWithoutBody(length): uWS then counts the
+ * response as still owing those bytes, and the next request on the connection is never answered or
+ * the connection is closed under it (behind nginx's keep-alive pool: a 502 or a 504 for whatever
+ * request comes next). The header written by hand, endWithoutBody() completes the response.
+ */
+function endHead(res: RequestContext['res'], length: number): void {
+  res.writeHeader('Content-Length', String(length));
+  res.endWithoutBody();
 }
 
 /**

@@ -33,8 +33,9 @@ if (!mounted) {
   forge.repos.set('acme/ci', { private: true });
   forge.repos.set('acme/game', { private: true });
   forge.tokens.set('tok', { login: 'w', repos: { 'acme/ci': 'push', 'acme/game': 'push' } });
+  forge.tokens.set('tok-root', { login: 'root', siteAdmin: true, repos: {} });
 
-  t.test('uploads stop at the reserve; retain frees space, locks work, uploads resume without a restart', async (t) => {
+  t.test('uploads stop at the reserve; a lock and a sign-in still work, retain frees space, uploads resume without a restart', async (t) => {
     const dataDir = join(mountPoint, 'data');
     t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
     const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_GC_GRACE: '0', SVC_DISK_RESERVE: String(RESERVE) }, { dataDir, keepData: true });
@@ -100,15 +101,23 @@ if (!mounted) {
       t.match(JSON.parse(res.body.toString()), { message: String, request_id: String }, `PUT ${i + 1}: Git LFS error body`);
     }
 
+    // What the index needs keeps working in the reserve: a lock, and a dashboard sign-in whose
+    // session then serves.
+    const lock = await http('POST', `${server.url}/acme/game/locks`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ path: 'assets/level.bin' }) });
+    t.equal(lock.status, 201, 'a lock can be taken while uploads are refused');
+    const signIn = await http('POST', `${server.url}/-/api/session`, { headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ token: 'tok-root' }) });
+    t.equal(signIn.status, 201, `a dashboard sign-in works while uploads are refused (${signIn.body.toString().slice(0, 200)})`);
+    const cookie = String(signIn.headers['set-cookie'] ?? '').split(';')[0]!;
+    const overview = await http('GET', `${server.url}/-/api/overview`, { headers: { cookie } });
+    t.equal(overview.status, 200, 'and its session serves the dashboard');
+    t.equal(await gauge('svc_store_reserve_reached'), 1, 'still in the reserve after the lock and the sign-in');
+
     // Retain drops everything of acme/ci and frees its bytes.
     const before = free();
     const retain = await http('POST', `${server.url}/acme/ci/objects/retain`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oids: [] }) });
     t.equal(retain.status, 200, `retain on the full store answers 200 (${retain.body.toString().slice(0, 200)})`);
     if (retain.status === 200) t.ok(retain.json().bytes > 0, `retain freed ${retain.json().bytes} bytes`);
     t.ok(free() > before, `free space grew (${before} → ${free()} bytes)`);
-
-    const lock = await http('POST', `${server.url}/acme/game/locks`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ path: 'assets/level.bin' }) });
-    t.equal(lock.status, 201, 'a lock can be taken');
 
     for (const size of [64 << 10, 2 << 20]) {
       const b = blob(size);

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 
 /** One HTTP/1.1 response read off a raw socket. */
 export interface RawResponse {
@@ -24,6 +25,8 @@ export interface RawOptions {
   readonly halfClose?: boolean;
   /** The request is HEAD: its response carries no body, whatever Content-Length says. */
   readonly head?: boolean;
+  /** Speak TLS, trusting this certificate (nginx's self-signed one in front of the nodes). */
+  readonly tls?: { readonly ca: string | Buffer };
 }
 
 /** Parses as many complete responses as `buf` holds. */
@@ -56,7 +59,7 @@ function parseResponses(buf: Buffer, head: boolean): RawResponse[] {
 export function rawRequest(port: number, data: string | Buffer | ((s: Socket) => Promise<void>), opts: RawOptions = {}): Promise<RawResult> {
   const want = opts.responses ?? 1;
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = opts.tls === undefined ? connect(port, '127.0.0.1') : tlsConnect({ port, host: '127.0.0.1', ca: opts.tls.ca });
     let buf = Buffer.alloc(0);
     let settled = false;
     const finish = (closed: boolean): void => {
@@ -74,7 +77,7 @@ export function rawRequest(port: number, data: string | Buffer | ((s: Socket) =>
       if (e.code === 'ECONNRESET' || e.code === 'EPIPE') finish(true);
       else if (!settled) reject(e);
     });
-    socket.once('connect', () => {
+    socket.once(opts.tls === undefined ? 'connect' : 'secureConnect', () => {
       const write = typeof data === 'function' ? data(socket) : new Promise<void>((r) => socket.write(typeof data === 'string' ? Buffer.from(data, 'latin1') : data, () => r()));
       write.then(
         () => {

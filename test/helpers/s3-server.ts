@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -25,9 +25,17 @@ export interface S3Server {
   readonly dir: string;
   /** Environment for the Stowage server: SVC_STORE=s3 against this bucket. */
   env(extra?: Record<string, string>): Record<string, string>;
+  /**
+   * true: every request is answered 503 ServiceUnavailable (an overloaded or failing S3 front end)
+   * until called with false. Takes effect for the next request, on open connections too.
+   */
+  unavailable(on: boolean): void;
   /** Stops the process (the bucket's files stay in `dir`). */
   stop(): Promise<void>;
 }
+
+/** The file whose presence makes the server answer 503 (in its directory, outside the bucket). */
+const UNAVAILABLE_FLAG = '.answer-503';
 
 /** s3rver's built-in account. */
 export const S3_ACCESS_KEY = 'S3RVER';
@@ -72,6 +80,10 @@ export async function startS3Server(dir: string, port = 0): Promise<S3Server> {
       AWS_SECRET_ACCESS_KEY: S3_SECRET_KEY,
       ...extra,
     }),
+    unavailable(on) {
+      if (on) writeFileSync(join(dir, UNAVAILABLE_FLAG), '');
+      else rmSync(join(dir, UNAVAILABLE_FLAG), { force: true });
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
@@ -93,9 +105,19 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     configureBuckets: [{ name: BUCKET }],
   });
   // First in the chain, so s3rver's router (and its SigV4 check) has run when the error comes back.
-  server.middleware.unshift(multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')), ifMatchExtension());
+  server.middleware.unshift(unavailableSwitch(join(process.argv[2]!, UNAVAILABLE_FLAG)), multipartUploadsExtension(join(process.argv[2]!, BUCKET, '._S3rver_uploads')), ifMatchExtension());
   const { port } = await server.run();
   process.stdout.write(`listening ${port}\n`);
+}
+
+/** 503 ServiceUnavailable for every request while `flag` exists, before s3rver sees it (S3's own answer when it sheds load). */
+function unavailableSwitch(flag: string): S3Middleware {
+  return async (ctx, next) => {
+    if (!existsSync(flag)) return next();
+    ctx.status = 503;
+    ctx.type = 'application/xml';
+    ctx.body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ServiceUnavailable</Code><Message>Please reduce your request rate.</Message></Error>';
+  };
 }
 
 /** s3rver's store class, as far as atomicPuts patches it. */
