@@ -60,7 +60,8 @@ export interface JobDetail extends JobView {
 
 /** A job of this process, from queued to finished. */
 export class Job {
-  readonly id = randomBytes(12).toString('base64url');
+  // Hex, not base64url: an id starting with '-' reads as an option on the command line (`stowage jobs <id>`).
+  readonly id = randomBytes(12).toString('hex');
   readonly kind: JobKind;
   readonly repo: string;
   readonly dryRun: boolean;
