@@ -1,4 +1,5 @@
-import { createServer, request, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { Agent, request as undiciRequest } from 'undici';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -17,7 +18,7 @@ export interface TusFront {
 }
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the framing this hop sets itself. */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length']);
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length', 'expect', 'host']);
 
 /** No byte either way for this long: the connection is closed (a client that vanished without a FIN). */
 const IDLE_MS = 60_000;
@@ -29,39 +30,48 @@ function forwardable(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
 }
 
 export async function startTusFront(host: string, port: number, upstream: { host: string; port: number }, log: (msg: string, fields: object) => void): Promise<TusFront> {
+  // undici, not node:http, passes requests on: a refusal answered before the body was read (the main
+  // listener then closes the connection) still reaches the client, where node:http's client reports
+  // only the EPIPE of its body write.
+  const agent = new Agent({ keepAliveTimeout: 4000, headersTimeout: 0, bodyTimeout: IDLE_MS });
+  const origin = `http://${upstream.host.includes(':') ? `[${upstream.host}]` : upstream.host}:${upstream.port}`;
   const server = createServer((req, res) => {
     const headers = forwardable(req.headers);
     const length = req.headers['content-length'];
     const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-    if (hasBody) headers['transfer-encoding'] = 'chunked';
-    else if (length === '0') headers['content-length'] = '0';
-    const up = request({ host: upstream.host, port: upstream.port, method: req.method, path: req.url, headers, agent: false }, (answer) => {
-      const back = forwardable(answer.headers);
-      if (answer.headers['content-length'] !== undefined) back['content-length'] = answer.headers['content-length'];
-      res.writeHead(answer.statusCode ?? 502, back);
-      answer.pipe(res);
-    });
-    up.on('error', (e) => {
-      if (!res.headersSent) {
-        res.writeHead(502, { 'content-type': 'application/vnd.git-lfs+json', connection: 'close' });
-        res.end(JSON.stringify({ message: 'The server behind the resumable-upload listener did not answer' }));
-      } else {
-        res.destroy(e);
-      }
-    });
+    const gone = new AbortController();
     // The client went away mid-request: the main listener must see it go too (it keeps what arrived).
     res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
+      if (!res.writableFinished) gone.abort();
     });
-    if (hasBody) req.pipe(up);
-    else up.end();
+    undiciRequest(`${origin}${req.url ?? '/'}`, {
+      method: req.method as 'GET',
+      headers: headers as Record<string, string>,
+      // A stream of unknown length goes chunked; an empty body as such.
+      body: hasBody ? req : length === '0' ? '' : undefined,
+      dispatcher: agent,
+      signal: gone.signal,
+    }).then(
+      (answer) => {
+        const back = forwardable(answer.headers as IncomingHttpHeaders);
+        const len = answer.headers['content-length'];
+        if (typeof len === 'string') back['content-length'] = len;
+        res.writeHead(answer.statusCode, back);
+        answer.body.pipe(res);
+        answer.body.on('error', () => res.destroy());
+      },
+      () => {
+        if (gone.signal.aborted) return;
+        if (res.headersSent) return void res.destroy();
+        res.writeHead(502, { 'content-type': 'application/vnd.git-lfs+json', connection: 'close' });
+        res.end(JSON.stringify({ message: 'The server behind the resumable-upload listener did not answer' }));
+      },
+    );
   });
   // A multi-gigabyte PATCH takes as long as it takes; a silent connection does not.
   server.requestTimeout = 0;
   server.headersTimeout = 60_000;
   server.setTimeout(IDLE_MS, (socket) => socket.destroy());
-  // A new loopback connection per request (agent: false): a kept-alive one the main listener has
-  // closed meanwhile would fail the next request passed on it.
   server.on('clientError', (_e, socket) => socket.destroy());
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -74,6 +84,7 @@ export async function startTusFront(host: string, port: number, upstream: { host
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await agent.close().catch(() => undefined);
     },
   };
 }

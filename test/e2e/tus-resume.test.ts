@@ -122,7 +122,9 @@ t.test('the server killed mid-PATCH: restarted on the same data, the push resume
   t.equal(head.status, 200);
   const offset = Number(head.headers['upload-offset']);
   t.comment(`sent ${firstSent} before the kill; offset after the restart ${offset}`);
-  t.ok(offset > 0 && offset <= firstSent, 'the offset is durable bytes only');
+  t.ok(offset <= firstSent, 'the offset is durable bytes only');
+  // Received bytes are synced every 64 MiB: a kill past the second sync leaves at least one behind.
+  if (firstSent > 130 << 20) t.ok(offset > 0, 'and they survived the kill');
   t.equal(Number(head.headers['upload-length']), SIZE);
 
   const mid = proxy.bytesUp;
@@ -175,8 +177,10 @@ t.test('the tus routes refuse what they must, and nothing partial is ever visibl
 
   t.equal((await patch(href, 'tok-pull', 0, b.data)).status, 403, 'a pull-only token may not PATCH');
   t.equal((await http('HEAD', href, { headers: h('tok-pull') })).status, 403, 'nor HEAD');
-  t.equal((await patch(href, 'tok-other', 0, b.data)).status, 404, "a token of another repository cannot use this repository's href");
-  t.equal((await patch(`${base}/studio/other/objects/tus/${b.oid}`, 'tok-other', 0, b.data)).status, 404, 'nor resume it under its own repository');
+  const foreign = await patch(href, 'tok-other', 0, b.data);
+  t.equal(foreign.status, 404, `a token of another repository cannot use this repository's href: ${foreign.body}`);
+  const own = await patch(`${base}/studio/other/objects/tus/${b.oid}`, 'tok-other', 0, b.data);
+  t.equal(own.status, 404, `nor resume it under its own repository: ${own.body}`);
   const wrong = await patch(href, 'tok-dev', 5, b.data.subarray(5));
   t.equal(wrong.status, 409, 'a wrong offset: 409');
   t.equal(wrong.headers['upload-offset'], '0', 'naming the offset held');
