@@ -89,6 +89,9 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
       else p.onFlushed = () => destroy(p);
     });
     client.on('close', () => destroy(p));
+    up.on('drain', () => {
+      if (!p.dead) client.resume();
+    });
     client.on('data', (d: Buffer) => {
       if (p.dead) return;
       if (cut !== null && bytesUp + d.length >= cut.at) {
@@ -99,7 +102,8 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
         return;
       }
       bytesUp += d.length;
-      up.write(d);
+      // Backpressure: what is counted has left for the upstream, not piled up here.
+      if (!up.write(d)) client.pause();
       for (const w of waiters.filter((w) => bytesUp >= w.at)) {
         waiters.splice(waiters.indexOf(w), 1);
         w.resolve();
