@@ -20,6 +20,9 @@ import { WorkerTasks } from './service/maintenance/worker-tasks.js';
 import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
+import { registerTusRoutes } from './http/routes/tus.js';
+import { startTusFront, type TusFront } from './http/tus-front.js';
+import { ResumableUploads } from './service/resumable-uploads.js';
 import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
@@ -50,6 +53,8 @@ import { startThreadpoolNudge } from './util/threadpool-nudge.js';
 export interface App {
   /** The port actually bound (useful with SVC_PORT=0). */
   readonly port: number;
+  /** The resumable-upload listener's port (SVC_TUS_PORT), null when resumable uploads are off. */
+  readonly tusPort: number | null;
   readonly baseUrl: string;
   /** The dashboard page's URL. */
   readonly dashboardUrl: string;
@@ -147,10 +152,29 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       : (size: number): void => {
           if (hashedOffLoop(size)) setImmediate(() => warmHasherFor(hasher, size));
         };
-  // The disk store also serves the legacy per-repository layout until dedupe folds it.
-  const batch = new BatchService(objects, links, { limits: settings, legacy: blobs.legacy, presign, grants, uploadAhead, reserve });
   const cluster = node === null ? null : await ClusterUploads.start(node, db.maintenance, log);
   const transfers = new TransferService(blobs, objects, metrics, { cluster, reserve, grants, promoter: presign, log });
+  // Resumable (tus) uploads keep their partial bytes in this node's data directory: one node with the
+  // disk store only. A bucket or a shared index answers basic, as if SVC_TUS_PORT were unset.
+  const resumable =
+    config.tusPort === null || disk === null || node !== null
+      ? null
+      : await ResumableUploads.open(config.dataDir, { objects, transfers, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
+          const [org, repo, ...rest] = key.split('/');
+          return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
+        });
+  if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
+  const tusLinks = { baseUrl: config.baseUrl ?? '' };
+  // The disk store also serves the legacy per-repository layout until dedupe folds it.
+  const batch = new BatchService(objects, links, {
+    limits: settings,
+    legacy: blobs.legacy,
+    presign,
+    grants,
+    uploadAhead,
+    reserve,
+    tus: resumable === null ? null : { baseUrl: () => tusLinks.baseUrl, announce: (repo, oid, size) => resumable.announce(repo, oid, size) },
+  });
   // The maintenance jobs' low-priority pool: whole-file tasks and the compress job's frame codec.
   const maintenanceTasks = new WorkerTasks(config.workers);
   const maintenance = await MaintenanceService.open({
@@ -176,6 +200,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const guard = new RouteGuard({ access, sessions, baseUrl: () => links.baseUrl });
   registerHealthRoutes(http, guard, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
   registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
+  if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
   registerMaintenanceRoutes(http, guard, { access, maintenance });
   registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
   const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
@@ -200,6 +225,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       const fs = await statfs(config.dataDir);
       return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
     },
+    partialUploads: () => resumable?.figures() ?? { count: 0, bytes: 0 },
     reserve: () => (reserve === null ? { bytes: 0, reached: false } : { bytes: reserve.bytes, reached: reserve.reached() }),
     ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
   });
@@ -211,6 +237,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
 
   const sweeper = setInterval(() => {
     blobs.sweepStaging(config.stagingMaxAge * 1000).catch((e: unknown) => log('staging sweep failed', { level: 'warn', err: String(e) }));
+    resumable?.sweep().catch((e: unknown) => log('partial upload sweep failed', { level: 'warn', err: String(e) }));
   }, 3600_000);
   sweeper.unref();
 
@@ -219,8 +246,19 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host;
     links.baseUrl = `http://${host}:${port}`;
   }
+  let front: TusFront | null = null;
+  if (resumable !== null) {
+    // It passes requests to the main listener on this machine: a wildcard host is reached on the loopback.
+    const upstreamHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host;
+    front = await startTusFront(config.host, config.tusPort!, { host: upstreamHost, port }, log);
+    if (config.baseUrl === null) {
+      const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host;
+      tusLinks.baseUrl = `http://${host}:${front.port}`;
+    }
+  }
   return {
     port,
+    tusPort: front?.port ?? null,
     baseUrl: links.baseUrl,
     dashboardUrl: `${links.baseUrl}${DASHBOARD_PATH}`,
     index,
@@ -229,6 +267,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       clearInterval(sweeper);
       const retired = retirement?.stop(); // no round starts from here on
       await maintenance.close(); // jobs stop at their next object; a rerun finishes them
+      await front?.close();
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
       await s3?.close();

@@ -46,6 +46,7 @@ async function main(): Promise<void> {
     version: VERSION,
     host: config.host,
     port: app.port,
+    tus_port: app.tusPort,
     base_url: app.baseUrl,
     dashboard: app.dashboardUrl,
     auth: config.auth.provider,

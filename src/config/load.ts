@@ -381,6 +381,7 @@ export function loadConfig(env: Env): Config {
   if (store !== 'disk' && store !== 's3') throw new ConfigError(`SVC_STORE must be disk or s3, got "${store}"`);
   const compressionLevel = parseCompression(raw(env, 'SVC_COMPRESSION')!);
   const importDirRaw = raw(env, 'SVC_IMPORT_DIR');
+  const tusPortRaw = raw(env, 'SVC_TUS_PORT');
 
   const config: Config = {
     host: raw(env, 'SVC_HOST')!,
@@ -425,6 +426,8 @@ export function loadConfig(env: Env): Config {
     s3: loadS3(env, store),
     gcGrace: parseDuration('SVC_GC_GRACE', raw(env, 'SVC_GC_GRACE')!, 0, 10 * 365 * 86400),
     importDir: importDirRaw === null ? null : resolve(importDirRaw),
+    tusPort: tusPortRaw === null ? null : parseInteger('SVC_TUS_PORT', tusPortRaw, 0, 65535),
+    uploadResumeTtl: parseDuration('SVC_UPLOAD_RESUME_TTL', raw(env, 'SVC_UPLOAD_RESUME_TTL')!, 1, 365 * 86400),
   };
   return deepFreeze(config);
 }

@@ -109,6 +109,13 @@ export interface Config {
    * a folder inside it. Null (unset): imports are off.
    */
   readonly importDir: string | null;
+  /**
+   * Port of the resumable-upload listener (SVC_TUS_PORT; docs/resumable-uploads.md): tus uploads are
+   * offered only when it is set (0: any free port). Null: off, every upload is `basic`.
+   */
+  readonly tusPort: number | null;
+  /** Seconds a partial resumable upload is kept after its last byte arrived (SVC_UPLOAD_RESUME_TTL). */
+  readonly uploadResumeTtl: number;
 }
 
 /** SVC_S3_* and the standard AWS credential variables (docs/s3.md). */
@@ -237,6 +244,8 @@ export const DEFAULTS = {
   SVC_S3_DEADLINE: '10',
   SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
   SVC_IMPORT_DIR: null, // imports are off
+  SVC_TUS_PORT: null, // resumable (tus) uploads are off
+  SVC_UPLOAD_RESUME_TTL: '3d',
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof DEFAULTS;

@@ -39,6 +39,9 @@ export const ERROR_CODES = {
   LFS_ERR_FORGE_RATE_LIMITED: { status: 503, message: 'The forge is rate-limiting this server; retry later' },
   LFS_ERR_LOOKUP_BUDGET_SPENT: { status: 503, message: 'Too many credential lookups right now; retry later' },
   LFS_ERR_SHUTTING_DOWN: { status: 503, message: 'Server is shutting down; retry shortly' },
+  // Resumable uploads (tus): a PATCH whose Upload-Offset is not the offset this server holds; the answer's Upload-Offset says which.
+  LFS_ERR_UPLOAD_OFFSET_MISMATCH: { status: 409, message: 'Upload-Offset does not match the bytes this server holds of the upload' },
+  LFS_ERR_TUS_VERSION: { status: 412, message: 'Tus-Resumable must be 1.0.0, the tus version spoken here' },
   LFS_ERR_UPLOAD_ABORTED: { status: 400, message: 'Upload ended before the whole object arrived' },
   LFS_ERR_NOT_READY: { status: 503, message: 'Storage is not writable' },
   LFS_ERR_STORAGE_FULL: { status: 507, message: 'The store has no room for this object' },

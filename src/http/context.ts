@@ -54,6 +54,9 @@ const HEADERS_KEPT = new Set([
   'cookie',
   'host',
   'x-forwarded-for',
+  // Resumable uploads (tus).
+  'tus-resumable',
+  'upload-offset',
 ]);
 
 let counter = 0;

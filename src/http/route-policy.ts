@@ -29,7 +29,7 @@ export type RouteBody =
   | { readonly kind: 'stream' };
 
 export interface RoutePolicy {
-  readonly method: 'get' | 'head' | 'post' | 'put' | 'del';
+  readonly method: 'get' | 'head' | 'post' | 'put' | 'patch' | 'options' | 'del';
   readonly pattern: string;
   /** Checked before more than PRE_AUTH_BYTES of the body is read; a handler may ask more once it knows the body. */
   readonly needs: Permission;
@@ -83,6 +83,12 @@ export const ROUTES = {
   upload: { method: 'put', pattern: '/:org/:repo/objects/:oid', needs: 'push', body: { kind: 'stream' }, changesState: true },
   download_head: { method: 'head', pattern: '/:org/:repo/objects/:oid', needs: 'pull', body: NONE, changesState: false },
   download: { method: 'get', pattern: '/:org/:repo/objects/:oid', needs: 'pull', body: NONE, changesState: false },
+  // Resumable uploads (tus 1.0.0, docs/resumable-uploads.md): push on the repository, as a PUT. The
+  // OPTIONS answer only names the protocol's version and limits, the same for everyone.
+  tus_options: { method: 'options', pattern: '/:org/:repo/objects/tus/:oid', needs: 'anyone', body: NONE, changesState: false },
+  tus_head: { method: 'head', pattern: '/:org/:repo/objects/tus/:oid', needs: 'push', body: NONE, changesState: false },
+  tus_patch: { method: 'patch', pattern: '/:org/:repo/objects/tus/:oid', needs: 'push', body: { kind: 'stream' }, changesState: true },
+  tus_delete: { method: 'del', pattern: '/:org/:repo/objects/tus/:oid', needs: 'push', body: NONE, changesState: true },
 
   lock_create: { method: 'post', pattern: '/:org/:repo/locks', needs: 'push', body: LOCK_BODY, changesState: true },
   lock_list: { method: 'get', pattern: '/:org/:repo/locks', needs: 'pull', body: NONE, changesState: false },

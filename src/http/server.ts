@@ -9,7 +9,7 @@ import type { RequestLog } from './request-log.js';
 import { sendError } from './respond.js';
 
 export type Handler = (ctx: RequestContext) => void | Promise<void>;
-type Method = 'get' | 'head' | 'post' | 'put' | 'del' | 'any';
+type Method = 'get' | 'head' | 'post' | 'put' | 'patch' | 'options' | 'del' | 'any';
 export type Logger = (msg: string, fields: object) => void;
 /** One route and status's request counter and duration histogram, bound to their labels. */
 interface RequestSeries {

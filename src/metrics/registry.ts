@@ -84,6 +84,8 @@ export interface MetricSources {
   ready(): Promise<boolean>;
   /** The forge lookup budget: calls spent in the current minute and its size (absent: no series). */
   lookupBudget?(): { readonly used: number; readonly limit: number };
+  /** Partial resumable (tus) uploads kept now and the bytes they hold (absent: 0). */
+  partialUploads?(): { readonly count: number; readonly bytes: number };
 }
 
 export interface JournalFlushes {
@@ -492,6 +494,21 @@ class Series {
     help: '1 while free space on the data directory\'s file system is below the reserve, so new uploads get 507 (statfs, read at scrape time), else 0',
     registers: [this.registry],
     collect: this.#sourced(async (s, g) => g.set(s.reserve().reached ? 1 : 0)),
+  });
+
+  /** Resumable uploads begun and not finished: disk they hold until they finish or are swept (SVC_UPLOAD_RESUME_TTL). */
+  readonly partialUploads = new this.#prom.Gauge({
+    name: 'svc_partial_uploads',
+    help: 'Partial resumable (tus) uploads kept for their client to resume (removed when they finish, are terminated, or after SVC_UPLOAD_RESUME_TTL)',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().count ?? 0)),
+  });
+
+  readonly partialUploadBytes = new this.#prom.Gauge({
+    name: 'svc_partial_upload_bytes',
+    help: 'Bytes held by partial resumable (tus) uploads on the data directory\'s file system',
+    registers: [this.registry],
+    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().bytes ?? 0)),
   });
 
   /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */

@@ -22,6 +22,8 @@ export interface BatchRequest {
   readonly objects: readonly BatchRequestObject[];
   readonly hashAlgo: string;
   readonly refName: string | null;
+  /** The client offered the tus transfer (git-lfs with lfs.tustransfers=true). */
+  readonly offersTus: boolean;
 }
 
 export interface BatchAction {
@@ -39,7 +41,7 @@ export interface BatchResponseObject {
 }
 
 export interface BatchResponse {
-  transfer: 'basic';
+  transfer: 'basic' | 'tus';
   objects: BatchResponseObject[];
   hash_algo: 'sha256';
 }
@@ -100,5 +102,6 @@ export function parseBatchRequest(body: unknown): BatchRequest {
     // Nothing usable at all: per batch.md, 422 means none of the requested objects are valid.
     throw lfsError('LFS_ERR_BAD_REQUEST', 'No valid object in the batch');
   }
-  return { operation, objects: parsed, hashAlgo: hashAlgo ?? 'sha256', refName };
+  const offersTus = Array.isArray(body.transfers) && body.transfers.includes('tus');
+  return { operation, objects: parsed, hashAlgo: hashAlgo ?? 'sha256', refName, offersTus };
 }

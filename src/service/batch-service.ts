@@ -29,6 +29,16 @@ export interface BatchParts {
   readonly uploadAhead?: ((size: number) => void) | null;
   /** Uploads that would take the disk into its reserve get a 507 entry instead of an action. */
   readonly reserve?: DiskReserve | null;
+  /** Resumable uploads (SVC_TUS_PORT): offered to clients that offer tus; null: every upload is basic. */
+  readonly tus?: TusLinks | null;
+}
+
+/** Where a batch sends the tus uploads it offers, and who is told of them. */
+export interface TusLinks {
+  /** Base URL of the tus listener (no trailing slash), known once it listens. */
+  baseUrl(): string;
+  /** The upload of `oid` to `repo` may begin at its first HEAD or PATCH (ResumableUploads.announce). */
+  announce(repo: RepoName, oid: Oid, size: number): void;
 }
 
 /** Header carrying the announced size on a chunked upload, which has no Content-Length. */
@@ -55,6 +65,7 @@ export class BatchService {
   readonly #uploadAhead: ((size: number) => void) | null;
   /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
   readonly #reserve: DiskReserve | null;
+  readonly #tus: TusLinks | null;
 
   constructor(objects: ObjectIndex, links: BatchLinks, parts: BatchParts = {}) {
     this.#objects = objects;
@@ -65,6 +76,7 @@ export class BatchService {
     this.#grants = parts.grants ?? null;
     this.#uploadAhead = parts.uploadAhead ?? null;
     this.#reserve = parts.reserve ?? null;
+    this.#tus = parts.tus ?? null;
   }
 
   async answer(repo: RepoName, req: BatchRequest): Promise<BatchResponse> {
@@ -76,9 +88,10 @@ export class BatchService {
     const objects: BatchResponseObject[] = [];
     // The batch's uploads are admitted together: what the entries before asked counts for the next.
     const room = { asked: 0 };
-    for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget, room));
+    const tus = req.operation === 'upload' && req.offersTus ? this.#tus : null;
+    for (const o of req.objects) objects.push(await this.#answerOne(repo, req, o, base, found, budget, room, tus));
     // Links back to this server are never `authenticated: true`, so the client sends credentials.
-    return { transfer: 'basic', objects, hash_algo: 'sha256' };
+    return { transfer: tus === null ? 'basic' : 'tus', objects, hash_algo: 'sha256' };
   }
 
   async #answerOne(
@@ -89,6 +102,7 @@ export class BatchService {
     found: ReadonlyMap<Oid, ObjectRow>,
     budget: UploadBudget | null,
     room: { asked: number },
+    tus: TusLinks | null,
   ): Promise<BatchResponseObject> {
     if (o.invalid !== undefined || o.parsedOid === null) {
       return { oid: o.oid, size: o.size, error: { code: 422, message: o.invalid ?? 'invalid object' } };
@@ -128,6 +142,20 @@ export class BatchService {
     if (this.#reserve !== null) {
       if (!this.#reserve.admits(room.asked + o.size, false)) return { oid: o.oid, size: o.size, error: { code: 507, message: RESERVE_MESSAGE } };
       room.asked += o.size;
+    }
+    if (tus !== null) {
+      // A resumable upload: its href names this repository's partial upload of the oid, the same
+      // for every push of it. The last PATCH answers once the object is stored, as a PUT does; the
+      // verify action serves a client whose last answer was lost (it resumes at the end, then verifies).
+      tus.announce(repo, o.parsedOid, o.size);
+      return {
+        oid: o.oid,
+        size: o.size,
+        actions: {
+          upload: { href: `${tus.baseUrl()}/${repo.org}/${repo.repo}/objects/tus/${o.oid}` },
+          verify: { href: `${base}/verify` },
+        },
+      };
     }
     // A presigned PUT (null: over 5 GiB, proxied through this server with ordinary links).
     const signed = this.#presign?.upload(repo, o.parsedOid, o.size, base) ?? null;

@@ -23,6 +23,15 @@ export interface FaultProxy {
   retarget(host: string, port: number): void;
   /** Connections accepted so far, whatever became of them. */
   readonly accepted: number;
+  /** Bytes passed from clients to the upstream so far. */
+  readonly bytesUp: number;
+  /**
+   * Once `bytesUp` reaches `at`, the connection carrying that byte is destroyed (the byte and the
+   * rest of its chunk are not passed on), once; `then` runs right after. A drop mid-transfer.
+   */
+  cutAt(at: number, then?: () => void): void;
+  /** Resolves once `bytesUp` reaches `at` (nothing is cut). */
+  upTo(at: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -45,6 +54,9 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
   const slowMs = opts.slowMs ?? 3000;
   const pairs = new Set<Pair>();
   const timers = new Set<NodeJS.Timeout>();
+  let bytesUp = 0;
+  let cut: { at: number; then: () => void } | null = null;
+  const waiters: { at: number; resolve: () => void }[] = [];
 
   const destroy = (p: Pair): void => {
     p.client.destroy();
@@ -77,8 +89,25 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
       else p.onFlushed = () => destroy(p);
     });
     client.on('close', () => destroy(p));
+    up.on('drain', () => {
+      if (!p.dead) client.resume();
+    });
     client.on('data', (d: Buffer) => {
-      if (!p.dead) up.write(d);
+      if (p.dead) return;
+      if (cut !== null && bytesUp + d.length >= cut.at) {
+        const then = cut.then;
+        cut = null;
+        destroy(p);
+        then();
+        return;
+      }
+      bytesUp += d.length;
+      // Backpressure: what is counted has left for the upstream, not piled up here.
+      if (!up.write(d)) client.pause();
+      for (const w of waiters.filter((w) => bytesUp >= w.at)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
     });
     up.on('data', (d: Buffer) => {
       if (p.dead) return;
@@ -107,6 +136,16 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
     },
     get accepted() {
       return accepted;
+    },
+    get bytesUp() {
+      return bytesUp;
+    },
+    cutAt(at, then = () => undefined) {
+      cut = { at, then };
+    },
+    upTo(at) {
+      if (bytesUp >= at) return Promise.resolve();
+      return new Promise<void>((resolve) => waiters.push({ at, resolve }));
     },
     setMode(next) {
       mode = next;

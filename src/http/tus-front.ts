@@ -1,0 +1,90 @@
+import { createServer, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { Agent, request as undiciRequest } from 'undici';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * The resumable-upload listener (SVC_TUS_PORT; docs/resumable-uploads.md, "Bodies of a gigabyte and
+ * more"). git-lfs sends a tus PATCH with a Content-Length of every byte still to send, never chunked,
+ * and the uWS build the server runs on refuses a Content-Length of 1e9 or more: the objects that most
+ * need resuming could never be sent. This listener, on node:http (which takes any length), passes
+ * each request to the main listener on the loopback with its body re-framed as chunked, and the
+ * answer back as it comes. It decides nothing: routes, authorization and the route table's checks
+ * are the main listener's, as for any request. Memory per request stays bounded: the body is piped
+ * with backpressure, and a client gone mid-body aborts the request it was passed on as.
+ */
+export interface TusFront {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and the framing this hop sets itself. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length', 'expect', 'host']);
+
+/** No byte either way for this long: the connection is closed (a client that vanished without a FIN). */
+const IDLE_MS = 60_000;
+
+function forwardable(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(headers)) if (!HOP.has(k) && v !== undefined) out[k] = v;
+  return out;
+}
+
+export async function startTusFront(host: string, port: number, upstream: { host: string; port: number }, log: (msg: string, fields: object) => void): Promise<TusFront> {
+  // undici, not node:http, passes requests on: a refusal answered before the body was read (the main
+  // listener then closes the connection) still reaches the client, where node:http's client reports
+  // only the EPIPE of its body write.
+  const agent = new Agent({ keepAliveTimeout: 4000, headersTimeout: 0, bodyTimeout: IDLE_MS });
+  const origin = `http://${upstream.host.includes(':') ? `[${upstream.host}]` : upstream.host}:${upstream.port}`;
+  const server = createServer((req, res) => {
+    const headers = forwardable(req.headers);
+    const length = req.headers['content-length'];
+    const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+    const gone = new AbortController();
+    // The client went away mid-request: the main listener must see it go too (it keeps what arrived).
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    undiciRequest(`${origin}${req.url ?? '/'}`, {
+      method: req.method as 'GET',
+      headers: headers as Record<string, string>,
+      // A stream of unknown length goes chunked; an empty body as such.
+      body: hasBody ? req : length === '0' ? '' : undefined,
+      dispatcher: agent,
+      signal: gone.signal,
+    }).then(
+      (answer) => {
+        const back = forwardable(answer.headers as IncomingHttpHeaders);
+        const len = answer.headers['content-length'];
+        if (typeof len === 'string') back['content-length'] = len;
+        res.writeHead(answer.statusCode, back);
+        answer.body.pipe(res);
+        answer.body.on('error', () => res.destroy());
+      },
+      () => {
+        if (gone.signal.aborted) return;
+        if (res.headersSent) return void res.destroy();
+        res.writeHead(502, { 'content-type': 'application/vnd.git-lfs+json', connection: 'close' });
+        res.end(JSON.stringify({ message: 'The server behind the resumable-upload listener did not answer' }));
+      },
+    );
+  });
+  // A multi-gigabyte PATCH takes as long as it takes; a silent connection does not.
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+  server.setTimeout(IDLE_MS, (socket) => socket.destroy());
+  server.on('clientError', (_e, socket) => socket.destroy());
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const bound = (server.address() as AddressInfo).port;
+  log('resumable uploads listening', { port: bound });
+  return {
+    port: bound,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await agent.close().catch(() => undefined);
+    },
+  };
+}
