@@ -37,6 +37,11 @@ export async function startTusFront(host: string, port: number, upstream: { host
   const origin = `http://${upstream.host.includes(':') ? `[${upstream.host}]` : upstream.host}:${upstream.port}`;
   const server = createServer((req, res) => {
     const headers = forwardable(req.headers);
+    // Appended as a proxy does: with SVC_TRUST_PROXY the main listener takes the last entry, so a
+    // client's own X-Forwarded-For never passes for its address.
+    const forwarded = req.headers['x-forwarded-for'];
+    const peer = req.socket.remoteAddress ?? '';
+    headers['x-forwarded-for'] = forwarded === undefined ? peer : `${Array.isArray(forwarded) ? forwarded.join(', ') : forwarded}, ${peer}`;
     const length = req.headers['content-length'];
     const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
     const gone = new AbortController();
