@@ -21,7 +21,7 @@ import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { registerTusRoutes } from './http/routes/tus.js';
-import { startTusFront, type TusFront } from './http/tus-front.js';
+import type { TusFront } from './http/tus-front.js';
 import { ResumableUploads } from './service/resumable-uploads.js';
 import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
@@ -250,6 +250,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   if (resumable !== null) {
     // It passes requests to the main listener on this machine: a wildcard host is reached on the loopback.
     const upstreamHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host;
+    // Imported here: it brings undici, which a server without resumable uploads never loads.
+    const { startTusFront } = await import('./http/tus-front.js');
     front = await startTusFront(config.host, config.tusPort!, { host: upstreamHost, port }, log);
     if (config.baseUrl === null) {
       const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host;
