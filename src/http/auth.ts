@@ -1,13 +1,6 @@
 import { lfsError } from '../errors/errors.js';
+import { isPlausibleToken } from '../protocol/token.js';
 import { CHALLENGE } from '../service/access-service.js';
-
-/**
- * Visible ASCII, no space: every forge's tokens fit (RFC 6750's b64token is a subset), and the token
- * goes raw into the header of the forge call, where a control character, a line break or a non-Latin-1
- * character makes undici refuse to send it (UND_ERR_INVALID_ARG). Such credentials are unusable:
- * refused here, before any forge call, rather than taken for a forge outage.
- */
-const TOKEN = /^[\x21-\x7e]+$/;
 
 /**
  * Returns `token` when it can be a forge token; otherwise throws 401 LFS_ERR_AUTH_MALFORMED with
@@ -15,7 +8,7 @@ const TOKEN = /^[\x21-\x7e]+$/;
  * browser shows no password prompt).
  */
 export function usableToken(token: string, challenge: Record<string, string> = CHALLENGE): string {
-  if (!TOKEN.test(token)) throw lfsError('LFS_ERR_AUTH_MALFORMED', undefined, challenge);
+  if (!isPlausibleToken(token)) throw lfsError('LFS_ERR_AUTH_MALFORMED', undefined, challenge);
   return token;
 }
 

@@ -6,6 +6,7 @@ import type { ForgeAdapter, ForgeAnswer, Identity, Permissions } from '../forge/
 import type { Metrics } from '../metrics/registry.js';
 import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
+import { MAX_TOKEN_BYTES, isPlausibleToken } from '../protocol/token.js';
 
 export type Need = 'pull' | 'push' | 'admin';
 
@@ -53,10 +54,6 @@ const ANONYMOUS = 'anonymous';
 /** In place of a repository in a cache key: a token the forge refused is bad for every repository. */
 const ANY_REPOSITORY = '*';
 
-/** Far above any forge token in use (GitHub's fine-grained tokens, the longest, are 93 characters). */
-export const MAX_TOKEN_BYTES = 512;
-/** Visible ASCII, no space: what every forge's tokens are made of. */
-const TOKEN_CHARS = /^[\x21-\x7e]+$/;
 
 /**
  * Refuses, before any cache or forge call, a token no forge could have issued: empty, longer than
@@ -64,7 +61,7 @@ const TOKEN_CHARS = /^[\x21-\x7e]+$/;
  * request's header either). One client's junk then costs neither forge calls nor cache entries.
  */
 function checkPlausible(token: string): void {
-  if (token.length === 0 || token.length > MAX_TOKEN_BYTES || !TOKEN_CHARS.test(token)) {
+  if (!isPlausibleToken(token)) {
     throw lfsError('LFS_ERR_AUTH_MALFORMED', `These credentials cannot be a forge token: empty, longer than ${MAX_TOKEN_BYTES} bytes, or not visible ASCII`, CHALLENGE);
   }
 }
