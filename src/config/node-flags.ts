@@ -1,7 +1,7 @@
 /**
  * The node options the server is started with: package.json's `start` and `start:prod`, the systemd
- * unit, the Docker image, and the tests' and the bench's servers (test/unit/node-flags.test.ts holds
- * them to this list).
+ * unit, the Docker image, and the tests' and the bench's servers
+ * (test/unit/config/node-flags.test.ts holds them to this list).
  *
  * `--max-semi-space-size=4`: V8's young generation grows under load to two 8 MiB semi-spaces and
  * stays resident until about 10 s of rest. Capped at 4 MiB, a server measured up to 24 MiB less at
