@@ -139,16 +139,18 @@ t.test('app identity', async (t) => {
   t.equal(gh.minted.length, 2, 'no token for a forged JWT');
 });
 
-t.test('app token refreshed shortly before expiry', async (t) => {
+t.test('app token refreshed shortly before expiry, by the injected clock', async (t) => {
   const { gh, http } = await setup(t);
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  gh.app = { appId: '9', publicKey, tokenTtl: 61 }; // refresh margin is 60 s: valid for one more second
+  gh.app = { appId: '9', publicKey, tokenTtl: 3600 };
   gh.installations.set('acme', { id: 5 });
-  const adapter = new GitHubAdapter(gh.url, http, new GitHubAppIdentity(gh.url, http, '9', privateKey));
+  let now = Date.now(); // the emulator dates the token by the real clock; the identity reads this one
+  const adapter = new GitHubAdapter(gh.url, http, new GitHubAppIdentity(gh.url, http, '9', privateKey, { now: () => now }));
   await adapter.lookup(null, repo('acme/public'), signal);
+  now += 3530_000; // 70 s before expiry, outside the 60 s refresh margin
   await adapter.lookup(null, repo('acme/public'), signal);
   t.equal(gh.minted.length, 1, 'cached while fresh');
-  await new Promise((r) => setTimeout(r, 1200));
+  now += 40_000; // 30 s before expiry
   await adapter.lookup(null, repo('acme/public'), signal);
   t.equal(gh.minted.length, 2, 'minted again once within the margin');
 });
