@@ -7,6 +7,7 @@ import { Metrics } from '../../../src/metrics/registry.js';
 import { parseRepoName } from '../../../src/protocol/repo-name.js';
 import { AccessService } from '../../../src/service/access-service.js';
 import { GitHubEmulator } from '../../helpers/forge-emulator.js';
+import { waitFor } from '../../helpers/wait-for.js';
 
 const REPO = parseRepoName('acme', 'app')!;
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -59,7 +60,8 @@ t.test('every waiter gone and the forge failing: no unhandled rejection, nothing
   const p = access.authorize('tok', REPO, 'push', ac);
   ac.abort(new Error('gone'));
   await t.rejects(p);
-  await new Promise((r) => setTimeout(r, 300));
+  const counted = async (): Promise<boolean> => /svc_rejections_total\{cause="forge_unreachable"\} 1/.test(await metrics.registry.metrics());
+  await waitFor(counted, 'the abandoned lookup to fail');
   gh.outage = null;
   gh.delayMs = 0;
   t.same(await access.authorize('tok', REPO, 'push', live()), { permissions: { admin: false, push: true, pull: true }, anonymous: false });
