@@ -74,8 +74,9 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     this.#refs = refs;
   }
 
-  static async open(inner: BlobStore, dir: string, refs: ReferenceLog): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs);
+  /** `now`: the clock retirement's lull is measured on; Date.now unless a test moves it. */
+  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now): Promise<JournalingBlobStore> {
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs);
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */

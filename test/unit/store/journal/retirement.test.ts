@@ -15,7 +15,10 @@ import { tmpDir } from '../../../helpers/start-server.js';
 // every object's bytes) in place for the next try.
 
 const segments = (dir: string): string[] => readdirSync(join(dir, 'journal')).filter((n) => n.startsWith('seg-'));
-const idle = (): Promise<void> => new Promise((r) => setTimeout(r, 1100)); // retirement waits for a 1 s lull
+/** The journals' clock, moved by hand: retirement waits for a 1 s lull in appends. */
+let now = Date.now();
+const clock = (): number => now;
+const idle = (): void => void (now += 1000);
 
 async function put(store: JournalingBlobStore, data: Buffer): Promise<Oid> {
   const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
@@ -40,7 +43,7 @@ async function journaledStore(
     isWanted: async () => true,
     stored: async (oid, size) => void reported.set(oid, size),
     checkpoint: async () => undefined,
-  });
+  }, clock);
   t.teardown(() => store.close());
   const oids: Oid[] = [];
   for (const d of objs) oids.push(await put(store, d));
@@ -50,7 +53,7 @@ async function journaledStore(
 t.test('every journaled object gets its file, then the segments go', async (t) => {
   const { dir, store, disk, objs, oids, reported } = await journaledStore(t);
   t.notOk(existsSync(disk.pathOf(oids[0]!)), 'acknowledged from the journal, no file yet');
-  await idle();
+  idle();
   t.ok((await store.retire()) >= 1, 'a segment retired');
   for (const [i, oid] of oids.entries()) {
     t.ok(readFileSync(disk.pathOf(oid)).equals(objs[i]!), `object ${i} has its own file, byte for byte`);
@@ -66,7 +69,7 @@ t.test('a copy the layer below compressed has its stored size reported to the in
   // Compressible (text-like) and random objects side by side: only the compressed ones changed size.
   const objs = Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? Buffer.from('stowage '.repeat(4000 + i)) : randomBytes(30_000 + i)));
   const { store, disk, oids, reported } = await journaledStore(t, (d) => new CompressingBlobStore(d, codec, 3), objs);
-  await idle();
+  idle();
   t.ok((await store.retire()) >= 1, 'a segment retired');
   for (const [i, oid] of oids.entries()) {
     const onDisk = statSync(disk.pathOf(oid)).size;
@@ -85,7 +88,7 @@ t.test('a failing object stops retirement and keeps its segment until it succeed
   // A file where one object's fan-out directory must go: its materialization fails.
   const blocker = join(dir, 'objects', oids[7]!.slice(0, 2));
   writeFileSync(blocker, 'in the way');
-  await idle();
+  idle();
   await t.rejects(store.retire(), 'retirement reports the failure');
   t.ok(segments(dir).length >= 1, 'the segment is kept');
   t.notOk(existsSync(disk.pathOf(oids[7]!)), 'the blocked object has no file');
@@ -112,7 +115,7 @@ t.test('a reference kept while a round runs holds its segment until the index ta
     },
     stored: async () => undefined,
     checkpoint: async () => undefined,
-  });
+  }, clock);
   t.teardown(() => store.close());
   const write = async (data: Buffer) => {
     const oid = parseOid(createHash('sha256').update(data).digest('hex'))!;
@@ -127,7 +130,7 @@ t.test('a reference kept while a round runs holds its segment until the index ta
   t.type(late.put.keepReference, 'function', 'the journal offers to keep the reference (its disk has room)');
   midRound = () => late.put.keepReference!();
 
-  await idle();
+  idle();
   t.equal(await store.retire(), 0, 'the round retires nothing: a reference its segment may hold came back while it ran');
   t.ok(segments(dir).length > 0, 'the segment stays');
   t.equal(store.deferredReferences, 1, 'the reference waits for the index');
