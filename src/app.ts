@@ -111,7 +111,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
-  const metrics = new Metrics();
+  // What /metrics reads at scrape time: metricSources below, once what it reads is built.
+  const metrics = new Metrics(() => metricSources);
   // Every forge call, whichever adapter makes it, spends from the one server-wide budget (docs/behaviour.md, "Caches and budget").
   const lookupBudget = new LookupBudget(config.auth.lookupBudget);
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout, lookupBudget);
@@ -208,7 +209,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
   // What /metrics reads at scrape time (store figures at most once a minute).
-  metrics.useSources({
+  const metricSources = {
     lookupBudget: () => ({ used: lookupBudget.used(), limit: lookupBudget.limit }),
     storeFigures: async () => {
       const [t, locks] = await Promise.all([statsRepo.serverTotals(), statsRepo.lockTotal()]);
@@ -228,7 +229,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     partialUploads: () => resumable?.figures() ?? { count: 0, bytes: 0 },
     reserve: () => (reserve === null ? { bytes: 0, reached: false } : { bytes: reserve.bytes, reached: reserve.reached() }),
     ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
-  });
+  };
   http.route('any', '/*', 'not_found', (ctx) => {
     refuseBody(ctx);
     const known = http.knownPath(ctx.url);

@@ -154,15 +154,19 @@ const noSources: MetricSources = {
  */
 export class Metrics {
   #series: Series | null = null;
-  #sources: MetricSources = noSources;
+  readonly #sources: () => MetricSources;
 
-  #use(): Series {
-    return (this.#series ??= new Series(() => this.#sources));
+  /**
+   * `sources`: what the gauges read at scrape time; without it they report an empty server. A
+   * function, because what it reads (the maintenance service, for one) counts into these metrics
+   * and so is built after them.
+   */
+  constructor(sources: () => MetricSources = () => noSources) {
+    this.#sources = sources;
   }
 
-  /** Wires the gauges read at scrape time (app.ts); until then they report an empty server. */
-  useSources(sources: MetricSources): void {
-    this.#sources = sources;
+  #use(): Series {
+    return (this.#series ??= new Series(this.#sources));
   }
 
   /** False until a series was first used: until then every counter is still at zero. */
@@ -247,7 +251,7 @@ export class Metrics {
 class Series {
   readonly #prom = promClient();
   readonly registry = new this.#prom.Registry();
-  /** Where the scrape-time gauges read (Metrics.useSources may change it after this is built). */
+  /** Where the scrape-time gauges read (see the Metrics constructor). */
   readonly #sources: () => MetricSources;
   #store = new CachedFigures(() => this.#sources().storeFigures(), STORE_FIGURES_MAX_AGE_MS);
   #jobs = new CachedFigures(() => this.#sources().jobs(), LIVE_FIGURES_MAX_AGE_MS);
@@ -561,7 +565,7 @@ class Series {
     }
   }
 
-  /** A collect() that reads the wired sources at scrape time (they change after construction). */
+  /** A collect() that reads the sources at scrape time. */
   #sourced(read: (sources: MetricSources, gauge: Gauge) => void | Promise<void>): (this: Gauge) => Promise<void> {
     const sources = (): MetricSources => this.#sources();
     return async function (this: Gauge) {
