@@ -34,9 +34,8 @@ export function loadSha256Addon(): Sha256Addon | null {
 }
 
 /**
- * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same OpenSSL
- * code node:crypto runs, without a V8 isolate of its own (a hash thread holds 11–16 MiB resident and
- * takes ~30 ms to start; docs/performance.md). Always ready; nothing to start or stop.
+ * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same
+ * OpenSSL code node:crypto runs, without a V8 isolate of its own. Always ready; nothing to start or stop.
  */
 export class NativeHasher implements Hasher {
   readonly #addon: Sha256Addon;

@@ -11,8 +11,8 @@ import { HashThread } from '../../../src/workers/hash-thread.js';
 import { tmpDir } from '../../helpers/start-server.js';
 
 // A batch that sends uploads to this server tells the store their sizes before the PUTs come, so the
-// hash thread is starting while the client reads the answer (docs/performance.md "A hash thread that
-// is not up yet"). Real SQLite index, real hash thread.
+// hash thread is starting while the client reads the answer (native-bench/NOTES.md, "A hash thread
+// that is not up yet"). Real SQLite index, real hash thread.
 
 const oid = (): string => createHash('sha256').update(randomBytes(16)).digest('hex');
 
