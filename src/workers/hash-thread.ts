@@ -17,13 +17,13 @@ interface Running {
 }
 
 /**
- * sha256 of large uploads, on a thread of its own. In line, hashing costs the HTTP thread ~0.56 ms
- * per MiB, over half of what a large upload costs it; here the thread that serves HTTP only posts a
- * view of each full, shared buffer (tens of µs) and the hash thread hashes it in place, in order.
- * Small objects are still hashed in line: a round trip costs more than hashing 64 KiB.
+ * sha256 of large uploads, on a thread of its own (in line it would be over half of what a large
+ * upload costs the HTTP thread): the HTTP thread only posts a view of each full, shared buffer and
+ * the hash thread hashes it in place, in order. Small objects are still hashed in line: a round trip
+ * costs more than hashing 64 KiB.
  *
  * The thread starts with the first stream, or when warmed ahead of one, and exits once no stream has
- * been open for `idleMs` (a thread costs ~8 MiB resident: a server at rest runs none). If the thread
+ * been open for `idleMs` (a thread is an isolate's memory: a server at rest runs none). If the thread
  * dies, every stream open on it fails (its uploads are refused, nothing is stored) and the next
  * stream starts a new thread.
  */
