@@ -2,15 +2,12 @@
 //
 // A running hash per stream, fed buffers in order; each is hashed on the addon's own thread and its
 // callback runs on the event loop once the bytes are no longer read. A plain native thread, not a
-// worker: no V8 isolate (a hash worker thread held 11-16 MiB resident and took ~30 ms to start after
-// each rest: docs/performance.md); it starts with the first buffer and then waits on a condition
-// variable, costing only its stack.
+// worker: no V8 isolate to hold memory or to start after each rest; it starts with the first buffer
+// and then waits on a condition variable, costing only its stack.
 //
-// Why not libuv's pool: both ways tried there (a task per buffer, a task per run of queued buffers)
-// made 1 GiB through curl 15-30% slower than a thread of its own; its four threads also run the
-// O_DIRECT writes of the same uploads (0.5-6 ms each on this shared disk), and a hash queued behind
-// them waits (the likely cause). Each buffer's callback goes to the event loop through a thread-safe
-// function.
+// Why not libuv's pool: its four threads also run the O_DIRECT writes of the same uploads, and a
+// hash queued behind them waits (measured slower: native-bench/NOTES.md). Each buffer's callback
+// goes to the event loop through a thread-safe function.
 //
 // The sha256 is OpenSSL's, linked from the node binary itself (node exports its OpenSSL; the headers
 // come with node's own), so it is the code node:crypto runs, SHA-NI included.
