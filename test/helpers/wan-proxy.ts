@@ -1,0 +1,121 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy that behaves like a WAN link to an upstream: each chunk is held `latencyMs` each way
+ * and the link carries at most `bitsPerSecond` each way; it counts the bytes it carries each way, so
+ * tests assert on bytes over the link (never on durations). `cutDownAt` drops the connection that
+ * carries the n-th downstream byte (a link lost mid-transfer). Latency 0 and no cap: a plain counter.
+ */
+export interface WanProxy {
+  readonly host: string;
+  readonly port: number;
+  /** Bytes carried from clients to the upstream. */
+  readonly bytesUp: number;
+  /** Bytes carried from the upstream to clients. */
+  readonly bytesDown: number;
+  /** Once `bytesDown` would pass `at`, the connection carrying that byte is destroyed (once). */
+  cutDownAt(at: number): void;
+  /** Resolves once the connection cut by cutDownAt is gone. */
+  readonly cut: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Bytes queued in one direction before its source is paused. */
+const MAX_QUEUED = 1 << 20;
+
+interface Direction {
+  /** When the link is free again (ms, performance.now). */
+  freeAt: number;
+  queued: number;
+}
+
+export async function startWanProxy(upstream: { host: string; port: number }, opts: { latencyMs?: number; bitsPerSecond?: number } = {}): Promise<WanProxy> {
+  const latency = opts.latencyMs ?? 0;
+  const bytesPerMs = opts.bitsPerSecond === undefined ? Infinity : opts.bitsPerSecond / 8 / 1000;
+  let bytesUp = 0;
+  let bytesDown = 0;
+  let cutAt: number | null = null;
+  let cutDone: () => void = () => undefined;
+  const cut = new Promise<void>((resolve) => (cutDone = resolve));
+  const sockets = new Set<Socket>();
+  const timers = new Set<NodeJS.Timeout>();
+
+  /** Passes `from`'s bytes to `to` through the link's delay and rate. */
+  const carry = (from: Socket, to: Socket, count: (n: number) => boolean, destroy: () => void): void => {
+    const dir: Direction = { freeAt: 0, queued: 0 };
+    from.on('data', (d: Buffer) => {
+      if (!count(d.length)) return destroy();
+      if (latency === 0 && bytesPerMs === Infinity) {
+        if (!to.write(d)) from.pause();
+        return;
+      }
+      const now = performance.now();
+      const start = Math.max(now, dir.freeAt);
+      dir.freeAt = start + d.length / bytesPerMs;
+      dir.queued += d.length;
+      if (dir.queued > MAX_QUEUED) from.pause();
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        dir.queued -= d.length;
+        to.write(d);
+        if (dir.queued <= MAX_QUEUED) from.resume();
+      }, dir.freeAt + latency - now);
+      timers.add(timer);
+    });
+    to.on('drain', () => from.resume());
+  };
+
+  const server: Server = createServer((client) => {
+    const up = connect(upstream.port, upstream.host);
+    sockets.add(client);
+    sockets.add(up);
+    let gone = false;
+    const destroy = (): void => {
+      if (gone) return;
+      gone = true;
+      client.destroy();
+      up.destroy();
+      sockets.delete(client);
+      sockets.delete(up);
+    };
+    client.on('error', destroy);
+    up.on('error', destroy);
+    client.on('close', destroy);
+    up.on('close', destroy);
+    carry(client, up, (n) => ((bytesUp += n), true), destroy);
+    carry(
+      up,
+      client,
+      (n) => {
+        if (cutAt !== null && bytesDown + n > cutAt) {
+          cutAt = null;
+          setImmediate(cutDone);
+          return false;
+        }
+        bytesDown += n;
+        return true;
+      },
+      destroy,
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    host: '127.0.0.1',
+    port: (server.address() as { port: number }).port,
+    get bytesUp() {
+      return bytesUp;
+    },
+    get bytesDown() {
+      return bytesDown;
+    },
+    cutDownAt(at) {
+      cutAt = at;
+    },
+    cut,
+    async close() {
+      for (const t of timers) clearTimeout(t);
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
