@@ -1,4 +1,5 @@
 import { lfsError } from '../errors/errors.js';
+import { CHALLENGE } from '../service/access-service.js';
 import type { BatchRequest, BatchResponseObject } from '../protocol/batch.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
@@ -126,9 +127,19 @@ export class CacheService {
     return { oid, size, actions: op === 'download' ? { download: action } : { upload: action } };
   }
 
-  /** Checks a transfer link against the request it came with (LFS_ERR_LINK_REFUSED otherwise). */
+  /**
+   * Checks a transfer link against the request it came with (LFS_ERR_LINK_REFUSED otherwise). A link
+   * issued to credentials and used without any is answered 401 with a challenge: git-lfs sends a
+   * transfer without credentials first and adds them only when asked.
+   */
   check(op: LinkOperation, repo: RepoName, oid: Oid, query: string, authorization: string): CheckedLink {
-    return this.#p.links.check(query, { op, repo: repo.key, oid, credential: credentialDigest(authorization) }, op === 'download' ? this.#p.ledger.use(oid) : null);
+    const cached = op === 'download' ? this.#p.ledger.use(oid) : null;
+    try {
+      return this.#p.links.check(query, { op, repo: repo.key, oid, credential: credentialDigest(authorization) }, cached);
+    } catch (e) {
+      if (authorization === '') throw lfsError('LFS_ERR_AUTH_REQUIRED', undefined, CHALLENGE);
+      throw e;
+    }
   }
 
   /** What a download link serves: the cached copy, or the upstream's bytes as they arrive. */

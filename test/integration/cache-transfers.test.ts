@@ -78,7 +78,9 @@ t.test('a link replayed with other credentials, for another repository or altere
   t.equal(status, 200);
   const refused = async (url: string, token: string | null, what: string): Promise<void> => {
     const res = await http('GET', url, { headers: token === null ? {} : { authorization: basic(token) } });
-    t.equal(res.status, 403, what);
+    // Without credentials: 401 with a challenge, so git-lfs sends the ones it holds.
+    t.equal(res.status, token === null ? 401 : 403, what);
+    if (token === null) t.match(String(res.headers['lfs-authenticate'] ?? res.headers['www-authenticate']), /Basic/, `${what}: a challenge`);
     t.match(String(res.headers['content-type']), /^application\/vnd\.git-lfs\+json/, `${what}: LFS body`);
     t.notOk(res.body.includes(b.data.subarray(0, 64)), `${what}: no object bytes`);
   };
