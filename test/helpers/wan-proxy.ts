@@ -27,6 +27,9 @@ interface Direction {
   /** When the link is free again (ms, performance.now). */
   freeAt: number;
   queued: number;
+  /** Chunks in flight, in order, each with when it arrives. */
+  readonly fifo: { readonly chunk: Buffer; readonly at: number }[];
+  timer: NodeJS.Timeout | null;
 }
 
 export async function startWanProxy(upstream: { host: string; port: number }, opts: { latencyMs?: number; bitsPerSecond?: number } = {}): Promise<WanProxy> {
@@ -42,7 +45,24 @@ export async function startWanProxy(upstream: { host: string; port: number }, op
 
   /** Passes `from`'s bytes to `to` through the link's delay and rate. */
   const carry = (from: Socket, to: Socket, count: (n: number) => boolean, destroy: () => void): void => {
-    const dir: Direction = { freeAt: 0, queued: 0 };
+    const dir: Direction = { freeAt: 0, queued: 0, fifo: [], timer: null };
+    // One timer per direction, draining in order: timers of different delays may fire out of order.
+    const drain = (): void => {
+      dir.timer = null;
+      const now = performance.now();
+      while (dir.fifo.length > 0 && dir.fifo[0]!.at <= now + 0.5) {
+        const { chunk } = dir.fifo.shift()!;
+        dir.queued -= chunk.length;
+        to.write(chunk);
+      }
+      if (dir.queued <= MAX_QUEUED) from.resume();
+      if (dir.fifo.length > 0) schedule();
+    };
+    const schedule = (): void => {
+      if (dir.timer !== null) return;
+      dir.timer = setTimeout(drain, Math.max(0, dir.fifo[0]!.at - performance.now()));
+      timers.add(dir.timer);
+    };
     from.on('data', (d: Buffer) => {
       if (!count(d.length)) return destroy();
       if (latency === 0 && bytesPerMs === Infinity) {
@@ -50,19 +70,15 @@ export async function startWanProxy(upstream: { host: string; port: number }, op
         return;
       }
       const now = performance.now();
-      const start = Math.max(now, dir.freeAt);
-      dir.freeAt = start + d.length / bytesPerMs;
+      dir.freeAt = Math.max(now, dir.freeAt) + d.length / bytesPerMs;
+      dir.fifo.push({ chunk: d, at: dir.freeAt + latency });
       dir.queued += d.length;
       if (dir.queued > MAX_QUEUED) from.pause();
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        dir.queued -= d.length;
-        to.write(d);
-        if (dir.queued <= MAX_QUEUED) from.resume();
-      }, dir.freeAt + latency - now);
-      timers.add(timer);
+      schedule();
     });
-    to.on('drain', () => from.resume());
+    to.on('drain', () => {
+      if (dir.queued <= MAX_QUEUED) from.resume();
+    });
   };
 
   const server: Server = createServer((client) => {
