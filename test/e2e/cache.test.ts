@@ -4,7 +4,9 @@ import t, { type Test } from 'tap';
 import { sha256File, writeRandomFile } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { GitSandbox } from '../helpers/git.js';
-import { startServer, tmpDir } from '../helpers/start-server.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { MAIN, startServer, tmpDir } from '../helpers/start-server.js';
 import { startWanProxy } from '../helpers/wan-proxy.js';
 
 // Cache mode with the real git-lfs client: the upstream is a Stowage node on its own data directory
@@ -14,8 +16,8 @@ import { startWanProxy } from '../helpers/wan-proxy.js';
 const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());
-for (const r of ['studio/pushed', 'studio/cold', 'studio/herd', 'studio/locked']) forge.repos.set(r, { private: true });
-const all = { 'studio/pushed': 'push', 'studio/cold': 'push', 'studio/herd': 'push', 'studio/locked': 'push' } as const;
+for (const r of ['studio/pushed', 'studio/cold', 'studio/herd', 'studio/locked', 'studio/warm']) forge.repos.set(r, { private: true });
+const all = { 'studio/pushed': 'push', 'studio/cold': 'push', 'studio/herd': 'push', 'studio/locked': 'push', 'studio/warm': 'push' } as const;
 forge.tokens.set('tok-dev', { login: 'dev', repos: all });
 forge.tokens.set('tok-bob', { login: 'bob', repos: all });
 forge.tokens.set('tok-outsider', { login: 'olga', repos: {} });
@@ -118,4 +120,24 @@ t.test('locks are relayed: a push of a file someone else locked is refused as up
   await t.rejects(bob.git(bobWork, 'push', '-q', 'origin', 'main'), /locked|lock/i, "bob's push is refused");
   await dev.git(work, 'lfs', 'unlock', 'f0.bin');
   t.notMatch((await dev.git(work, 'lfs', 'locks')).stdout, /f0\.bin/, 'unlocked upstream');
+});
+
+t.test('stowage cache warm fetches a ref\'s objects once, so the next clone moves none', async (t) => {
+  const dir = join(root, 'warm');
+  const { remote, files } = await project(dir, `http://127.0.0.1:${link.port}/studio/warm`, 6, 150_000);
+  const total = 6 * 150_000;
+  const pointers = join(dir, 'pointers');
+  await dev.git(dir, '-c', 'lfs.fetchexclude=*', 'clone', '-q', remote, pointers);
+  const before = link.bytesDown;
+  const cli = join(MAIN, '..', 'cli.js');
+  const run = await promisify(execFile)(process.execPath, [cli, 'cache', 'warm', 'studio/warm', '--server', cache.url, '--json', '-q'], {
+    cwd: pointers,
+    env: { ...dev.env, STOWAGE_TOKEN: 'tok-dev' },
+  });
+  t.match(JSON.parse(run.stdout), { ref: 'HEAD', objects: 6, warmed: 6, refused: 0, bytes: total });
+  t.ok(link.bytesDown - before >= total, 'the objects crossed the link once');
+  const after = link.bytesDown;
+  await dev.git(dir, '-c', `lfs.url=${cache.url}/studio/warm`, 'clone', '-q', remote, join(dir, 'clone'));
+  await checkFiles(t, join(dir, 'clone'), files, 'the clone after warming');
+  t.ok(link.bytesDown - after < total / 50, `${link.bytesDown - after} bytes over the link for the clone`);
 });
