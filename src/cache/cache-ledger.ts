@@ -41,6 +41,11 @@ export class CacheLedger {
     return ledger;
   }
 
+  /** SVC_CACHE_MAX_SIZE: an object larger than this passes through without being kept. */
+  get maxSize(): number {
+    return this.#maxSize;
+  }
+
   /** Bytes the cached objects take. */
   get bytes(): number {
     return this.#bytes;

@@ -1,5 +1,6 @@
 import { lfsError } from '../errors/errors.js';
 import { CHALLENGE } from '../service/access-service.js';
+import { reserveReached } from '../store/disk-reserve.js';
 import type { BatchRequest, BatchResponseObject } from '../protocol/batch.js';
 import { parseOid, type Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
@@ -188,8 +189,10 @@ export class CacheService {
     const { authenticated } = link.upstream;
     const transfer = withCredentials(link.upstream.transfer, authenticated, authorization);
     const verify = link.upstream.verify === null ? null : withCredentials(link.upstream.verify, authenticated, authorization);
-    const room = await this.#p.ledger.promise(link.size);
-    if (room === null) throw lfsError('LFS_ERR_STORAGE_FULL');
+    // Larger than the whole cache: written through from a staged copy that is not kept.
+    const keep = link.size <= this.#p.ledger.maxSize;
+    const room = keep ? await this.#p.ledger.promise(link.size) : () => undefined;
+    if (room === null) throw reserveReached();
     const unpin = this.#p.ledger.pin(oid);
     const held = this.#p.ledger.use(oid) !== null;
     try {
@@ -219,7 +222,8 @@ export class CacheService {
           throw e;
         }
       }
-      this.#p.ledger.add(oid, link.size);
+      if (keep) this.#p.ledger.add(oid, link.size);
+      else if (!held) await this.#p.store.delete(oid).catch(() => false);
     } finally {
       room();
       unpin();

@@ -144,7 +144,9 @@ export class FillCoordinator {
   }
 
   async #start(oid: Oid, size: number, action: UpstreamAction): Promise<Fill> {
-    const room = await this.#ledger.promise(size);
+    // Larger than the whole cache: streamed through the staging file, never kept.
+    const keep = size <= this.#ledger.maxSize;
+    const room = keep ? await this.#ledger.promise(size) : () => undefined;
     if (room === null) throw reserveReached();
     const unpin = this.#ledger.pin(oid);
     const path = join(this.#dir, `${oid}.${randomBytes(6).toString('hex')}`);
@@ -158,8 +160,10 @@ export class FillCoordinator {
     }
     const fill = new Fill(oid, size, file);
     this.#events.started();
-    void this.#run(fill, path, action).then(
-      () => this.#ledger.add(oid, size),
+    void this.#run(fill, path, action, keep).then(
+      () => {
+        if (keep) this.#ledger.add(oid, size);
+      },
       (e: unknown) => {
         fill.failure = e;
         fill.state = 'failed';
@@ -176,7 +180,7 @@ export class FillCoordinator {
     return fill;
   }
 
-  async #run(fill: Fill, path: string, action: UpstreamAction): Promise<void> {
+  async #run(fill: Fill, path: string, action: UpstreamAction, keep: boolean): Promise<void> {
     let placed = false;
     try {
       const answer = await this.#upstream.download(action);
@@ -201,6 +205,7 @@ export class FillCoordinator {
       }
       if (fill.written !== fill.size) throw lfsError('LFS_ERR_UPSTREAM_FAILED', `The upstream sent ${fill.written} of the object's ${fill.size} bytes`);
       if (hash.digest('hex') !== fill.oid) throw lfsError('LFS_ERR_UPSTREAM_FAILED', 'The upstream sent bytes that do not match the oid');
+      if (!keep) return;
       await fill.file.datasync();
       const final = this.#finalPath(fill.oid);
       await mkdir(dirname(final), { recursive: true });

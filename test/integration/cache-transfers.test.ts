@@ -165,6 +165,20 @@ t.test('the cache stays under SVC_CACHE_MAX_SIZE, least recently used out first'
   t.match(metrics, /svc_cache_evictions_total [1-9]/);
 });
 
+t.test('an object larger than the whole cache passes through, never kept', async (t) => {
+  const big = blob(11 * MiB);
+  const res = await batch(cache.url, GAME, 'tok-writer', 'upload', [{ oid: big.oid, size: big.size }]);
+  const put = await http('PUT', res.json().objects[0].actions.upload.href, { headers: { authorization: basic('tok-writer') }, body: big.data });
+  t.equal(put.status, 200, 'written through');
+  t.notOk(existsSync(cachedPath(big.oid)), 'not kept after the upload');
+  const d0 = link.bytesDown;
+  const got = await fetchThrough(big, 'tok-writer');
+  t.ok(got.status === 200 && got.body.equals(big.data), 'served from the upstream');
+  t.ok(link.bytesDown - d0 >= big.size, 'over the link');
+  t.notOk(existsSync(cachedPath(big.oid)), 'not kept after the download');
+  t.same(readdirSync(join(cache.dataDir, 'cache', 'fills')), [], 'no staging file left');
+});
+
 t.test('a restart keeps what was cached', async (t) => {
   const b = blob(1 * MiB);
   t.equal(await push(upstream.url, GAME, 'tok-writer', b), 200);
