@@ -55,6 +55,11 @@ export class CacheLedger {
     return this.#entries.size;
   }
 
+  /** The cached object's size, its recency untouched; null when not cached. */
+  sizeOf(oid: Oid): number | null {
+    return this.#entries.get(oid) ?? null;
+  }
+
   /** The cached object's size, marked as just used; null when not cached. */
   use(oid: Oid): number | null {
     const size = this.#entries.get(oid);

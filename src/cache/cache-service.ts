@@ -134,7 +134,8 @@ export class CacheService {
    * transfer without credentials first and adds them only when asked.
    */
   check(op: LinkOperation, repo: RepoName, oid: Oid, query: string, authorization: string): CheckedLink {
-    const cached = op === 'download' ? this.#p.ledger.use(oid) : null;
+    // Not `use`: a refused request must not keep an object from eviction.
+    const cached = op === 'download' ? this.#p.ledger.sizeOf(oid) : null;
     try {
       return this.#p.links.check(query, { op, repo: repo.key, oid, credential: credentialDigest(authorization) }, cached);
     } catch (e) {

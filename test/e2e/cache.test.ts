@@ -141,3 +141,20 @@ t.test('stowage cache warm fetches a ref\'s objects once, so the next clone move
   await checkFiles(t, join(dir, 'clone'), files, 'the clone after warming');
   t.ok(link.bytesDown - after < total / 50, `${link.bytesDown - after} bytes over the link for the clone`);
 });
+
+t.test('eviction under the cap while clones run: the clones still get every byte', async (t) => {
+  // A second cache whose cap holds a third of the repository: clones through it evict as they go.
+  const small = await startServer({ SVC_UPSTREAM_LFS_URL: `http://127.0.0.1:${link.port}/{org}/{repo}`, SVC_DISK_RESERVE: '0', SVC_CACHE_MAX_SIZE: '1MiB' });
+  t.teardown(() => small.stop());
+  appendFileSync(join(dev.home, '.git-credentials'), `http://git:tok-dev@127.0.0.1:${small.port}\n`);
+  const dir = join(root, 'herd');
+  const files = new Map<string, string>();
+  for (let i = 0; i < 10; i++) files.set(`f${i}.bin`, await sha256File(join(dir, 'c1', `f${i}.bin`)));
+  const names = ['e1', 'e2'];
+  await Promise.all(names.map((n) => dev.git(dir, '-c', `lfs.url=${small.url}/studio/herd`, 'clone', '-q', join(dir, 'remote.git'), join(dir, n))));
+  for (const n of names) await checkFiles(t, join(dir, n), files, n);
+  const metrics = (await (await fetch(`${small.url}/metrics`)).text());
+  t.match(metrics, /^svc_cache_evictions_total [1-9]/m, 'objects were evicted');
+  const cached = Number(/^svc_cache_bytes (\d+)/m.exec(metrics)?.[1]);
+  t.ok(cached <= 1 << 20, `${cached} bytes cached, within the 1 MiB cap`);
+});
