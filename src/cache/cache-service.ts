@@ -102,7 +102,10 @@ export class CacheService {
       if (oid === null || !asked.has(oid) || o.size !== asked.get(oid)) continue;
       const size = o.size as number;
       objects.push(this.#answerOne(repo, req.operation, oid, size, o, credential));
+      asked.delete(oid);
     }
+    // git-lfs waits for an entry per object it asked about: one the upstream left out gets an error.
+    for (const [oid, size] of asked) objects.push({ oid, size, error: { code: 502, message: 'The upstream gave no answer for this object' } });
     return { status: 200, body: { transfer: 'basic', objects, hash_algo: 'sha256' }, headers: {} };
   }
 
