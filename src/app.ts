@@ -21,6 +21,8 @@ import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { registerTusRoutes } from './http/routes/tus.js';
+import { registerCacheRoutes } from './http/routes/cache.js';
+import { openCacheMode } from './cache/cache-mode.js';
 import type { TusFront } from './http/tus-front.js';
 import { ResumableUploads } from './service/resumable-uploads.js';
 import { RouteGuard } from './http/route-policy.js';
@@ -200,10 +202,21 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Every route's permission, body cap and cross-site rules: one table (route-policy.ts).
   const guard = new RouteGuard({ access, sessions, baseUrl: () => links.baseUrl });
   registerHealthRoutes(http, guard, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
-  registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
-  if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
+  // SVC_UPSTREAM_LFS_URL: a cache in front of another LFS server (docs/cache.md), whose object and
+  // lock routes take the place of this server's own.
+  const cacheMode =
+    config.cache === null
+      ? null
+      : await openCacheMode({ config: config.cache, dataDir: config.dataDir, directIo: config.directIo, hasher, reserve, metrics, baseUrl: () => links.baseUrl, chunkedUploadThreshold: config.chunkedUploadThreshold });
+  if (cacheMode === null) {
+    registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
+    if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
+    registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
+  } else {
+    registerCacheRoutes(http, guard, { cache: cacheMode.cache, upstream: cacheMode.upstream, served: (source, bytes) => cacheMode.metrics.served(source, bytes), countUploadBytes: transfers.countUploadBytes });
+    log('cache mode: objects and locks come from the upstream', { maxSize: config.cache!.maxSize, linkSecret: config.cache!.linkSecret === null ? 'per process' : 'SVC_CACHE_LINK_SECRET' });
+  }
   registerMaintenanceRoutes(http, guard, { access, maintenance });
-  registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
   const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
   registerRepoPageRoutes(http, guard, { access, stats });
   registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
@@ -273,6 +286,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await front?.close();
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      await cacheMode?.close();
       await s3?.close();
       await retired;
       await journal?.close();

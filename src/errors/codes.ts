@@ -59,6 +59,10 @@ export const ERROR_CODES = {
   LFS_ERR_ORIGIN_MISMATCH: { status: 403, message: "Origin does not match this server's SVC_BASE_URL" },
   LFS_ERR_REPO_NOT_ALLOWED: { status: 403, message: 'This server does not serve this repository' },
   LFS_ERR_OBJECT_TOO_LARGE: { status: 413, message: 'Object is larger than this server accepts' },
+  // Cache mode (docs/cache.md).
+  LFS_ERR_LINK_REFUSED: { status: 403, message: 'This link was not issued to these credentials for this repository, or has expired; run the batch again' },
+  LFS_ERR_UPSTREAM_UNREACHABLE: { status: 502, message: 'The upstream LFS server could not be reached' },
+  LFS_ERR_UPSTREAM_FAILED: { status: 502, message: 'The upstream LFS server failed this transfer' },
   LFS_ERR_QUOTA_EXCEEDED: { status: 507, message: "The repository's storage quota is reached" },
 } as const satisfies Record<string, { status: number; message: string }>;
 

@@ -106,9 +106,17 @@ export interface JournalFlushes {
 /**
  * Series that move differently when an upload brings bytes the store already held for another
  * repository (no new object, no new file, no journaled data): together they tell anyone who can
- * upload whether some repository holds a guessed oid. /metrics shows them only with SVC_METRICS_TOKEN.
+ * upload whether some repository holds a guessed oid. A cache's per-repository series name the
+ * repositories its clients use. /metrics shows them only with SVC_METRICS_TOKEN.
  */
-export const STORE_WIDE_SERIES: ReadonlySet<string> = new Set(['svc_store_objects', 'svc_store_stored_bytes', 'svc_data_dir_free_bytes', 'svc_journal_segments_total']);
+export const STORE_WIDE_SERIES: ReadonlySet<string> = new Set([
+  'svc_store_objects',
+  'svc_store_stored_bytes',
+  'svc_data_dir_free_bytes',
+  'svc_journal_segments_total',
+  'svc_cache_repository_hits_total',
+  'svc_cache_repository_misses_total',
+]);
 
 /** Store figures are read from SQLite at most this often, however many scrapes arrive (docs/metrics.md). */
 export const STORE_FIGURES_MAX_AGE_MS = 60_000;
