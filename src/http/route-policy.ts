@@ -204,7 +204,7 @@ export class GuardedCall {
  * call must carry a JSON Content-Type (JSON body routes) and no foreign Origin, a Content-Length
  * over the route's cap is refused at once, and the body is held at PRE_AUTH_BYTES until the
  * handler authorized the caller (GuardedCall.authorize or admit). Refusals go out with the body
- * unread: respond.ts stops reading the socket and closes the connection after the answer.
+ * unread, and the connection closes after the answer (respond.ts says how).
  */
 export class RouteGuard {
   readonly access: AccessService;
@@ -249,8 +249,8 @@ export class RouteGuard {
       try {
         this.#admit(ctx, policy);
       } catch (e) {
-        // The upload's pump is not attached yet: the answer must still stop reading the socket.
-        if (policy.body.kind === 'stream') ctx.bodyPending = true;
+        // The upload's pump is not attached yet: its body is refused as a route without one's is.
+        if (policy.body.kind === 'stream') refuseBody(ctx);
         throw e;
       }
       return handler(ctx, new GuardedCall(ctx, name, policy, this, body));
