@@ -159,7 +159,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const resumable =
     config.tusPort === null || disk === null || node !== null
       ? null
-      : await ResumableUploads.open(config.dataDir, { objects, transfers, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
+      : await ResumableUploads.open(config.dataDir, { objects, transfers, hasher, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
           const [org, repo, ...rest] = key.split('/');
           return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
         });

@@ -34,6 +34,11 @@ export interface WriterOptions {
    * metadata records it, so its readers can tell plain objects without probing for a trailer.
    */
   readonly framed?: boolean;
+  /**
+   * The bytes' sha256, computed by this process as they arrived (a resumable upload): the verify
+   * layer still counts them and checks this against the oid, without hashing them again.
+   */
+  readonly sha256?: string;
 }
 
 /**
