@@ -163,6 +163,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
           const [org, repo, ...rest] = key.split('/');
           return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
         });
+  if (resumable !== null) settings.countPartialBytes(async (repoKey, except) => resumable.bytesOf(repoKey, except));
   if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
   const tusLinks = { baseUrl: config.baseUrl ?? '' };
   // The disk store also serves the legacy per-repository layout until dedupe folds it.
@@ -189,6 +190,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
+    partials: resumable,
     log,
   });
 

@@ -173,6 +173,27 @@ export class ResumableUploads {
     if (this.#announced.size > MAX_ANNOUNCED) this.#announced.delete(this.#announced.keys().next().value!);
   }
 
+  /** Durable bytes of `repoKey`'s partial uploads, but for the one of `except` (its quota counts them). */
+  bytesOf(repoKey: string, except: Oid): number {
+    let bytes = 0;
+    for (const u of this.#uploads.values()) if (u.repo.key === repoKey && u.oid !== except) bytes += u.synced;
+    return bytes;
+  }
+
+  /**
+   * Retain: removes `repoKey`'s partial uploads of oids not in `keep`, untouched since `before` and
+   * with no PATCH running or finishing; returns how many (would go, in a dry run).
+   */
+  async dropUnkept(repoKey: string, keep: ReadonlySet<Oid>, before: number, dryRun: boolean): Promise<number> {
+    let dropped = 0;
+    for (const u of [...this.#uploads.values()]) {
+      if (u.repo.key !== repoKey || keep.has(u.oid) || u.touched >= before || u.run !== null || u.finishing !== null) continue;
+      dropped++;
+      if (!dryRun) await this.#drop(u);
+    }
+    return dropped;
+  }
+
   /** Partial uploads kept and the durable bytes they hold (metrics). */
   figures(): { count: number; bytes: number } {
     let bytes = 0;
