@@ -34,7 +34,7 @@ const STATE_BYTES = 512;
 /** Batch answers remembered for their first HEAD (a push's objects; the oldest go first). */
 const MAX_ANNOUNCED = 100_000;
 /** The saved sha256 state of no bytes (src/native/sha256.cc's format). */
-const EMPTY_STATE = Uint8Array.from(Buffer.from('6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd190000000000000000', 'hex'));
+export const EMPTY_STATE = Uint8Array.from(Buffer.from('6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd190000000000000000', 'hex'));
 /** Bytes read from a finished upload at a time on its way into the store. */
 const READ_CHUNK = 1 << 20;
 
@@ -55,6 +55,29 @@ interface Upload {
   touched: number;
 }
 
+/**
+ * What the tus routes, the batch, retain, quotas and metrics use of partial uploads, whether they
+ * live in one node's data directory (ResumableUploads) or in the index and the bucket shared by
+ * every node (SharedResumableUploads).
+ */
+export interface TusUploads {
+  /** The batch offered a tus upload of `oid` to `repo`: its first HEAD or PATCH may begin it. */
+  announce(repo: RepoName, oid: Oid, size: number): void | Promise<void>;
+  /** The durable offset and the announced size; an object the repository holds reports its size; null when never offered. */
+  status(repo: RepoName, oid: Oid): Promise<{ offset: number; size: number } | null>;
+  /** Appends a PATCH body at `offset`; answers the new durable offset (the size once stored). */
+  patch(repo: RepoName, oid: Oid, offset: number, body: UploadBody, judge: UploadJudge | null): Promise<number>;
+  /** Drops the partial upload; false when there was none. */
+  terminate(repo: RepoName, oid: Oid): Promise<boolean>;
+  /** Removes partial uploads no byte reached for SVC_UPLOAD_RESUME_TTL; returns how many. */
+  sweep(now?: number): Promise<number>;
+  /** Durable bytes of `repoKey`'s partial uploads but for `except`'s (its quota counts them). */
+  bytesOf(repoKey: string, except: Oid): number | Promise<number>;
+  /** Retain: see PartialUploadSweep. */
+  dropUnkept(repoKey: string, keep: ReadonlySet<Oid>, before: number, dryRun: boolean): Promise<number>;
+  figures(): { count: number; bytes: number } | Promise<{ count: number; bytes: number }>;
+}
+
 export interface ResumableParts {
   readonly objects: ObjectIndex;
   readonly transfers: TransferService;
@@ -67,7 +90,7 @@ export interface ResumableParts {
 }
 
 /** Where one repository's partial upload of one oid lives: the repository's name hashed (no path characters), then the oid. */
-function stemOf(repoKey: string, oid: Oid): string {
+export function stemOf(repoKey: string, oid: Oid): string {
   return `${createHash('sha256').update(repoKey).digest('hex').slice(0, 24)}-${oid}`;
 }
 
@@ -81,7 +104,7 @@ function stemOf(repoKey: string, oid: Oid): string {
  * written: the hash state is saved with each durable offset, so neither a resume nor the finish
  * reads the prefix back to hash it (the store is handed the digest instead).
  */
-export class ResumableUploads {
+export class ResumableUploads implements TusUploads {
   readonly #dir: string;
   readonly #objects: ObjectIndex;
   readonly #transfers: TransferService;
@@ -390,7 +413,7 @@ export class ResumableUploads {
 
 const noop = (): void => undefined;
 
-function tusConflict(offset: number): Error {
+export function tusConflict(offset: number): Error {
   return lfsError('LFS_ERR_UPLOAD_OFFSET_MISMATCH', `Upload-Offset must be ${offset}, the bytes this server holds`, { 'Upload-Offset': String(offset), 'Tus-Resumable': TUS_VERSION });
 }
 
@@ -399,7 +422,7 @@ function isOverrun(e: unknown): boolean {
 }
 
 /** Reads a body that carries nothing to keep (a PATCH of an upload already complete). */
-async function drain(body: UploadBody): Promise<void> {
+export async function drain(body: UploadBody): Promise<void> {
   const sink: ObjectWriter = {
     write: (chunk) => {
       if (chunk.byteLength > 0) throw lfsError('LFS_ERR_BODY_TOO_LARGE', 'This upload is complete: no more bytes are taken');
