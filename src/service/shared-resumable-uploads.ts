@@ -242,6 +242,8 @@ class PartRun implements ObjectWriter {
     this.#part = whole;
     this.#durable = whole * row.partSize;
     this.#buf = Buffer.allocUnsafe(this.#lengthOf(whole));
+    // An empty object has no part: it is complete as it begins.
+    this.#lastSent = row.size === 0;
   }
 
   /** Every byte arrived and went to the bucket. */
