@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,7 +25,8 @@ import { registerTusRoutes } from './http/routes/tus.js';
 import { registerCacheRoutes } from './http/routes/cache.js';
 import { openCacheMode } from './cache/cache-mode.js';
 import type { TusFront } from './http/tus-front.js';
-import { ResumableUploads } from './service/resumable-uploads.js';
+import { ResumableUploads, type TusUploads } from './service/resumable-uploads.js';
+import { SharedResumableUploads } from './service/shared-resumable-uploads.js';
 import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
@@ -157,16 +159,33 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         };
   const cluster = node === null ? null : await ClusterUploads.start(node, db.maintenance, log);
   const transfers = new TransferService(blobs, objects, metrics, { cluster, reserve, grants, promoter: presign, log });
-  // Resumable (tus) uploads keep their partial bytes in this node's data directory: one node with the
-  // disk store only. A bucket or a shared index answers basic, as if SVC_TUS_PORT were unset.
-  const resumable =
-    config.tusPort === null || disk === null || node !== null
+  // Resumable (tus) uploads keep their partial bytes in this node's data directory with the disk
+  // store on one node, and in the index and the bucket with a bucket (any number of nodes). The disk
+  // store with a shared index (not a supported cluster) answers basic, as if SVC_TUS_PORT were unset.
+  const resumable: TusUploads | null =
+    config.tusPort === null
       ? null
-      : await ResumableUploads.open(config.dataDir, { objects, transfers, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
-          const [org, repo, ...rest] = key.split('/');
-          return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
-        });
-  if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
+      : s3 !== null
+        ? new SharedResumableUploads({
+            index: db.resumable,
+            objects,
+            transfers,
+            hasher,
+            parts: s3.partStore(),
+            // One node on its own: no heartbeats, so a hold a previous run left is no live node's.
+            node: node ?? { id: randomBytes(9).toString('base64url'), liveSince: () => Number.MAX_SAFE_INTEGER },
+            limits: settings,
+            ttlSeconds: config.uploadResumeTtl,
+            log,
+          })
+        : disk === null || node !== null
+          ? null
+          : await ResumableUploads.open(config.dataDir, { objects, transfers, hasher, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
+              const [org, repo, ...rest] = key.split('/');
+              return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
+            });
+  if (resumable !== null) settings.countPartialBytes(async (repoKey, except) => resumable.bytesOf(repoKey, except));
+  if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but the disk store on several nodes keeps no resumable uploads: uploads stay basic', { level: 'warn' });
   const tusLinks = { baseUrl: config.baseUrl ?? '' };
   // The disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, {
@@ -192,6 +211,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
+    partials: resumable,
     log,
   });
 

@@ -41,6 +41,8 @@ export const ERROR_CODES = {
   LFS_ERR_SHUTTING_DOWN: { status: 503, message: 'Server is shutting down; retry shortly' },
   // Resumable uploads (tus): a PATCH whose Upload-Offset is not the offset this server holds; the answer's Upload-Offset says which.
   LFS_ERR_UPLOAD_OFFSET_MISMATCH: { status: 409, message: 'Upload-Offset does not match the bytes this server holds of the upload' },
+  // Resumable uploads on several nodes: another node appends to this upload now (docs/resumable-uploads.md).
+  LFS_ERR_UPLOAD_BUSY: { status: 423, message: 'Another request appends to this upload now; ask where it stands (HEAD) and resume' },
   LFS_ERR_TUS_VERSION: { status: 412, message: 'Tus-Resumable must be 1.0.0, the tus version spoken here' },
   LFS_ERR_UPLOAD_ABORTED: { status: 400, message: 'Upload ended before the whole object arrived' },
   LFS_ERR_NOT_READY: { status: 503, message: 'Storage is not writable' },

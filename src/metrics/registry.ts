@@ -85,7 +85,7 @@ export interface MetricSources {
   /** The forge lookup budget: calls spent in the current minute and its size (absent: no series). */
   lookupBudget?(): { readonly used: number; readonly limit: number };
   /** Partial resumable (tus) uploads kept now and the bytes they hold (absent: 0). */
-  partialUploads?(): { readonly count: number; readonly bytes: number };
+  partialUploads?(): { readonly count: number; readonly bytes: number } | Promise<{ readonly count: number; readonly bytes: number }>;
 }
 
 export interface JournalFlushes {
@@ -513,14 +513,14 @@ class Series {
     name: 'svc_partial_uploads',
     help: 'Partial resumable (tus) uploads kept for their client to resume (removed when they finish, are terminated, or after SVC_UPLOAD_RESUME_TTL)',
     registers: [this.registry],
-    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().count ?? 0)),
+    collect: this.#sourced(async (s, g) => g.set((await s.partialUploads?.())?.count ?? 0)),
   });
 
   readonly partialUploadBytes = new this.#prom.Gauge({
     name: 'svc_partial_upload_bytes',
-    help: 'Bytes held by partial resumable (tus) uploads on the data directory\'s file system',
+    help: 'Durable bytes held by partial resumable (tus) uploads (the data directory, or the bucket\'s uploads/ parts)',
     registers: [this.registry],
-    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().bytes ?? 0)),
+    collect: this.#sourced(async (s, g) => g.set((await s.partialUploads?.())?.bytes ?? 0)),
   });
 
   /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */

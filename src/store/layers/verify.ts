@@ -71,7 +71,7 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
   /** Wraps the writer `create` opens below in the checks of `oid` and its announced size. */
   async #verifying<P extends PutResult>(oid: Oid, options: WriterOptions, create: (options: WriterOptions) => Promise<ObjectWriter & { finish(): Promise<P> }>): Promise<VerifyingWriter<P>> {
     const size = options.expectedSize;
-    const check = new IncomingCheck(oid, size, this.#offLoopStream(size));
+    const check = options.sha256 === undefined ? new IncomingCheck(oid, size, this.#offLoopStream(size)) : new IncomingCheck(oid, size, null, options.sha256);
     try {
       return new VerifyingWriter(check, await create(options), this.inner.blockSize);
     } catch (e) {
