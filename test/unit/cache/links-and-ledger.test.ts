@@ -1,10 +1,10 @@
 import t from 'tap';
-import { CacheLedger } from '../../src/cache/cache-ledger.js';
-import { LinkSigner, credentialDigest, type LinkGrant, type UpstreamActions } from '../../src/cache/link-signer.js';
-import { ConfigError, loadConfig } from '../../src/config/load.js';
-import { isLfsError } from '../../src/errors/errors.js';
-import type { Oid } from '../../src/protocol/oid.js';
-import type { StoredObject } from '../../src/store/types.js';
+import { CacheLedger } from '../../../src/cache/cache-ledger.js';
+import { LinkSigner, credentialDigest, type LinkGrant, type UpstreamActions } from '../../../src/cache/link-signer.js';
+import { ConfigError, loadConfig } from '../../../src/config/load.js';
+import { isLfsError } from '../../../src/errors/errors.js';
+import type { Oid } from '../../../src/protocol/oid.js';
+import type { StoredObject } from '../../../src/store/types.js';
 
 const OID = 'a'.repeat(64) as Oid;
 const ACTIONS: UpstreamActions = { transfer: { href: 'https://upstream.example/o', header: { Authorization: 'RemoteAuth x' } }, verify: null, authenticated: true };
