@@ -5,15 +5,11 @@ import { lfsError, type LfsError } from '../errors/errors.js';
 const FRESH_MS = 1000;
 
 /**
- * Free space the disk backend keeps back on the data directory's file system (SVC_DISK_RESERVE).
- * New object bytes (uploads, imports, the compress job's new copies) are admitted only while they
- * leave at least `bytes` free, so that what frees space or writes only a little (retain and its
- * index transactions, WAL checkpoints, locks, dashboard sign-ins, audit's quarantine, the journal's
- * retirement of one segment) still finds room on a store that uploads filled.
- *
- * Cheap per admission: one statfs at most every FRESH_MS, the bytes admitted since taken off that
- * figure. A refusal is never decided on a cached figure: it is read again first, so space freed
- * meanwhile (by retain, or an operator) admits the next upload at once.
+ * Free space the disk backend keeps back (SVC_DISK_RESERVE). New object bytes (uploads, imports,
+ * compress copies) are admitted only while they leave `bytes` free, so what frees space or writes
+ * little (retain, checkpoints, locks, sign-ins, quarantine, journal retirement) still finds room on a
+ * store that uploads filled. One statfs at most every FRESH_MS, admitted bytes taken off that figure;
+ * a refusal is always decided on a fresh figure, so space freed meanwhile admits the next upload.
  */
 export class DiskReserve {
   /** 0: no reserve (every admission passes; a full disk still answers 507 from ENOSPC). */

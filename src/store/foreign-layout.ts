@@ -3,22 +3,15 @@ import { lstat, opendir, realpath, stat } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 import { parseOid, type Oid } from '../protocol/oid.js';
 
-/**
- * How a server names an object's file under its content root: always `ab/cd/<name>` (the first two
- * pairs of hex digits as folders), where `<name>` is either the whole oid or the oid without its
- * first four digits.
- */
+/** How a server names an object's file: `ab/cd/<name>`, `<name>` the whole oid or all but its first four digits. */
 export type ObjectFileName = 'full' | 'rest';
 
 /**
- * The on-disk layouts `import` reads, each checked against the other server's source:
- * - gitea modules/lfs/pointer.go `RelativePath`: `path.Join(oid[0:2], oid[2:4], oid[4:])` (Forgejo
- *   kept it), under `[lfs] PATH` (default `data/lfs`);
- * - gitlab app/uploaders/lfs_object_uploader.rb: `store_dir` is `oid[0,2]/oid[2,2]`, `filename` is
- *   `oid[4..-1]`, under the `lfs-objects` folder of GitLab's `shared` directory;
- * - git-lfs/lfs-test-server content_store.go `transformKey`: `key[0:2]/key[2:4]/key[4:]`, under
- *   `LFS_CONTENTPATH` (default `lfs-content`);
- * - the git-lfs client's own `.git/lfs/objects` (and Stowage's legacy folder): `ab/cd/<oid>`.
+ * The on-disk layouts `import` reads, each checked against the other server's source: Gitea/Forgejo
+ * (modules/lfs/pointer.go `RelativePath`, under `[lfs] PATH`), GitLab
+ * (app/uploaders/lfs_object_uploader.rb, in the `lfs-objects` folder of GitLab's shared directory), lfs-test-server
+ * (content_store.go `transformKey`, under `LFS_CONTENTPATH`): `ab/cd/<oid[4:]>`; the git-lfs client's
+ * `.git/lfs/objects` (and Stowage's legacy folder): `ab/cd/<oid>`.
  */
 export const IMPORT_LAYOUTS = {
   gitea: 'rest',
@@ -36,13 +29,9 @@ export function parseImportLayout(value: unknown): ImportLayout | null {
 }
 
 /**
- * Why a file under a content root is not an object of its layout:
- * - `not_an_object`: its name or place is not `ab/cd/<name>` with the right digits;
- * - `other_layout`: it is named as the *other* file-name form would name an object (an oid without
- *   its first four digits in a whole-oid tree, or the reverse), so the wrong layout was chosen;
- * - `not_a_file`: a symbolic link, socket or device (never followed);
- * - `unreadable`: a folder that could not be listed;
- * - `set_aside`: a `<oid>.refused` / `<oid>.corrupt` file a maintenance job renamed on purpose.
+ * Why a file under a content root is not an object of its layout: `other_layout` means it is named as
+ * the other file-name form would name an object, so the wrong layout was chosen; `set_aside` is a
+ * `<oid>.refused` / `<oid>.corrupt` file a maintenance job renamed; symbolic links are `not_a_file`.
  */
 export type StrayReason = 'not_an_object' | 'other_layout' | 'not_a_file' | 'unreadable' | 'set_aside';
 
@@ -71,10 +60,9 @@ export function classifyObjectPath(parts: readonly string[], form: ObjectFileNam
 }
 
 /**
- * Every entry under `root`, one at a time: each folder is read as a stream (opendir), so memory
- * stays bounded by the depth of the tree whatever the number of files. Symbolic links are reported,
- * never followed, so the walk cannot leave `root`. A missing root yields nothing. Ending the
- * iteration early (return()) closes the folders it holds open.
+ * Every entry under `root`, one at a time, folders read as streams (opendir), so memory stays bounded
+ * by the tree's depth. Symbolic links are reported, never followed. A missing root yields nothing;
+ * ending early closes the folders held open.
  */
 export async function* walkLayout(root: string, form: ObjectFileName): AsyncGenerator<LayoutEntry> {
   yield* walkFolder(root, [], form);
@@ -118,10 +106,9 @@ export type ImportSource = { readonly path: string } | { readonly problem: strin
 const SOURCE_SEGMENT_RE = /^[A-Za-z0-9._@+=,-]{1,255}$/;
 
 /**
- * Resolves `source`, a folder named relative to the import root (SVC_IMPORT_DIR), to a real path
- * that is the root or inside it. Only plain path segments are accepted (no absolute path, no dot
- * segments), and the real path is checked after symbolic links are resolved, so neither `..` nor a
- * link can point an import outside the folder the operator allowed.
+ * Resolves `source`, named relative to SVC_IMPORT_DIR, to a real path at or inside that root. Only
+ * plain segments are accepted and the real path is checked after links are resolved, so neither `..`
+ * nor a link can point an import outside the folder the operator allowed.
  */
 export async function resolveImportSource(root: string, source: string): Promise<ImportSource> {
   if (source.startsWith('/')) return { problem: 'source must be a folder relative to SVC_IMPORT_DIR, not an absolute path' };

@@ -5,11 +5,7 @@ import { readFully } from './framed-reader.js';
 import { RawChunkSource } from './raw-reader.js';
 import type { BlobReader, ChunkSource, InLineObject } from './types.js';
 
-/**
- * Objects up to this size are read on the calling thread: a small read from the page cache is
- * quicker in line than the threadpool's round trip (a thread wake-up, then the event loop's), and a
- * clone makes one GET per object.
- */
+/** Objects up to this size are read on the calling thread: quicker than a threadpool round trip. */
 export const INLINE_READ_MAX = 256 << 10;
 
 /** Fills `buf` from `position` of a file on this thread; a short read (a truncated file) is an error. */
@@ -22,9 +18,8 @@ export function readFullySync(fd: number, buf: Uint8Array, position: number): vo
 }
 
 /**
- * The reads of a plain object of `size` bytes stored at `base` in the file `fd`: in line when the
- * whole object is small (a cold read then holds the event loop for one small read at most), through
- * the threadpool otherwise, so range reads of large objects and their frames never block it.
+ * The reads of a plain object of `size` bytes at `base` in `fd`: in line when the object is small (a
+ * cold read holds the event loop for one small read at most), on the threadpool otherwise.
  */
 export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader, 'read' | 'readAt'> {
   if (size > INLINE_READ_MAX) {
@@ -44,10 +39,9 @@ export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader,
 }
 
 /**
- * A small object's bytes read whole at open, in line, into one pooled buffer that its reader holds
- * until close; the descriptor is closed at once. The compress layer's trailer probe and the
- * download's read are then copies from memory: one `pread` per small GET instead of two, and no
- * descriptor held while the response goes out.
+ * A small object's bytes read whole at open, in line, into one pooled buffer its reader holds until
+ * close; the descriptor is closed at once. The trailer probe and the download's read are then copies
+ * from memory, with no descriptor held while the response goes out.
  */
 export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | 'readAt' | 'close'> {
   let held: Buffer | null = readPooled(fd, size);

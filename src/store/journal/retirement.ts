@@ -16,9 +16,8 @@ export interface Retirable {
 }
 
 /**
- * Runs the journal's retirement every second, one round at a time, from construction until `stop`:
- * a round that fails (a full disk) is retried the next second, said once and again when it
- * recovers; one that runs past RETIRE_STALL_MS is reported with the step it is in.
+ * Runs the journal's retirement every second, one round at a time, until `stop`: a failed round (a
+ * full disk) is retried, said once and again on recovery; one past RETIRE_STALL_MS is reported.
  */
 export class RetirementScheduler {
   readonly #journal: Retirable;

@@ -18,7 +18,6 @@ export class S3Keys {
     this.prefix = prefix;
   }
 
-  /** The folders, as key prefixes (see the class comment for what each holds). */
   get objects(): string {
     return `${this.prefix}objects/`;
   }

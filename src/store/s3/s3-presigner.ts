@@ -11,10 +11,9 @@ import { MAX_PRESIGN_SECONDS } from './sigv4.js';
 export const MAX_PRESIGNED_PUT = 5 * 1024 ** 3;
 
 /**
- * The S3 store's Presigner capability (docs/behaviour.md, "Object storage (S3)"): presigned GETs of shared keys,
- * presigned PUTs to per-repository landing keys, and the promotion of a landing object into the
- * shared keyspace once the server has confirmed its size and sha256. compressFrom is null here:
- * the backend stores bytes as given; a compress layer wrapping it reports its own threshold.
+ * The S3 store's Presigner capability (docs/behaviour.md, "Object storage (S3)"): presigned GETs of
+ * shared keys, presigned PUTs to per-repository landing keys, and promotion of a landing object into
+ * the shared keyspace once its size and sha256 are confirmed. compressFrom is null: bytes as given.
  */
 export class S3Presigner implements Presigner {
   readonly compressFrom = null;
@@ -37,10 +36,9 @@ export class S3Presigner implements Presigner {
   }
 
   /**
-   * Start-up probe: does the bucket refuse a body that does not match `x-amz-checksum-sha256`?
-   * AWS S3 does; several S3-compatible stores ignore the header. Only when it does is the header
-   * bound into presigned PUTs and trusted at promotion; otherwise promotion hashes the bytes itself.
-   * An unreachable bucket counts as "not enforced", the safe side.
+   * Start-up probe: does the bucket refuse a body that does not match `x-amz-checksum-sha256`? AWS
+   * does, several S3-compatible stores ignore it; otherwise promotion hashes the bytes itself. An
+   * unreachable bucket counts as "not enforced", the safe side.
    */
   async probeChecksumEnforcement(): Promise<boolean> {
     const key = this.#keys.stagingOf('.checksum-probe');

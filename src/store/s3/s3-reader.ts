@@ -13,13 +13,10 @@ export interface ReadTarget {
 }
 
 /**
- * Bytes [start, end] of one object version through a ranged GET. The body is pulled chunk by chunk,
- * so undici stops reading the socket while the client is slow (read-ahead bounded by the stream's
- * high-water mark); close() destroys the body, ending the request.
- *
- * A read never observes a later delete or replacement (types.ts BlobReader): the GET carries
- * `If-Match` with the opened ETag, and when the key is gone (404) or holds another version (412),
- * the same range is read from the trash copy, provided that copy is of the opened version.
+ * Bytes [start, end] of one object version through a ranged GET, pulled chunk by chunk so undici
+ * stops reading the socket while the client is slow; close() ends the request. A read never observes
+ * a later delete or replacement (types.ts BlobReader): the GET carries `If-Match`, and on 404 or 412
+ * the range is read from the trash copy, provided it is of the opened version.
  */
 export class S3ChunkSource implements ChunkSource {
   readonly #client: S3Client;

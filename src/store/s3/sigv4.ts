@@ -1,6 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
 
-/** The keys one request is signed with (from whichever source the credential chain used). */
 export interface S3Credentials {
   readonly accessKeyId: string;
   readonly secretAccessKey: string;
@@ -9,7 +8,6 @@ export interface S3Credentials {
 
 /** Payload hash value that tells S3 the body is not part of the signature (the server hashes it itself). */
 export const UNSIGNED_PAYLOAD = 'UNSIGNED-PAYLOAD';
-/** SHA-256 of the empty body. */
 export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 /** Longest lifetime S3 accepts for a presigned URL (X-Amz-Expires ≤ 604800). */
 export const MAX_PRESIGN_SECONDS = 604_800;
@@ -84,10 +82,7 @@ function lowerHeaders(input: SignInput): Record<string, string> {
   return out;
 }
 
-/**
- * Signs a request with an Authorization header. Returns the headers to send (the given ones plus
- * x-amz-date, x-amz-content-sha256, the session token and Authorization; host is set by undici).
- */
+/** Signs a request with an Authorization header; returns the headers to send (host is set by undici). */
 export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: string, now = new Date()): Record<string, string> {
   const { amzDate } = stamps(now);
   const headers = lowerHeaders(input);
@@ -101,8 +96,7 @@ export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: str
 }
 
 /**
- * A presigned URL (query-string authentication): it carries its own credentials, so whoever holds
- * it may make exactly this request, with exactly the signed headers, until it expires.
+ * A presigned URL: whoever holds it may make exactly this request until it expires.
  * https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
  */
 export function presign(ctx: SignContext, input: SignInput, origin: string, expiresIn: number, now = new Date()): string {

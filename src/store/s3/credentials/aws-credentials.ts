@@ -12,7 +12,6 @@ export interface AwsCredentials {
   readonly expiration: Date | null;
 }
 
-/** One place credentials come from. */
 export interface CredentialSource {
   /** Short name for logs ("environment", "web identity", "instance metadata" …); never a secret. */
   readonly name: string;
@@ -23,10 +22,7 @@ export interface CredentialSource {
   load(signal: AbortSignal): Promise<AwsCredentials | null>;
 }
 
-/**
- * A source set up by its part of the configuration (null: not set up here, so load() answers null
- * and the chain moves on); subclasses fetch with the settings.
- */
+/** A source set up by its part of the configuration (null: not set up, so load() answers null). */
 export abstract class ConfiguredSource<C> implements CredentialSource {
   abstract readonly name: string;
   readonly #config: C | null;

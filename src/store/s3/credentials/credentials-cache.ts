@@ -34,12 +34,10 @@ const RETRY_MAX_MS = 60_000;
 const RETRY_AFTER = '10';
 
 /**
- * Holds the current credentials of one source and renews them before they expire: ahead of expiry
- * by five minutes, or half the remaining life if shorter; one load in flight at a time. A failed
- * renewal keeps the old credentials in use until they expire (said once in the log, and again
- * when renewal recovers), retried meanwhile; past expiry, requests to the bucket fail with a 503
- * and Retry-After, a storage fault, until a load succeeds. Timers are unref'd: an idle server
- * still renews, and never stays up for it.
+ * Holds the current credentials of one source and renews them ahead of expiry (five minutes, or half
+ * the remaining life if shorter), one load at a time. A failed renewal keeps the old credentials
+ * until they expire (said once, and again on recovery); past expiry, bucket requests get 503 with
+ * Retry-After until a load succeeds. Timers are unref'd.
  */
 export class CredentialsCache implements CredentialsProvider {
   readonly #source: CredentialSource;

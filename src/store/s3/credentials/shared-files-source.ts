@@ -8,11 +8,10 @@ type Profile = Record<string, string>;
 const UNSUPPORTED = ['role_arn', 'credential_process', 'sso_session', 'sso_start_url', 'web_identity_token_file'] as const;
 
 /**
- * The shared files (https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html): static keys
- * of one profile (AWS_PROFILE, else `default`) from the credentials file and the config file, the
- * credentials file winning where both set a key. Assumed roles (`role_arn` + `source_profile`),
- * `credential_process` and SSO are not followed: such a profile is refused with its setting named.
- * Files are read at each load, so keys rotated in the file are picked up at the next refresh.
+ * The shared files (https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html): static keys of
+ * one profile (AWS_PROFILE, else `default`), the credentials file winning over the config file.
+ * Assumed roles, `credential_process` and SSO are refused by name. Read at each load, so rotated keys
+ * are picked up.
  */
 export class SharedFilesSource implements CredentialSource {
   readonly name = 'shared files';

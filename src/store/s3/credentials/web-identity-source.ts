@@ -10,10 +10,10 @@ const STS_TIMEOUT_MS = 5_000;
 const STS_VERSION = '2011-06-15';
 
 /**
- * Web identity (EKS IAM roles for service accounts, GitHub OIDC …): the token in
- * AWS_WEB_IDENTITY_TOKEN_FILE is exchanged for role credentials with STS AssumeRoleWithWebIdentity,
- * an unsigned call (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html).
- * The file is read again at every refresh: the kubelet rotates the projected token.
+ * Web identity (EKS service accounts, GitHub OIDC …): the token in AWS_WEB_IDENTITY_TOKEN_FILE is
+ * exchanged with STS AssumeRoleWithWebIdentity, unsigned
+ * (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html). Read
+ * again at every refresh: the kubelet rotates the token.
  */
 export class WebIdentitySource extends ConfiguredSource<AwsWebIdentityConfig> {
   readonly name = 'web identity';
