@@ -2,11 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NODE_HEARTBEAT_MS, NODE_STALE_MS, type NodeIndex } from '../db/index-types.js';
 
-/** What a node does when it learns of retain sweeps (ClusterUploads). */
 export interface SweepWatcher {
   /** A sweep this node has not acknowledged exists: record every upload now in flight, and each new one from now on. */
   recordInFlight(): Promise<void>;
-  /** No sweep is open: new uploads need not record themselves. */
   sweepsClosed(): void;
 }
 
@@ -21,10 +19,9 @@ const SWEEP_ACK_WAIT_MS = 2 * NODE_STALE_MS;
 
 /**
  * This process as one node of a cluster sharing a PostgreSQL index: a random id per start and a
- * heartbeat row the other nodes read. A node silent for NODE_STALE_MS is dead to them: its uploads
- * in flight no longer hold deletes back, its job leases are free, its running jobs interrupted.
- * The heartbeat also carries the newest retain sweep this node acknowledged (NodeIndex explains
- * sweeps). Only used with a shared index; one node on SQLite needs none of it.
+ * heartbeat row. A node silent for NODE_STALE_MS is dead to the others: its uploads no longer hold
+ * deletes back, its leases are free, its jobs interrupted. The heartbeat also acknowledges retain
+ * sweeps (NodeIndex explains them). One node on SQLite needs none of it.
  */
 export class ClusterNode {
   /** Random per process start, so rows a dead predecessor left are never mistaken for ours. */
@@ -44,7 +41,7 @@ export class ClusterNode {
     this.#log = log;
   }
 
-  /** Writes the first heartbeat (so this node is live before it takes any work), then one every NODE_HEARTBEAT_MS. */
+  /** Writes the first heartbeat (live before taking any work), then one every NODE_HEARTBEAT_MS. */
   static async join(nodes: NodeIndex, log: (msg: string, fields: object) => void): Promise<ClusterNode> {
     const node = new ClusterNode(nodes, log);
     await node.beat();
@@ -56,7 +53,6 @@ export class ClusterNode {
     return node;
   }
 
-  /** Every start is a new node id: rows of nodes gone for good are removed now and then. */
   async #forgetSilent(): Promise<void> {
     try {
       const n = await this.#nodes.forget(Date.now() - NODE_FORGOTTEN_MS);
@@ -66,7 +62,6 @@ export class ClusterNode {
     }
   }
 
-  /** Rows of nodes whose heartbeat is at or after this instant are live. */
   liveSince(): number {
     return Date.now() - NODE_STALE_MS;
   }
@@ -76,12 +71,10 @@ export class ClusterNode {
     return this.#acked;
   }
 
-  /** Who records this node's uploads when a sweep comes (set once, before the node takes requests). */
   watchSweeps(watcher: SweepWatcher): void {
     this.#watcher = watcher;
   }
 
-  /** A heartbeat now, after any running one; rejects when the index cannot be reached. */
   beat(): Promise<void> {
     const next = this.#beating.then(() => this.#beatOnce());
     this.#beating = next.catch(() => undefined);
@@ -113,9 +106,8 @@ export class ClusterNode {
   }
 
   /**
-   * Runs a retain's deletions inside a sweep: opened, acknowledged here at once and by every other
-   * live node on its next heartbeat (each records its uploads in flight first), only then `run`;
-   * closed afterwards, whatever happened.
+   * Runs a retain's deletions inside a sweep: `run` only once every live node acknowledged it (each
+   * records its uploads in flight first); closed afterwards, whatever happened.
    */
   async sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const sweep = await this.#nodes.openSweep(this.id, Date.now());
@@ -135,7 +127,7 @@ export class ClusterNode {
     }
   }
 
-  /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once (its work is drained by now). */
+  /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once. */
   async leave(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     if (this.#forgetTimer !== null) clearInterval(this.#forgetTimer);

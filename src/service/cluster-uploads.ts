@@ -28,11 +28,10 @@ export interface ClusterWrite {
 }
 
 /**
- * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex in index-types.ts
- * explains sweeps). While no sweep is open an upload costs the index one statement, its reference;
- * while one is, each upload records itself in flight first (beginUpload) and waits out another
- * node's delete of its oid. When this node learns of a sweep it records the uploads then running
- * before it acknowledges the sweep, so a sweep deletes nothing any upload here could still need.
+ * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex explains sweeps).
+ * With no sweep open an upload costs one statement, its reference; with one open, each upload
+ * records itself in flight first and waits out another node's delete of its oid. Uploads running
+ * when a sweep is learnt are recorded before it is acknowledged.
  */
 export class ClusterUploads implements SweepWatcher {
   readonly node: ClusterNode;
@@ -121,9 +120,8 @@ export class ClusterUploads implements SweepWatcher {
   }
 
   /**
-   * Another node is deleting the oid: its intent goes once the bytes are gone. Nothing announces
-   * that across nodes, so the index is asked again, at most DELETE_WAIT_MS in all; past that the
-   * client is asked to retry (503) rather than held.
+   * Another node is deleting the oid. Nothing announces the end across nodes, so the index is asked
+   * again, for at most DELETE_WAIT_MS; then the client is asked to retry (503).
    */
   async #awaitDelete(oid: Oid): Promise<void> {
     const until = Date.now() + DELETE_WAIT_MS;

@@ -6,15 +6,11 @@ export const GRANT_MS = 10_000;
 export const GRANTS_MAX = 4096;
 
 /**
- * Downloads a batch answer has just granted, so that their GETs need not ask the index again: the
- * batch looked each object up for this repository a moment before, and a clone makes one batch per
- * 100 objects, then one GET per object.
- *
- * A grant names one repository and one oid, serves one GET, and lapses after GRANT_MS. This node
- * withdraws an oid's grants before it drops a reference to it or quarantines it (UploadGate), so
- * nothing it removes is served from a grant; a reference another node drops meanwhile is seen once
- * the grant lapses, as a presigned link to the bucket stays good until it expires. Bytes gone from
- * the store are never served: the store's open finds nothing and the GET asks the index.
+ * Downloads a batch answer has just granted, so their GETs need not ask the index again (a clone
+ * makes one batch per 100 objects, then one GET per object). A grant names one repository and oid,
+ * serves one GET, and lapses after GRANT_MS. This node withdraws an oid's grants before it drops a
+ * reference or quarantines it (UploadGate); another node's drop is seen once the grant lapses, as a
+ * presigned link stays good until it expires. Bytes gone from the store are never served.
  */
 export class DownloadGrants {
   /** oid → repository → until (ms on `now`'s clock); the Map's order is the order granted. */

@@ -23,9 +23,8 @@ export class PolicedAccessService extends AccessService {
   }
 
   /**
-   * With settings shared by several nodes, an upload is checked against the settings as last read
-   * (no read of its own: the reference's statement confirms them, see SettingsService.guard); one
-   * node reads nothing either way.
+   * With shared settings, an upload is checked against the settings as last read; the reference's
+   * statement confirms them (SettingsService.guard).
    */
   override async authorizeUpload(token: string | null, repo: RepoName, oid: Oid, caller: Caller): Promise<UploadJudge | null> {
     if (this.#settings.guard() === null) return super.authorizeUpload(token, repo, oid, caller);

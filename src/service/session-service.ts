@@ -31,9 +31,8 @@ function hashSecret(secret: string): string {
 }
 
 /**
- * Dashboard sign-in. Who is an admin is the forge's answer (the service keeps no accounts): the
- * identity's site-admin flag, or admin permission on SVC_ADMIN_REPO. A session id is 256 random
- * bits handed to the browser once; only its hash is stored, so a copy of the database signs no one in.
+ * Dashboard sign-in. Admins are who the forge says (site admin, or admin of SVC_ADMIN_REPO). A
+ * session id is 256 random bits; only its hash is stored, so a copy of the database signs no one in.
  */
 export class SessionService {
   readonly #repo: SessionIndex;
@@ -51,9 +50,8 @@ export class SessionService {
   }
 
   /**
-   * The dashboard user behind a forge token, or throws: 401 for a token the forge does not accept,
-   * 403 for a valid token of someone who is not an admin. Neither carries a Basic challenge: a
-   * browser's fetch must not pop up a password dialog.
+   * The dashboard user behind a forge token, or throws 401 (token not accepted) or 403 (not an admin),
+   * neither with a Basic challenge: a browser's fetch must not pop up a password dialog.
    */
   async adminOf(token: string, signal: AbortSignal): Promise<DashboardUser> {
     const identity = await this.#access.identify(token, signal);

@@ -38,15 +38,12 @@ export interface AuditReport {
 }
 
 /**
- * Audit: reads every object of the repository back the way a download does, through the store
- * stack (`store.open`: on a framed object the compress layer checks each frame's BLAKE3 and decodes
- * it; on S3 the bytes come from the bucket), and checks the sha256 of what comes out against the oid
- * and its size against the index; the sha256 runs off the event loop (object-io.ts). Legacy files
- * (disk only) are hashed on the maintenance pool. Read-only unless asked to quarantine (which needs
- * admin; restic's `check` is read-only too); then each bad object is quarantined: the index mark
- * goes first (batch then reports it missing so the next push uploads good bytes, and downloads
- * 404), then `store.quarantine` moves its bytes aside (disk: `quarantine/`; S3: the `quarantine/`
- * prefix); a legacy file is renamed `<oid>.corrupt`. The result is recorded for the repository page.
+ * Audit: reads every object of the repository back the way a download does, through the store stack
+ * (frames checked and decoded, bytes from the bucket on S3), and checks sha256 and size against the
+ * oid and the index; legacy files are hashed on the maintenance pool. Read-only unless asked to
+ * quarantine (admin): then the index mark goes first (batch reports the object missing, so the next
+ * push uploads good bytes), then `store.quarantine` moves its bytes aside; a legacy file is renamed
+ * `<oid>.corrupt`. The result is recorded for the repository page.
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;

@@ -33,15 +33,12 @@ export interface CompressReport {
 }
 
 /**
- * Compress: re-encodes the repository's plain objects into the framed zstd form with the one frame
- * encoder (the store's compress layer), whatever the backend. Each object is read through the store
- * stack as a download reads it and written through `compressingStore(backend)` with `replace: true`,
- * its frames compressed on the low-priority maintenance pool: the verify layer checks sha256 and
- * size on the way, so bytes that do not match their oid are refused and never replace anything (run
- * an audit); the framed copy replaces the plain one only once complete and verified (disk: rename
- * over; S3: complete over the key), and only when it is smaller; then the index learns its stored
- * size. A dry run writes the same way into a backend that only counts (measuringStore), so the
- * saving it reports is the one a real run makes.
+ * Compress: re-encodes the repository's plain objects into the framed zstd form with the store's
+ * compress layer, whatever the backend. Each object is read as a download reads it and written
+ * through `compressingStore(backend)` with `replace: true`, frames on the low-priority maintenance
+ * pool; the verify layer refuses bytes that do not match their oid. The framed copy replaces the
+ * plain one only once complete, verified and smaller; then the index learns its stored size. A dry
+ * run writes into a backend that only counts (measuringStore), so its saving is a real run's.
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
   const { store, backend, maint, objects, tasks } = deps;
@@ -134,10 +131,9 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
 }
 
 /**
- * The backend as the compress job writes to it: a re-encoded copy replaces the stored plain one only
- * when it takes fewer bytes (random data framed is larger: rewriting it would cost a write and save
- * nothing), so a writer that was handed as many bytes as the plain object has is aborted at finish
- * and reports what it would have stored. Everything else goes straight to the backend.
+ * The backend as the compress job writes to it: a re-encoded copy replaces the plain one only when it
+ * takes fewer bytes (framed random data is larger), so a writer handed as many bytes as the plain
+ * object is aborted at finish and reports what it would have stored.
  */
 class SmallerOnly extends ForwardingBlobStore {
   /** Plain size of each object being re-encoded (expect()), whenever the layers above create its writer. */

@@ -5,10 +5,7 @@ import type { BlobReader, ObjectWriter, PutResult } from '../../store/types.js';
 /** Pulls the next chunk (valid until the next pull), null at the end. */
 export type Pull = () => Promise<Uint8Array | null>;
 
-/**
- * Objects up to this size are hashed on the calling thread: a round trip to the hasher costs
- * more than hashing a MiB (~0.5 ms).
- */
+/** Objects up to this size are hashed on the calling thread: cheaper than a round trip to the hasher. */
 const INLINE_MAX = 1 << 20;
 /** Shared blocks handed to the hasher, and how many one object may have there at once. */
 const BLOCK = 1 << 20;
@@ -18,10 +15,9 @@ const KEEP = 32;
 const idle: Buffer[] = [];
 
 /**
- * sha256 of everything `pull` yields, without putting the hash on this thread for large objects:
- * chunks are copied (one memcpy each) into blocks of shared memory, and each full block is hashed in
- * place by the `Hasher` port (off this thread), at most DEPTH blocks per object at a time, so memory
- * is bounded whatever the object's size. `onBytes` gets the running count after every chunk.
+ * sha256 of everything `pull` yields, large objects hashed off this thread: chunks are copied into
+ * shared blocks, each full block hashed in place by the `Hasher` port, at most DEPTH per object at a
+ * time, so memory is bounded whatever the size. `onBytes` gets the running count after every chunk.
  */
 export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {
   let count = 0;

@@ -6,16 +6,13 @@ import type { HashFileResult } from '../../workers/maintenance.worker.js';
 const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
 
 /**
- * The maintenance jobs' whole-file tasks, on a pool of their own whose threads run at a lower OS
- * priority (maintenance.worker.ts lowers its thread's priority when it loads). Measured on 2 cores:
- * sharing the upload pool and leaving it one thread capped an audit at one core and still doubled
- * the HTTP thread's p99, because the audit thread competed with it at equal priority; a low-priority
- * pool can use every core when the server is idle and yields them to requests and to upload frame
- * work the moment they need CPU. At most `threads` whole-file tasks are queued at once.
+ * The maintenance jobs' whole-file tasks, on a pool whose threads run at a lower OS priority
+ * (maintenance.worker.ts): it uses every core when the server is idle and yields them to requests
+ * and upload frame work at once, where sharing the upload pool at equal priority hurt the HTTP
+ * thread's tail latency. At most `threads` whole-file tasks are queued at once.
  *
- * It is also the compress job's `FrameCodec`: the one frame encoder (the store's compress layer)
- * runs its frames here, at the lower priority, instead of on the transfer pool. Frame tasks are not
- * gated: the compress layer bounds its own frames in flight. The composition root owns and closes it.
+ * It is also the compress job's `FrameCodec`, so that job's frames run here at the lower priority;
+ * frame tasks are not gated (the compress layer bounds its own). The composition root closes it.
  */
 export class WorkerTasks implements FrameCodec {
   readonly #pool: WorkerPool;
