@@ -3,11 +3,9 @@ import { lfsError } from '../errors/errors.js';
 const WINDOW_MS = 60_000;
 
 /**
- * The one server-wide ceiling on forge calls per minute (SVC_AUTH_LOOKUP_BUDGET; docs/behaviour.md, "Caches and budget").
- * Every HTTP call to the forge spends from it: repository lookups, user lookups, GitLab's `/job`,
- * the GitHub App's installation lookups and token mints. It is spent by ForgeHttpClient where the
- * calls are made, so no adapter can make a call it does not count. A sliding minute: the times of
- * the calls in it, oldest first, at most `limit` long.
+ * The one server-wide ceiling on forge calls per minute (SVC_AUTH_LOOKUP_BUDGET; docs/behaviour.md,
+ * "Caches and budget"), spent by ForgeHttpClient where every call is made, so no adapter can make a
+ * call it does not count. A sliding minute of call times, at most `limit` long.
  */
 export class LookupBudget {
   readonly limit: number;

@@ -22,10 +22,9 @@ const KEEP_ALIVE_MS = 30_000;
 const MAX_SOCKETS = 64;
 
 /**
- * The one way this server talks to a forge: node:http(s) with keep-alive, a deadline on the whole
- * exchange and on silence, bodies capped, and network failures mapped to
- * LFS_ERR_FORGE_UNREACHABLE (never cached). With a budget, every call spends from it
- * before it is sent, and none is sent once it is spent (LFS_ERR_LOOKUP_BUDGET_SPENT).
+ * The one way this server talks to a forge: node:http(s) with keep-alive, deadlines on the exchange
+ * and on silence, capped bodies, network failures as LFS_ERR_FORGE_UNREACHABLE (never cached). With a
+ * budget, none is sent once it is spent (LFS_ERR_LOOKUP_BUDGET_SPENT).
  */
 export class ForgeHttpClient {
   readonly #agents = new Map<'http:' | 'https:', Agent>();
@@ -115,10 +114,7 @@ export function header(headers: ForgeResponse['headers'], name: string): string 
   return Array.isArray(v) ? v[0] : v;
 }
 
-/**
- * Seconds to wait: the forge's Retry-After, else its
- * x-ratelimit-reset (absolute epoch seconds), else one minute; never zero.
- */
+/** Seconds to wait: Retry-After, else x-ratelimit-reset (epoch seconds), else one minute; never zero. */
 export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: number = Date.now()): number {
   const ra = header(headers, 'retry-after');
   if (ra !== undefined) {

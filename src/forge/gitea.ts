@@ -3,21 +3,16 @@ import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type Forg
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` 
+ * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}`
  * (https://docs.gitea.com/development/api-usage; Forgejo keeps the same `/api/v1` contract).
  *
- * - The token goes as `Authorization: token …`, lowercase: the form every version accepts
- *   (Forgejo and Gitea ≤ 1.24 match the scheme case-sensitively).
- * - `permissions {admin, push, pull}` is always present, for anonymous callers too, and computed by
- *   the forge from the caller's access to the code unit, so it is used as it comes: admin → admin,
- *   push → push, pull → pull, none → refused. (All-false here means "may see the repository but not
- *   its code", unlike forge_a's installation tokens; reading it as read access would leak objects.)
- * - Actions job tokens need nothing special: the forge answers for them with
- *   `{admin: false, push: true, pull: true}` on their own repository (read only for fork pull
- *   requests) and 404 elsewhere (Gitea ≤ 1.25, Forgejo); Gitea 1.26+ computes the flags from the
- *   workflow's `permissions:`.
- * - Neither forge rate-limits by itself; a proxy in front may. So any answer with
- *   Retry-After is a rate limit whatever its status, and a 503 without it means the instance is down.
+ * - The token goes as `Authorization: token …`, lowercase: Forgejo and Gitea ≤ 1.24 match the
+ *   scheme case-sensitively.
+ * - `permissions {admin, push, pull}` is always present and computed from the caller's access to the
+ *   code unit, so it is used as it comes. All-false means "may see the repository but not its
+ *   code": reading it as read access would leak objects. Actions job tokens get their flags the same way.
+ * - Neither forge rate-limits by itself, a proxy may: any answer with Retry-After is a rate limit,
+ *   and a 503 without it means the instance is down.
  */
 export class GiteaAdapter implements ForgeAdapter {
   readonly #api: string;

@@ -6,13 +6,10 @@ import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAn
 /**
  * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (https://docs.github.com/en/rest/repos/repos#get-a-repository).
  *
- * - A user token's `permissions` flags map onto our three levels: admin → admin; push or
- *   maintain → push; pull or triage → pull.
- * - An installation token (an app's, or Actions' GITHUB_TOKEN) comes back with every flag false or
- *   with no `permissions` key at all (there is no user behind it). The answer arriving proves read access,
- *   since GitHub 404s what a token cannot see; it is granted read only, never write.
- * - Anonymous (token null): read only when the repository reports itself public,
- *   asked as the app when one is configured and plainly otherwise (or when the app is not installed).
+ * - A user token's flags: admin → admin; push or maintain → push; pull or triage → pull.
+ * - An installation token (an app's, or Actions' GITHUB_TOKEN) has every flag false or none: GitHub
+ *   404s what a token cannot see, so the answer grants read only, never write.
+ * - Anonymous: read only when the repository reports itself public, asked as the app when configured.
  */
 export class GitHubAdapter implements ForgeAdapter {
   readonly #api: string;
@@ -80,8 +77,7 @@ function anonymousAnswer(res: ForgeResponse): ForgeAnswer {
 function userAnswer(res: ForgeResponse): ForgeAnswer {
   const p = (res.body as { permissions?: Record<string, unknown> }).permissions;
   if (p === undefined || p === null || typeof p !== 'object' || (p.admin !== true && p.push !== true && p.maintain !== true && p.pull !== true && p.triage !== true)) {
-    // An installation token gets all flags false (or no key); the answer arriving at all
-    // proves read access, and nothing more.
+    // The answer arriving proves read access, and nothing more.
     return { kind: 'granted', permissions: READ_ONLY };
   }
   const admin = p.admin === true;
