@@ -9,15 +9,11 @@ const LOCK_FILE = 'stowage.lock';
 const HOLDER_FILE = 'stowage.pid';
 
 /**
- * One process per data directory, for the life of the process: two servers on one directory sweep
- * each other's staging files and rename each other's journal segments, and each serves only what it
- * indexed itself.
- *
- * Node has no flock, so the lock is an exclusive SQLite lock on an empty database of its own: an
- * exclusive transaction opened at start and never ended, in `locking_mode=EXCLUSIVE`. SQLite's
- * lock is an fcntl record lock, which the kernel releases when the process dies however it dies
- * (kill -9 included), so a crash never leaves a stale lock; a PID file alone could name a PID the
- * system has since reused. SQLite also refuses a second connection in the same process.
+ * One process per data directory: two servers on one directory would sweep each other's staging
+ * files and rename each other's journal segments. Node has no flock, so the lock is an exclusive
+ * transaction, never ended, on an SQLite database of its own (`locking_mode=EXCLUSIVE`): an fcntl
+ * record lock the kernel releases however the process dies, so no stale lock (a PID file could name
+ * a reused PID).
  */
 export class DataDirLock {
   readonly #db: Database.Database;

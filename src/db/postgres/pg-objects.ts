@@ -8,10 +8,9 @@ const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.co
 const DEADLOCK_TRIES = 3;
 
 /**
- * Objects and per-repository references on PostgreSQL. Every call is one statement (one round
- * trip); references go in multi-row statements (arrays unnested), one at a time per node, each
- * taking every reference that finished while the previous one committed: under load a burst of
- * small uploads costs a few commits (and WAL flushes), not one each.
+ * Objects and per-repository references on PostgreSQL, one statement per call. References are group
+ * committed: one multi-row statement in flight per node, taking every reference that finished while
+ * the previous one committed, so a burst of small uploads costs a few commits, not one each.
  */
 export class PgObjects implements ObjectIndex {
   readonly #sql: Sql;
@@ -86,8 +85,7 @@ export class PgObjects implements ObjectIndex {
   async #flushPending(): Promise<void> {
     const pending = this.#pending;
     this.#pending = [];
-    // One statement per sweep acknowledged and setting checked (one in practice: a node's uploads
-    // carry the same, unless a sweep or a saved setting arrived among them).
+    // One statement per sweep acknowledged and setting checked (one in practice).
     const groups = new Map<string, PendingReference[]>();
     for (const r of pending) {
       const c = r.commit ?? TRUSTED_COMMIT;

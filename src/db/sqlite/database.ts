@@ -36,14 +36,10 @@ function open(file: string, exclusive: boolean, durableCommits: boolean, log?: (
 }
 
 /**
- * Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000: 4 MiB). A
- * checkpoint runs inside the commit that crosses the mark, on the event loop, and writes and fsyncs
- * the database file; with the default, a burst of small uploads (3–4 pages each) paid one every
- * 250–300 uploads, each holding every request meanwhile. With 16,000 (64 MiB of WAL at most) a burst
- * of a few thousand uploads runs without one, and the journal's retirement checkpoints the index in
- * the lull after it anyway (ReferenceLog.checkpoint); a longer burst pays fewer, larger ones, which
- * also write each hot B-tree page once instead of once per small window. Measured with 8 curl
- * processes (docs/performance.md): 1,955–2,162 → 2,307–2,625 objects/s.
+ * Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000). A checkpoint
+ * runs inside the commit that crosses the mark, on the event loop, holding every request; with 64 MiB
+ * a burst of small uploads runs without one, and the journal's retirement checkpoints the index in
+ * the lull after it (ReferenceLog.checkpoint).
  */
 const WAL_AUTOCHECKPOINT_PAGES = 16_000;
 

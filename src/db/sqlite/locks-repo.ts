@@ -10,10 +10,7 @@ function isUniqueViolation(e: unknown): boolean {
   return (e as { code?: unknown })?.code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
-/**
- * Locks per repository. Every statement is prepared once, in the constructor. Every lookup by id also
- * names the repository, so an id from another repository is simply not found.
- */
+/** Locks per repository. Every lookup by id also names the repository, so another's id is not found. */
 export class LocksRepo implements LockIndex {
   readonly #byPath: Statement<[string, string], RawLock>;
   readonly #byId: Statement<[string, string], RawLock>;
