@@ -13,9 +13,8 @@ export function usableToken(token: string, challenge: Record<string, string> = C
 }
 
 /**
- * Pulls the token out of an Authorization header (the credentials git sends for HTTPS): the password of
- * HTTP Basic (any username) or a Bearer token. Returns null when there is none; throws 401 when it
- * is one no forge could accept (see usableToken). Never logs it.
+ * The token of an Authorization header: the Basic password (any username) or a Bearer token. Null
+ * when there is none; 401 when no forge could accept it (see usableToken). Never logs it.
  */
 export function tokenFromAuthorization(header: string, challenge: Record<string, string> = CHALLENGE): string | null {
   const token = parseAuthorization(header);

@@ -13,9 +13,8 @@ export interface RequestLogOptions {
 }
 
 /**
- * One JSON line per request (SVC_LOG_REQUESTS): who asked (client address, forge user id), about
- * which repository, what came of it (status, time) and the body bytes each way. The peer address
- * is read when the request arrives: uWS's response object may not be touched once it is answered.
+ * One JSON line per request (SVC_LOG_REQUESTS): client address, forge user id, repository, status,
+ * time and body bytes. The peer address is read on arrival: uWS's response may not be touched after.
  */
 export class RequestLog {
   readonly #log: LineLogger;

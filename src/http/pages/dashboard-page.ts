@@ -6,10 +6,9 @@ import { jobOutcome, jobProblems, type JobOutcome } from '../../service/maintena
 import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
 
 /**
- * The dashboard's only script: sign in and out, save and reset the access settings, all through
- * the JSON API, then reload so the server renders the new state; redraw the jobs section while a
- * job runs. Same-origin fetches carry the
- * Origin header the API checks for cookie sessions.
+ * The dashboard's only script: sign in and out, save and reset the access settings through the JSON
+ * API, then reload; redraw the jobs section while a job runs. Same-origin fetches carry the Origin
+ * header the API checks for cookie sessions.
  */
 const SCRIPT = `
 const $ = (id) => document.getElementById(id);

@@ -71,9 +71,8 @@ export function card(label: string, field: string, value: number, text: string, 
 }
 
 /*
- * Light and dark themes through prefers-color-scheme (colours as variables, plots included); on a
- * screen under 640 px, tables stack each row as a card and the plots take the full width, so
- * nothing is wider than the viewport. Header text is at least 4.5:1 on its background (WCAG AA).
+ * Light and dark themes through prefers-color-scheme; under 640 px, tables stack rows as cards and
+ * plots take the full width. Header text is at least 4.5:1 on its background (WCAG AA).
  */
 const STYLE = `
 :root{color-scheme:light dark;--fg:#1d2330;--muted:#566070;--line:#dfe3ea;--bg:#f6f7f9;--card:#fff;--th:#eef1f5;--grid:#e3e7ee;--input:#c3c9d4;

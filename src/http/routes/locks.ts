@@ -26,9 +26,9 @@ function tokenOf(ctx: RequestContext): string | null {
 }
 
 /**
- * "All File Locking requests require … Accept: application/vnd.git-lfs+json" and that Content-Type
- * (locking.md), which the route guard requires of every POST, an empty body included (a form could
- * send one). Push is checked before the body is read; an empty body (a hand-written unlock) is `{}`.
+ * Locking requests carry `application/vnd.git-lfs+json` (locking.md), which the route guard requires
+ * of every POST, an empty body included (a form could send one). Push is checked before the body is
+ * read; an empty body (a hand-written unlock) is `{}`.
  */
 async function jsonBody(ctx: RequestContext, call: GuardedCall, repo: RepoName): Promise<unknown> {
   if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
@@ -37,9 +37,8 @@ async function jsonBody(ctx: RequestContext, call: GuardedCall, repo: RepoName):
 }
 
 /**
- * The File Locking API routes, thin: authorize → parse → LockService → respond. Every answer,
- * errors included, is `application/vnd.git-lfs+json` (respond.ts). The service checks the
- * permission again (a cached answer) and what the body adds to it (force needs admin).
+ * The File Locking API routes, thin: authorize → parse → LockService → respond, every answer
+ * `application/vnd.git-lfs+json`. The service checks what the body adds (force needs admin).
  */
 export function registerLockRoutes(http: HttpServer, guard: RouteGuard, deps: LockRoutesDeps): void {
   const { locks } = deps;

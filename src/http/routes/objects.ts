@@ -68,9 +68,9 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
   guard.route(http, 'verify', async (ctx, call) => {
     const repo = repoOf(ctx);
     checkAccept(ctx);
-    // A presigned upload's verify link is signed for one object (see PresignService); it is checked
-    // instead of forge credentials, which the client does not send for authenticated objects. The
-    // body (4 KiB at most) is read to know the object; the signature is checked against it below.
+    // A presigned upload's verify link is signed for one object (see PresignService) and checked in
+    // place of forge credentials, which the client does not send for authenticated objects; the body
+    // (4 KiB at most) is read to know the object.
     const signed = deps.presign?.isSignedVerify(ctx.query) ?? false;
     if (signed) call.admit();
     else await call.authorize(repo);
@@ -134,7 +134,7 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
     const token = tokenFromAuthorization(ctx.header('authorization'));
     const authorized = access.authorizedInLine(token, repo, 'pull') !== null;
     // A clone's GET right after its batch, of a small object, with the token's answer cached: answered
-    // before this handler returns, with no await (docs/performance.md, "A small GET in line").
+    // before this handler returns, with no await.
     if (authorized && ctx.header('range') === '') {
       const held = transfers.openInLine(repo, oid);
       if (held !== undefined) {
