@@ -13,10 +13,8 @@ function pgUnavailable(code: string): boolean {
 }
 
 /**
- * The network refusing or dropping a connection to the index database (or a bucket), the
- * PostgreSQL client's own names for a connection that closed or never opened in time, a deadline
- * of ours passed (INDEX_DEADLINE: pg-client.ts; S3_DEADLINE: s3-client.ts), and undici's names for
- * a bucket connection that failed or stalled past its timeouts.
+ * Connection failures to the index database or a bucket: the network's codes, the PostgreSQL
+ * client's and undici's names, and our own deadlines (pg-client.ts, s3-client.ts).
  */
 const UNREACHABLE = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN',
@@ -29,15 +27,11 @@ const UNREACHABLE = new Set([
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
- * The storage conditions the server can name, wherever they were hit: a full file system is 507
- * LFS_ERR_STORAGE_FULL, whether a file write saw it (ENOSPC, EDQUOT) or an index write did
- * (SQLITE_FULL, from better-sqlite3's SqliteError); an I/O error (EIO, SQLITE_IOERR_*, an index
- * file that cannot be opened), an index held past the busy timeout, or a store folder that refuses
- * writes (EACCES, EPERM, EROFS: its mode, an immutable flag, a read-only file system) is 503
- * LFS_ERR_NOT_READY with Retry-After. With the PostgreSQL index, a database that cannot be reached
- * or is refusing connections (see pgUnavailable) is 503 with Retry-After too, and its disk full
- * (SQLSTATE 53100) is 507. Null for anything else. The HTTP error boundary applies it
- * to whatever a route throws, so no route maps these itself (docs/architecture.md, "Conventions").
+ * The storage conditions the server can name: a full file system or database (ENOSPC, EDQUOT,
+ * SQLITE_FULL, SQLSTATE 53100) is 507 LFS_ERR_STORAGE_FULL; an I/O error, an index busy past its
+ * timeout, a folder refusing writes (EACCES, EPERM, EROFS) or an unreachable PostgreSQL is 503
+ * LFS_ERR_NOT_READY with Retry-After. Null for anything else. The HTTP error boundary applies it to
+ * whatever a route throws (docs/architecture.md, "Conventions").
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;

@@ -9,10 +9,7 @@ export interface RepoName {
   readonly repo: string;
   /** "org/repo" as the client spelt it (less a trailing `.git`): for the forge and for messages. */
   readonly name: string;
-  /**
-   * The canonical "org/repo" (repoKey): the one key of everything the server keeps per repository
-   * (references, locks, jobs, audits, caches), the same for every spelling of one repository.
-   */
+  /** The canonical "org/repo" (repoKey): the key of everything kept per repository, whatever the spelling. */
   readonly key: string;
 }
 
@@ -25,9 +22,8 @@ export function parseRepoSegment(value: string): string | null {
 }
 
 /**
- * The canonical key of "org/repo": ASCII lower case (the forges compare names case-insensitively,
- * and a name is ASCII by SEGMENT_RE) without a trailing `.git` (a clone URL's spelling of the same
- * repository). The index migrations (007-repo-names in both backends) apply the same rule in SQL.
+ * The canonical key of "org/repo": ASCII lower case (forges compare names case-insensitively)
+ * without a trailing `.git`. The index migrations (007-repo-names) apply the same rule in SQL.
  */
 export function repoKey(name: string): string {
   const lower = name.toLowerCase();
