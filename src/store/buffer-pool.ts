@@ -5,19 +5,13 @@ import { FRAME_SIZE } from '../format/frame-format.js';
 export const POOL_IDLE_MS = 10_000;
 
 let afterRelease: (() => void) | null = null;
-/** Pools used within their last spell (their release still to come); at 0 every pool rests, and is collected once. */
 let poolsInUse = 0;
 
-/**
- * Sets what runs once every pool has let its idle buffers go (the process entry asks V8 to collect,
- * since at rest nothing would). Never while a pool is in use: a forced collection throws away
- * optimized code that coming requests would pay to compile again.
- */
+/** Runs once every pool has let its idle buffers go (a forced collection; never while a pool is in use, as it throws away optimized code). */
 export function onPoolsReleased(fn: (() => void) | null): void {
   afterRelease = fn;
 }
 
-/** Calls `release` once its pool has gone unused for POOL_IDLE_MS, and the collection once no pool is in use. */
 class IdleRelease {
   readonly #release: () => void;
   readonly #restMs: number;
@@ -50,20 +44,14 @@ class IdleRelease {
   }
 }
 
-/**
- * Fixed-size, reusable transfer buffers: fresh ones per chunk leave garbage V8 collects late (RSS
- * growth during a large transfer). Plain ArrayBuffers, so they can move to a worker and back.
- */
+/** Reusable transfer buffers: fresh ones per chunk leave garbage V8 collects late. Plain ArrayBuffers, so they can move to a worker and back. */
 export class BufferPool {
   #size: number | (() => number);
   readonly #free: ArrayBuffer[] = [];
   readonly #keep: number;
   readonly #idle: IdleRelease;
 
-  /**
-   * `keep`: most idle buffers retained during a burst; all go once the pool has rested `restMs`.
-   * `size` may be a function called at first use, so a native library computing it loads only then.
-   */
+  /** `keep`: idle buffers retained during a burst. `size` may be a function, so a native library computing it loads only at first use. */
   constructor(size: number | (() => number), keep: number, restMs = POOL_IDLE_MS) {
     this.#size = size;
     this.#keep = keep;
@@ -96,9 +84,8 @@ const alignedSlabs = new WeakSet<ArrayBufferLike>();
 const WASM_PAGE = 64 << 10;
 
 /**
- * Buffers whose memory starts on a page boundary, for O_DIRECT writes (malloc'd memory is not aligned:
- * EINVAL): one WebAssembly memory per buffer, so a pooled buffer never keeps a part-used slab alive.
- * Should V8 refuse another memory, an ordinary buffer is handed out, written through the page cache.
+ * Page-aligned buffers for O_DIRECT (malloc'd memory is not aligned: EINVAL), one WebAssembly memory
+ * each so a pooled buffer never keeps a part-used slab alive; an ordinary buffer if V8 refuses one.
  */
 export class AlignedBufferPool {
   readonly size: number;
@@ -131,7 +118,6 @@ export class AlignedBufferPool {
     return Buffer.from(memory);
   }
 
-  /** An idle buffer if the pool holds one, else null: nothing new is mapped. */
   takeIdleView(): Buffer | null {
     const free = this.#free.pop() ?? null;
     if (free !== null) this.#idle.touch();
@@ -151,22 +137,15 @@ export function isAlignedMemory(view: Uint8Array): boolean {
   return alignedSlabs.has(view.buffer) && view.byteOffset % DIRECT_ALIGN === 0;
 }
 
-/** I/O chunk for raw objects: big enough for full-speed disk and socket writes. */
 export const IO_CHUNK = 1 << 20;
 
-/**
- * Where a plain read buffer's bytes start in its ArrayBuffer: the kernel's copy runs at half speed
- * when the destination sits 1–31 bytes past the source within a page (malloc puts it 16 bytes in).
- */
+/** Where a plain read buffer starts in its ArrayBuffer: the kernel copies at half speed to a destination 1–31 bytes off the source within a page. */
 export const READ_SKEW = 64;
 export const ioBuffers = new BufferPool(IO_CHUNK + READ_SKEW, 64);
 /** The raw writers' buffers: aligned for O_DIRECT (see StagingFile), shared so the hasher reads them in place. */
 export const directBuffers = new AlignedBufferPool(IO_CHUNK, { keep: 64, shared: true });
 
-/**
- * A 1 MiB buffer for a download's reads: an upload's idle one when there is one, else a plain one.
- * Reads never map new aligned memories, so downloads cannot leave uploads without them.
- */
+/** A download's read buffer: an upload's idle one if any, else a plain one; never a new aligned memory, so downloads cannot starve uploads. */
 export function takeReadBuffer(): Uint8Array {
   return directBuffers.takeIdleView() ?? new Uint8Array(ioBuffers.take(), READ_SKEW, IO_CHUNK);
 }
@@ -222,10 +201,7 @@ export class ChunkGatherer {
   }
 }
 
-/**
- * Buffers for small objects and their journal records, pooled by power-of-two size class (fresh ones
- * per small upload drive V8 into back-to-back full collections); at most about 4 MiB idle per class.
- */
+/** Small objects' and journal records' buffers by power-of-two class: fresh ones per small upload drive V8 into back-to-back full collections. */
 export class SizedBufferPool {
   static readonly MIN_CLASS = 12;
   readonly #classes = new Map<number, ArrayBuffer[]>();
@@ -271,5 +247,4 @@ export function blockPool(size: number): AlignedBufferPool {
 }
 
 export const frameBuffers = new BufferPool(FRAME_SIZE, 16);
-/** Stored (compressed) frames: of uploads on their way down, of downloads on their way up. */
 export const compressedBuffers = new BufferPool(() => zstd().compressBound(FRAME_SIZE), 16);

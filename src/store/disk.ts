@@ -18,10 +18,8 @@ const READ_IN_LINE = constants.O_RDONLY | constants.O_NONBLOCK;
 
 /** Uploads from this size (or of unknown size) go past the page cache where their writes are aligned. */
 const DIRECT_IO_MIN_SIZE = 8 << 20;
-/** Objects of known size up to this are written in line (see #writeInLine). */
 const IN_LINE_WRITE_MAX = 256 << 10;
 
-/** How a write is put in place: through the threadpool, or in line (on a cached folder). */
 interface PlaceOps {
   mkdir(dir: string): Promise<string | undefined>;
   link(from: string, to: string): Promise<void>;
@@ -38,10 +36,9 @@ const IN_LINE: PlaceOps = {
 type Staged = Pick<StagingFile, 'path' | 'keep' | 'dispose'>;
 
 /**
- * The disk backend: one file per oid, `objects/ab/cd/<oid>`, holding exactly the bytes given. A write
- * streams into `staging/` (same file system, so the rename is atomic), is fsync'd and renamed into
- * place; folder fsyncs are group-committed. Readers hold an open descriptor, so a delete or replace
- * never cuts a download.
+ * The disk backend: one file per oid, `objects/ab/cd/<oid>`. A write streams into `staging/` (same
+ * file system, so the rename is atomic), is fsync'd and renamed into place; folder fsyncs are
+ * group-committed. Readers hold an open descriptor, so a delete never cuts a download.
  */
 export class DiskBlobStore implements BlobStore {
   readonly kind = 'disk';
@@ -54,7 +51,6 @@ export class DiskBlobStore implements BlobStore {
   readonly #staging: string;
   readonly #dirs = new DirSyncer();
   readonly #directIo: boolean;
-  /** Staging files this process is writing: never swept. */
   readonly #inFlight = new Set<string>();
 
   private constructor(root: string, directIo: boolean) {
@@ -95,10 +91,7 @@ export class DiskBlobStore implements BlobStore {
     };
   }
 
-  /**
-   * Puts a sealed staging file in place, durably. A new object is hard-linked to its name (link fails
-   * if it exists, so of two concurrent writers one wins); a replacement is renamed over the old file.
-   */
+  /** Puts a sealed staging file in place, durably: a new object is hard-linked (of two writers one wins), a replacement renamed over. */
   async #commit(oid: Oid, file: Staged, storedSize: number, replace: boolean, ops: PlaceOps): Promise<PutResult> {
     const final = this.pathOf(oid);
     const created = await ops.mkdir(dirname(final));
@@ -113,7 +106,6 @@ export class DiskBlobStore implements BlobStore {
       }
     }
     file.keep();
-    // A new fan-out directory must itself be made durable in its parent.
     const syncs = [this.#dirs.sync(dirname(final))];
     if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
     if (!replace) syncs.push(ops.unlink(file.path)); // the staging name; a crash leaves it for the start-up sweep
@@ -121,11 +113,7 @@ export class DiskBlobStore implements BlobStore {
     return { size: storedSize, storedSize, created: true };
   }
 
-  /**
-   * A small object of known size, written whole: everything in line but the fdatasync and the
-   * group-committed folder fsyncs, since each threadpool call costs a round trip. Durable as the
-   * streamed path is: data synced before the link, folders before finishing.
-   */
+  /** A small object written whole, in line but for the fdatasync and the folder fsyncs; durable as the streamed path is. */
   async #writeInLine(oid: Oid, data: Uint8Array, replace: boolean): Promise<PutResult> {
     const path = stagingPath(this.#staging, oid);
     let kept = false;
@@ -165,8 +153,7 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async open(oid: Oid): Promise<BlobReader | null> {
-    // In line (see inline-reader.ts): open, fstat and close of a cached file cost less than one
-    // threadpool round trip; a clone opens one per object.
+    // In line (see inline-reader.ts): cheaper than a threadpool round trip; a clone opens one per object.
     let fd: number;
     try {
       fd = openSync(this.pathOf(oid), READ_IN_LINE);
@@ -216,7 +203,6 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async stat(oid: Oid): Promise<BlobStat | null> {
-    // In line, as open is: a stat of a cached folder's entry costs less than a threadpool round trip.
     let size: number;
     try {
       size = statSync(this.pathOf(oid)).size;
@@ -270,13 +256,9 @@ export class DiskBlobStore implements BlobStore {
     return true;
   }
 
-  /**
-   * Object files no reference points to (an upload or dedupe killed between rename or link and its
-   * record). Only meaningful at start, with the data directory locked.
-   */
+  /** Object files no reference points to (an upload or dedupe killed midway); only meaningful at start, locked. */
   async findOrphans(isKnown: (oid: Oid) => boolean | Promise<boolean>): Promise<{ path: string; size: number }[]> {
-    // Synchronous: it runs before the server listens, and a threadpool round trip per directory
-    // would make the walk of a large store several times slower.
+    // Synchronous: it runs before the server listens, and a threadpool round trip per folder would slow the walk.
     const out: { path: string; size: number }[] = [];
     const namesSync = (dir: string): string[] => {
       try {
@@ -335,10 +317,7 @@ export class DiskBlobStore implements BlobStore {
     return removed;
   }
 
-  /**
-   * Does what an upload does, in small (staging file written, fsync'd, renamed into `objects/`, then
-   * removed): `staging/` alone can be writable while `objects/` is not. Its name is no oid.
-   */
+  /** A small upload, probed at start: `staging/` alone can be writable while `objects/` is not. Its name is no oid. */
   async checkWritable(): Promise<void> {
     const name = `.ready-${randomBytes(6).toString('hex')}`;
     const staged = join(this.#staging, name);
@@ -363,7 +342,6 @@ async function names(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
 }
 
-/** Removes a file this store made, if it is still there (cleanup after a failure). */
 function unlinkQuietly(path: string): void {
   try {
     unlinkSync(path);

@@ -7,11 +7,9 @@ import { parseOid, type Oid } from '../protocol/oid.js';
 export type ObjectFileName = 'full' | 'rest';
 
 /**
- * The on-disk layouts `import` reads, each checked against the other server's source: Gitea/Forgejo
- * (modules/lfs/pointer.go `RelativePath`, under `[lfs] PATH`), GitLab
- * (app/uploaders/lfs_object_uploader.rb, in the `lfs-objects` folder of GitLab's shared directory), lfs-test-server
- * (content_store.go `transformKey`, under `LFS_CONTENTPATH`): `ab/cd/<oid[4:]>`; the git-lfs client's
- * `.git/lfs/objects` (and Stowage's legacy folder): `ab/cd/<oid>`.
+ * The layouts `import` reads, checked against each server's source: Gitea/Forgejo
+ * (modules/lfs/pointer.go), GitLab (app/uploaders/lfs_object_uploader.rb) and lfs-test-server
+ * (content_store.go) name `ab/cd/<oid[4:]>`; the git-lfs client's `.git/lfs/objects`, `ab/cd/<oid>`.
  */
 export const IMPORT_LAYOUTS = {
   gitea: 'rest',
@@ -23,7 +21,6 @@ export const IMPORT_LAYOUTS = {
 
 export type ImportLayout = keyof typeof IMPORT_LAYOUTS;
 
-/** A layout named by a request, or null for anything else. */
 export function parseImportLayout(value: unknown): ImportLayout | null {
   return typeof value === 'string' && Object.hasOwn(IMPORT_LAYOUTS, value) ? (value as ImportLayout) : null;
 }
@@ -44,7 +41,6 @@ const PAIR_RE = /^[0-9a-f]{2}$/;
 const REST_RE = /^[0-9a-f]{60}$/;
 const SET_ASIDE_RE = /^[0-9a-f]{64}\.(refused|corrupt)$/;
 
-/** The oid a file's place names in a layout, or why it names none. */
 export function classifyObjectPath(parts: readonly string[], form: ObjectFileName): { readonly oid: Oid } | { readonly stray: StrayReason } {
   if (parts.length !== 3 || !PAIR_RE.test(parts[0]!) || !PAIR_RE.test(parts[1]!)) return { stray: 'not_an_object' };
   const [a, b, name] = parts as [string, string, string];
@@ -59,11 +55,7 @@ export function classifyObjectPath(parts: readonly string[], form: ObjectFileNam
   return { stray: full !== null && full.startsWith(a + b) ? 'other_layout' : 'not_an_object' };
 }
 
-/**
- * Every entry under `root`, one at a time, folders read as streams (opendir), so memory stays bounded
- * by the tree's depth. Symbolic links are reported, never followed. A missing root yields nothing;
- * ending early closes the folders held open.
- */
+/** Every entry under `root`, one at a time (opendir streams: memory bounded by depth); links are reported, never followed. */
 export async function* walkLayout(root: string, form: ObjectFileName): AsyncGenerator<LayoutEntry> {
   yield* walkFolder(root, [], form);
 }
@@ -100,16 +92,11 @@ async function* walkFolder(dir: string, parts: readonly string[], form: ObjectFi
   }
 }
 
-/** A folder an import may read, or why the named one may not be read. */
 export type ImportSource = { readonly path: string } | { readonly problem: string };
 
 const SOURCE_SEGMENT_RE = /^[A-Za-z0-9._@+=,-]{1,255}$/;
 
-/**
- * Resolves `source`, named relative to SVC_IMPORT_DIR, to a real path at or inside that root. Only
- * plain segments are accepted and the real path is checked after links are resolved, so neither `..`
- * nor a link can point an import outside the folder the operator allowed.
- */
+/** Resolves `source` (relative to SVC_IMPORT_DIR) to a real path inside it, checked after links are resolved, so neither `..` nor a link leads outside. */
 export async function resolveImportSource(root: string, source: string): Promise<ImportSource> {
   if (source.startsWith('/')) return { problem: 'source must be a folder relative to SVC_IMPORT_DIR, not an absolute path' };
   const parts = source.split('/').filter((p) => p !== '');

@@ -11,45 +11,36 @@ import { writeFullyAt, writeFullySync } from '../../util/write-fully.js';
 import { mapIoError } from '../staging-file.js';
 
 /**
- * The store's write-ahead journal: what makes an acknowledged upload durable cheaply.
+ * The store's write-ahead journal. Every upload appends a record (repository, oid, size; a small
+ * object's bytes too) before it is acknowledged, group-committed: records written while one
+ * fdatasync runs share the next. Replay after a power loss restores any reference the index lost, so
+ * SQLite can run with synchronous=NORMAL. A segment goes once its objects have files and the index is
+ * checkpointed.
  *
- * Every acknowledged upload appends one record (repository, oid, size) first; a small object's
- * record also carries its bytes. Appends are group-committed: records written while one fdatasync
- * runs share the next. Replaying the journal after a power loss restores any reference the index
- * lost, so SQLite can run with synchronous=NORMAL. Small objects are served from the journal until
- * they have their own files; a segment goes once its objects have files and the index is checkpointed.
- *
- * Segments are prepared ahead (`next.spare`, written full of zeros and synced in the background) or
- * recycled from retired ones: appending into blocks already allocated and written lets fdatasync
- * skip the file-system journal commit that growing a file needs. Replay stops at the zeros after the
- * last record, as at a torn tail. A recycled segment keeps old records behind the new ones, so each
- * digest covers its segment's number and replay of segment N stops at the first record of another.
- * Segment numbers only grow, across restarts too. A segment a download still reads (openSegment) is
- * deleted, never recycled: its bytes must not change under that reader.
+ * Segments are prepared ahead (`next.spare`, zeros synced in the background) or recycled, so appends
+ * land in written blocks and fdatasync skips the file-system journal commit that growing a file
+ * needs; replay stops at the zeros, as at a torn tail. A recycled segment keeps old records behind
+ * new ones, so each digest covers its segment's number; numbers only grow, across restarts too. A
+ * segment a download still reads is deleted, never recycled.
  *
  * Record: magic u32 | length u32 | kind u8 | repo length u16 | oid 32 | size u64 | repo | data |
- * digest (16 bytes). "STJ3": the digest is sha256(everything before the data, then the segment's
- * number as u64) cut to 16 bytes, and the data must hash to its oid (only verified bytes reach the
- * journal), so appending costs no pass over the data. Replay also reads "STJ2" (digest of the head
- * alone) and "STJ1" (BLAKE3-128 of everything before the digest), found only in segments of earlier
- * runs, which are never recycled.
+ * digest (16 bytes). "STJ3": sha256 of the head and the segment's number; the data must hash to its
+ * oid (only verified bytes reach the journal), so appending costs no pass over the data. Replay also
+ * reads the "STJ2" and "STJ1" records of earlier runs' segments, which are never recycled.
  *
- * Replay ends a segment at its first bad record, so a record is acknowledged only once every record
- * before it in its segment is flushed: a failed write or flush tears the segment there, later
- * records in it are refused, it is truncated at seal, and appends go on in a fresh segment.
+ * A record is acknowledged only once every record before it in its segment is flushed: a failed
+ * write or flush tears the segment there, later records are refused, it is truncated at seal, and
+ * appends go on in a fresh segment.
  */
 export interface JournalRecord {
   readonly repo: string;
   readonly oid: Oid;
   readonly size: number;
-  /** The object's bytes, for a small object stored in the journal; null for a reference only. */
   readonly data: Uint8Array | null;
 }
 
-/** Where a journaled object's bytes are. */
 export interface JournalLocation {
   readonly segment: number;
-  /** File offset of the first data byte. */
   readonly offset: number;
   readonly length: number;
 }
@@ -71,20 +62,17 @@ const NUMBER = 8;
 const DIGEST = 16;
 const KIND_REF = 1;
 const KIND_DATA = 2;
-/** A segment is closed for appends past this size, and after a short idle spell (see rotateIfIdle). */
 const SEGMENT_MAX = 16 << 20;
-/** The prepared next segment; it holds no records, so a leftover one is simply removed at start. */
+/** The prepared next segment; it holds no records, so a leftover one is removed at start. */
 const SPARE_NAME = 'next.spare';
-/** After a failed preparation (a full disk), segments are created plainly for this long. */
 const SPARE_RETRY_MS = 10_000;
 const ZEROS = Buffer.alloc(1 << 20);
-/** Free space below which no spare is prepared (see #prepareSpare), nor a retired segment kept: a few segments' worth. */
+/** Free space below which no spare is prepared nor a retired segment kept. */
 const SPARE_HEADROOM = 4 * SEGMENT_MAX;
 /** Retired segments kept for reuse; a longer burst goes on in zeroed spares. */
 const RECYCLED_MAX = 8;
 const RECYCLED_NAME = /^recycled-(\d{12})\.spare$/;
 const SEGMENT_NAME = /^seg-(\d{12})\.log$/;
-/** Records up to this size are written synchronously on the calling thread. */
 const INLINE_WRITE_MAX = 256 << 10;
 
 interface Segment {
@@ -94,15 +82,12 @@ interface Segment {
   tail: number;
   /** Its blocks were written in full before its first record: a zeroed spare, or a recycled segment. */
   readonly prepared: boolean;
-  /** Settles once every write started in this segment has; rejects if any of them failed. */
   written: Promise<void>;
   /** Offset of the first record whose write or flush failed: nothing at or after it is acknowledged. */
   tornAt: number | null;
-  /** Offsets of its records queued or being flushed, not yet acknowledged or refused. */
   readonly unsettled: Set<number>;
 }
 
-/** What the caller knows of the uploads in flight, asked when a flush is due (see #flush). */
 export interface FlushHints {
   readonly alone?: () => boolean;
   /** Whether every upload in flight is a small journaled one: no other file's data is on its way to the disk. */
@@ -123,7 +108,6 @@ const MAX_FLUSHES = 2;
 
 /** A flush may run in line (on the event loop) while recent flushes averaged less than this. */
 const IN_LINE_FLUSH_MAX_MS = 1;
-/** Weight of the newest flush in that average. */
 const FLUSH_AVERAGE_WEIGHT = 0.25;
 
 export class SegmentLog {
@@ -138,18 +122,15 @@ export class SegmentLog {
   }
   #lastAppend = 0;
   readonly #sealed: number[] = [];
-  /** The prepared spare, once ready; its preparation while it runs. */
   #spare: FileHandle | null = null;
   #preparing: Promise<void> | null = null;
   #spareFailedAt = -Infinity;
   #switching: Promise<void> | null = null;
   #stats = { inLine: 0, pooled: 0, records: 0, recycledSegments: 0, zeroedSegments: 0, plainSegments: 0 };
-  /** Numbers of the recycled files ready for reuse (`recycled-<no>.spare`). */
   readonly #recycled: number[];
   /** Sealed segments that may be recycled: prepared in this run (so written in full, STJ3 only) and never torn. */
   readonly #recyclable = new Set<number>();
   readonly #readers = new Map<number, number>();
-  /** Recent flushes' duration, a moving average (see IN_LINE_FLUSH_MAX_MS). */
   #flushMs = 0;
 
   readonly #now: () => number;
@@ -193,7 +174,6 @@ export class SegmentLog {
     return this.#recycled.length;
   }
 
-  /** Resolves once a spare being prepared is ready (or its preparation failed): whether one is. */
   async spareReady(): Promise<boolean> {
     await this.#preparing;
     return this.#spare !== null;
@@ -203,10 +183,7 @@ export class SegmentLog {
     return this.#sealed;
   }
 
-  /**
-   * Appends a record and resolves once it is durable; data records with where the bytes are. `hints`
-   * are asked when its flush is due (see #flush).
-   */
+  /** Appends a record and resolves once it is durable (data records with where the bytes are). */
   async append(rec: JournalRecord, hints: FlushHints = {}): Promise<JournalLocation | null> {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
@@ -235,8 +212,7 @@ export class SegmentLog {
     const head = HEADER + repo.length;
     buf.writeBigUInt64LE(BigInt(seg.no), head);
     const digest = headDigest(buf.subarray(0, head + NUMBER));
-    // fill() is one native memcpy; set() from the verify layer's shared blocks takes V8's slow
-    // element-wise path.
+    // fill() is one native memcpy; set() from shared memory takes V8's slow element-wise path.
     if (dataLen > 0) buf.fill(rec.data!, head, head + dataLen);
     digest.copy(buf, length - DIGEST, 0, DIGEST);
     const offset = seg.tail;
@@ -269,7 +245,6 @@ export class SegmentLog {
       if (mine.status === 'rejected') throw mine.reason;
     });
     seg.written = written;
-    // Its failure is reported through the flush; this keeps it from counting as unhandled meanwhile.
     written.catch(() => undefined);
     seg.unsettled.add(offset);
     await new Promise<void>((resolve, reject) => {
@@ -331,13 +306,11 @@ export class SegmentLog {
     this.#flushes--;
   }
 
-  /** Whether the flush of these queued records runs in line (see #flush): a lone upload's, or a quick one beside small uploads only. */
   #runsInLine(pending: readonly PendingAppend[]): boolean {
     const hints = pending[0]!.hints;
     return (pending.length === 1 && hints.alone?.() === true) || (this.#flushMs < IN_LINE_FLUSH_MAX_MS && hints.smallOnly?.() === true);
   }
 
-  /** The current segment if `length` more bytes go into it now; null when a switch is needed first. */
   #roomFor(length: number): Segment | null {
     const cur = this.#current;
     if (this.#switching !== null || cur === null || cur.tornAt !== null) return null;
@@ -349,7 +322,6 @@ export class SegmentLog {
     return cur;
   }
 
-  /** Switches to the next segment, or waits for the switch another append started. */
   async #makeRoom(): Promise<void> {
     if (this.#switching !== null) {
       await this.#switching.catch(() => undefined);
@@ -370,7 +342,7 @@ export class SegmentLog {
     if (spare !== null) this.#spare = null;
     let seg: Segment;
     if (reuse !== undefined) {
-      // Its old records stay behind the new ones: they carry another segment's number (see the class comment).
+      // Its old records carry another segment's number (see the class comment).
       let fh: FileHandle;
       try {
         await rename(join(this.#dir, recycledName(reuse)), path);
@@ -404,7 +376,6 @@ export class SegmentLog {
     this.#current = seg;
   }
 
-  /** Starts writing the next segment's zeros in the background, unless a spare or a recycled segment exists or is coming. */
   #prepareSpare(): void {
     if (this.#recycled.length > 0 || this.#spare !== null || this.#preparing !== null || Date.now() - this.#spareFailedAt < SPARE_RETRY_MS) return;
     this.#preparing = (async () => {
@@ -429,12 +400,10 @@ export class SegmentLog {
       });
   }
 
-  /** Group-commit figures since start, for /metrics. */
   get flushStats(): JournalFlushes {
     return { ...this.#stats };
   }
 
-  /** Whether nothing was appended for `ms`. */
   idleFor(ms: number): boolean {
     return this.#now() - this.#lastAppend >= ms;
   }
@@ -446,7 +415,6 @@ export class SegmentLog {
   async rotateIfIdle(idleMs: number): Promise<void> {
     if (!this.idleFor(idleMs)) return;
     if (this.#current !== null && this.#current.tail > 0 && !this.#flushing) await this.#seal();
-    // Sealed segments that retirement will recycle serve the next burst as well as zeros would.
     if (this.#lastAppend > 0 && this.#current === null && this.#recyclable.size === 0) this.#prepareSpare();
   }
 
@@ -459,9 +427,8 @@ export class SegmentLog {
   }
 
   /**
-   * A torn segment is cut back to its last good record. Never throws: if the cut fails, replay still
-   * stops at the torn record. A prepared one keeps its length so it can be recycled whole. The caller
-   * has waited for the flushes, so no write to it is in flight.
+   * A torn segment is cut back to its last good record; never throws (replay stops at the torn record
+   * anyway). A prepared one keeps its length, to be recycled whole. No write to it is in flight.
    */
   async #closeSegment(seg: Segment): Promise<void> {
     await seg.written.catch(() => undefined);
@@ -518,11 +485,7 @@ export class SegmentLog {
     }
   }
 
-  /**
-   * Opens a segment to read journaled bytes, on the calling thread. The descriptor keeps the bytes it
-   * reads until `close`: a segment with a reader open is deleted, never recycled. Throws ENOENT once
-   * the segment is gone.
-   */
+  /** Opens a segment to read journaled bytes; such a segment is deleted, never recycled. Throws ENOENT once it is gone. */
   openSegment(segment: number): { fd: number; close: () => void } {
     const fd = openSync(this.pathOf(segment), 'r');
     this.#readers.set(segment, (this.#readers.get(segment) ?? 0) + 1);
@@ -558,21 +521,16 @@ export class SegmentLog {
     await this.#dirs.sync(this.#dir);
   }
 
-  /**
-   * Whether the file system has SPARE_HEADROOM free now (one `statfs`): then an index beside the
-   * journal has room for its next commits too (see JournaledPut.keepReference).
-   */
+  /** Whether SPARE_HEADROOM is free now (one `statfs`): then an index beside the journal has room to commit too. */
   hasRoomNow(): boolean {
     let fs: StatsFs | null = null;
     try {
       fs = statfsSync(this.#dir);
     } catch {
-      // unknown: no room
     }
     return hasHeadroom(fs);
   }
 
-  /** Whether the file system has SPARE_HEADROOM free: room for a spare, or to keep a retired segment. */
   async #hasRoom(): Promise<boolean> {
     return hasHeadroom(await statfs(this.#dir).catch(() => null));
   }
@@ -596,7 +554,6 @@ export class SegmentLog {
 
 const recycledName = (segment: number): string => `recycled-${String(segment).padStart(12, '0')}.spare`;
 
-/** A segment's number as STJ3 digests cover it. */
 function segmentNumber(segment: number): Buffer {
   const b = Buffer.alloc(NUMBER);
   b.writeBigUInt64LE(BigInt(segment));
@@ -613,11 +570,7 @@ function storageFull(): NodeJS.ErrnoException {
   return Object.assign(new Error('ENOSPC: an earlier record of this journal segment could not be written'), { code: 'ENOSPC' });
 }
 
-/**
- * Resolves after the event loop has polled its sockets once more. An immediate set during the poll
- * phase runs in the check phase right after it, before any new poll; the second one runs only after
- * the next poll.
- */
+/** Resolves after the event loop has polled its sockets once more (an immediate set in the check phase runs only after the next poll). */
 function afterNextPoll(): Promise<void> {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }

@@ -5,7 +5,6 @@ import type { CredentialsProvider } from './credentials/credentials-cache.js';
 import { MAX_PRESIGN_SECONDS, presign, signHeaders, UNSIGNED_PAYLOAD, EMPTY_SHA256 } from './sigv4.js';
 
 export interface S3Location {
-  /** Endpoint origin, e.g. https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:9000. */
   readonly endpoint: string;
   readonly bucket: string;
   readonly region: string;
@@ -47,14 +46,12 @@ export interface S3Call {
   readonly query?: ReadonlyArray<readonly [string, string]>;
   readonly headers?: Readonly<Record<string, string>>;
   readonly body?: Uint8Array | string;
-  /** Hex sha256 of the body, or UNSIGNED_PAYLOAD (the default for non-empty bodies). */
   readonly payloadHash?: string;
   /** Statuses returned rather than thrown besides 2xx (e.g. 404 for a HEAD). */
   readonly accept?: readonly number[];
   readonly signal?: AbortSignal;
 }
 
-/** Pauses before sending a request again after a connection-level failure (no answer at all). */
 const RETRIES = [50, 250, 1000];
 
 /** SVC_S3_DEADLINE's default: a bucket silent this long is down, not slow. */
@@ -67,12 +64,9 @@ const MIN_SEND_RATE = 1 << 20;
 const IDEMPOTENT: ReadonlySet<S3Call['method']> = new Set(['GET', 'HEAD', 'PUT', 'DELETE']);
 
 /**
- * The one way this server talks to the bucket: undici with deadlines, SigV4 signing (no aws-sdk).
- * Network failures, 5xx, deadlines passed and missing credentials become LFS_ERR_NOT_READY (503,
- * Retry-After), so a bucket outage reaches the client as a retriable 503.
- *
- * Deadlines (SVC_S3_DEADLINE, D): connecting, D; the answer's headers, D plus a second per MiB sent,
- * for all attempts together; the answer's body, D between two pieces (progress, not a total).
+ * The one way this server talks to the bucket: undici, SigV4 (no aws-sdk). Outages become 503
+ * LFS_ERR_NOT_READY with Retry-After. Deadlines (SVC_S3_DEADLINE, D): connecting, D; headers, D plus a
+ * second per MiB sent, for all attempts together; the body, D between two pieces.
  */
 export class S3Client {
   readonly #loc: S3Location;
@@ -124,7 +118,6 @@ export class S3Client {
     return key === '' && this.#basePath !== '/' ? this.#basePath.slice(0, -1) : `${this.#basePath}${key}`;
   }
 
-  /** Sends one signed request; throws S3ResponseError for an S3 refusal and a 503 LfsError for an outage. */
   async send(call: S3Call): Promise<S3Reply> {
     const body = call.body;
     const payloadHash = call.payloadHash ?? (body === undefined || body.length === 0 ? EMPTY_SHA256 : UNSIGNED_PAYLOAD);
@@ -137,9 +130,8 @@ export class S3Client {
     const size = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
     const budget = this.#deadlineMs + Math.ceil((size / MIN_SEND_RATE) * 1000);
     const started = performance.now();
-    // Every body here is a buffer, so a request that failed before any answer (typically a pooled
-    // connection the bucket just closed) is sent again when it is idempotent and the deadline leaves
-    // room (docs/architecture.md, "Conventions").
+    // Every body is a buffer, so a request that got no answer is sent again when it is idempotent
+    // and the deadline leaves room (docs/architecture.md, "Conventions").
     for (let attempt = 0; res === null; attempt++) {
       const left = budget - (performance.now() - started);
       // The whole wait for an answer: undici's own timeouts count each phase apart.
@@ -173,7 +165,6 @@ export class S3Client {
     const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? '';
     if (res.statusCode >= 500) throw unavailable(new Error(`${code} ${message}`.trim()));
     if (EXPIRED_CODES.has(code)) {
-      // Revoked or expired early: new credentials are loaded, and this request is retriable.
       this.#loc.credentials.invalidate(credentials);
       throw unavailable(new Error(code));
     }
@@ -188,10 +179,7 @@ export class S3Client {
     return { status: r.status, headers: r.headers, text };
   }
 
-  /**
-   * A presigned URL for one request on `key` (docs/behaviour.md, "Object storage (S3)"); it dies with
-   * the session token it carries, so `expiresIn` may be less than asked.
-   */
+  /** A presigned URL (docs/behaviour.md, "Object storage (S3)"); it dies with its session token, so `expiresIn` may be less than asked. */
   presign(method: 'GET' | 'PUT', key: string, expiresIn: number, signedHeaders: Readonly<Record<string, string>> = {}): PresignedUrl {
     const credentials = this.#loc.credentials.held();
     const now = new Date();
@@ -215,19 +203,16 @@ function deadlinePassed(ms: number): Error {
   return Object.assign(new Error(`the bucket did not answer within ${(ms / 1000).toFixed(1)} s`), { code: 'S3_DEADLINE' });
 }
 
-/** undici's own deadlines: connecting, or waiting for an answer's headers. */
 function isTimeout(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT';
 }
 
-/** undici's own names for a connection that failed or a deadline it enforced (a body stalled past bodyTimeout). */
 export function isTransportError(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return typeof code === 'string' && (code.startsWith('UND_ERR_') || code === 'ECONNRESET' || code === 'EPIPE' || code === 'S3_DEADLINE');
 }
 
-/** A bucket that cannot be reached, or answers 5xx: 503 with Retry-After, nothing recorded. */
 export function unavailable(cause: unknown): Error {
   const code = (cause as { code?: string })?.code ?? (cause as Error)?.message ?? 'unknown';
   return new LfsError('LFS_ERR_NOT_READY', `The object store cannot be reached right now (${code}); retry later`, { cause, headers: { 'Retry-After': '10' } });

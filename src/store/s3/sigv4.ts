@@ -30,7 +30,6 @@ function sha256Hex(data: string): string {
   return createHash('sha256').update(data, 'utf8').digest('hex');
 }
 
-/** 20240101T000000Z and 20240101 from one instant. */
 function stamps(now: Date): { amzDate: string; day: string } {
   const amzDate = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
   return { amzDate, day: amzDate.slice(0, 8) };
@@ -50,20 +49,15 @@ export interface SignInput {
   readonly host: string;
   readonly path: string;
   readonly query: ReadonlyArray<readonly [string, string]>;
-  /** Headers to sign besides host (names in any case). */
   readonly headers: Readonly<Record<string, string>>;
 }
 
-/** The signing context shared by every request of one client. */
 export interface SignContext {
   readonly credentials: S3Credentials;
   readonly region: string;
 }
 
-/**
- * Signature Version 4 core (https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html):
- * canonical request → string to sign → HMAC chain over date, region, service.
- */
+/** SigV4 (https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html). */
 function signature(ctx: SignContext, input: SignInput, query: ReadonlyArray<readonly [string, string]>, headers: Record<string, string>, payloadHash: string, now: Date): { signedHeaders: string; signature: string; scope: string } {
   const { amzDate, day } = stamps(now);
   const names = Object.keys(headers).sort();
@@ -82,7 +76,6 @@ function lowerHeaders(input: SignInput): Record<string, string> {
   return out;
 }
 
-/** Signs a request with an Authorization header; returns the headers to send (host is set by undici). */
 export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: string, now = new Date()): Record<string, string> {
   const { amzDate } = stamps(now);
   const headers = lowerHeaders(input);
@@ -95,10 +88,7 @@ export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: str
   return headers;
 }
 
-/**
- * A presigned URL: whoever holds it may make exactly this request until it expires.
- * https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
- */
+/** A presigned URL (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). */
 export function presign(ctx: SignContext, input: SignInput, origin: string, expiresIn: number, now = new Date()): string {
   const { amzDate, day } = stamps(now);
   const headers = lowerHeaders(input);
