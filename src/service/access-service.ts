@@ -10,17 +10,13 @@ import { MAX_TOKEN_BYTES, isPlausibleToken } from '../protocol/token.js';
 
 export type Need = 'pull' | 'push' | 'admin';
 
-/**
- * The saved access settings an upload was admitted by (its reference's statement checks they are
- * still current: UploadCommit.setting), and how to judge the upload again when they are not.
- */
+/** The saved settings an upload was admitted by (UploadCommit.setting), and how to judge it again when they changed. */
 export interface UploadJudge {
   readonly setting: SettingGuard;
   /** Judged again by the settings saved now, at its real size: throws the refusal, or returns the new guard. */
   rejudge(size: number): Promise<SettingGuard>;
 }
 
-/** What a caller may do on one repository, as the forge said. */
 export interface Grant {
   readonly permissions: Permissions;
   /** True when no token was sent and the repository is public : read only. */
@@ -35,7 +31,6 @@ export interface AccessOptions {
   readonly budget?: LookupBudget | null;
   /** Resolve who is behind each token once per cacheTtl, for request lines; skipped when the budget is spent. */
   readonly identifyCallers?: boolean;
-  /** The clock the caches' TTLs are read against (ms since the epoch); Date.now unless a test moves it. */
   readonly now?: () => number;
 }
 
@@ -49,10 +44,7 @@ const ANONYMOUS = 'anonymous';
 const ANY_REPOSITORY = '*';
 
 
-/**
- * Refuses, before any cache or forge call, a token no forge could have issued (empty, too long, or
- * outside visible ASCII), so one client's junk costs neither forge calls nor cache entries.
- */
+/** Refuses, before any cache or forge call, a token no forge could have issued: junk costs neither forge calls nor cache entries. */
 function checkPlausible(token: string): void {
   if (!isPlausibleToken(token)) {
     throw lfsError('LFS_ERR_AUTH_MALFORMED', `These credentials cannot be a forge token: empty, longer than ${MAX_TOKEN_BYTES} bytes, or not visible ASCII`, CHALLENGE);
@@ -64,10 +56,7 @@ interface CacheEntry<T> {
   readonly expiresAt: number;
 }
 
-/**
- * A bounded LRU with per-entry expiry: random tokens sprayed by an attacker evict old entries
- * instead of growing memory. Insertion order is recency order.
- */
+/** A bounded LRU with per-entry expiry, so random tokens sprayed by an attacker evict old entries instead of growing memory. */
 class BoundedCache<T> {
   readonly #map = new Map<string, CacheEntry<T>>();
   readonly #max: number;
@@ -85,7 +74,7 @@ class BoundedCache<T> {
     return hit;
   }
 
-  /** Like get, without touching recency (a read for logs must not keep an entry alive). */
+  /** Without touching recency: a read for logs must not keep an entry alive. */
   peek(key: string, now: number): CacheEntry<T> | undefined {
     const hit = this.#map.get(key);
     return hit === undefined || hit.expiresAt <= now ? undefined : hit;
@@ -103,7 +92,6 @@ export interface Caller {
   readonly signal: AbortSignal;
 }
 
-/** Waits for `work`, but gives up as soon as this caller's own request is aborted. */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
@@ -123,10 +111,9 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
- * Token → permissions on one repository, asked of the forge and cached (docs/behaviour.md, "Caches
- * and budget"): grants for cacheTtl, refusals for rejectionTtl, failures never. Keys are sha256 of
- * the token, so no raw token is kept. Concurrent misses for a key share one lookup, detached from any
- * one client so a caller hanging up does not fail the others. Only misses spend the forge budget.
+ * Token → permissions on one repository, cached (docs/behaviour.md, "Caches and budget"): grants for
+ * cacheTtl, refusals for rejectionTtl, failures never; keyed by the token's sha256. Concurrent misses
+ * share one lookup, detached so a caller hanging up does not fail the others.
  */
 export class AccessService {
   readonly #forge: ForgeAdapter;
@@ -136,7 +123,6 @@ export class AccessService {
   readonly #identities: BoundedCache<Identity | null>;
   readonly #inFlight = new Map<string, Promise<ForgeAnswer>>();
   readonly #identifying = new Map<string, Promise<Identity | null>>();
-  /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
   readonly #detached = new AbortController().signal;
   readonly #now: () => number;
 
@@ -155,11 +141,7 @@ export class AccessService {
     return null;
   }
 
-  /**
-   * The grant when `token` may do `need` on `repo`, else throws the LfsError to answer. Without a
-   * token a public repository is readable; anything else gets a 401 challenge, so a private
-   * repository looks the same as a missing one.
-   */
+  /** The grant, or throws the LfsError to answer; without a token only a public repository reads, anything else gets a 401 challenge, so private looks like missing. */
   async authorize(token: string | null, repo: RepoName, need: Need, caller: Caller): Promise<Grant> {
     if (token !== null) checkPlausible(token);
     const answer = await this.#answer(token, repo, caller);
@@ -198,7 +180,6 @@ export class AccessService {
     return this.#identities.peek(hashToken(token), this.#now())?.value?.id ?? null;
   }
 
-  /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
   async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
     const now = this.#now();
     if (this.#identities.peek(hashToken(token), now) !== undefined || this.#opts.budget?.left(now) === false) return;
@@ -270,7 +251,7 @@ export class AccessService {
 
   #countFailure(e: unknown): Error {
     if (isLfsError(e) && e.code === 'LFS_ERR_LOOKUP_BUDGET_SPENT') {
-      // Refused by our own budget before the call went out; the forge was not asked.
+      // Refused by our own budget: the forge was not asked.
       this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
       return e;
     }

@@ -18,10 +18,9 @@ const SWEEP_POLL_MS = 200;
 const SWEEP_ACK_WAIT_MS = 2 * NODE_STALE_MS;
 
 /**
- * This process as one node of a cluster sharing a PostgreSQL index: a random id per start and a
- * heartbeat row. A node silent for NODE_STALE_MS is dead to the others: its uploads no longer hold
- * deletes back, its leases are free, its jobs interrupted. The heartbeat also acknowledges retain
- * sweeps (NodeIndex explains them). One node on SQLite needs none of it.
+ * This process as a node of a cluster sharing a PostgreSQL index: a random id and a heartbeat row. A
+ * node silent for NODE_STALE_MS is dead to the others (its uploads no longer hold deletes back, its
+ * leases free, its jobs interrupted). The heartbeat also acknowledges retain sweeps (NodeIndex).
  */
 export class ClusterNode {
   /** Random per process start, so rows a dead predecessor left are never mistaken for ours. */
@@ -99,16 +98,12 @@ export class ClusterNode {
       if (this.#failing) this.#log('node heartbeat recovered', { node: this.id });
       this.#failing = false;
     } catch (e) {
-      // Said once: a database outage fails every beat until it ends.
       if (!this.#failing) this.#log('node heartbeat failed; other nodes take this one for dead after 30 s without one', { level: 'warn', node: this.id, err: String(e) });
       this.#failing = true;
     }
   }
 
-  /**
-   * Runs a retain's deletions inside a sweep: `run` only once every live node acknowledged it (each
-   * records its uploads in flight first); closed afterwards, whatever happened.
-   */
+  /** Runs a retain's deletions inside a sweep, only once every live node acknowledged it (after recording its uploads in flight). */
   async sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const sweep = await this.#nodes.openSweep(this.id, Date.now());
     try {

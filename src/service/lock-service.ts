@@ -17,7 +17,6 @@ import type { AccessService } from './access-service.js';
 export interface LockServiceOptions {
   /** Seconds after which a lock is stale and anyone with push may take it over; null = never. */
   readonly maxAge: number | null;
-  /** The clock staleness is judged by (ms since the epoch); Date.now unless a test moves it. */
   readonly now?: () => number;
 }
 
@@ -44,9 +43,8 @@ export function toWireLock(row: LockRow): WireLock {
 }
 
 /**
- * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md) with
- * this server's rules (docs/behaviour.md, "Who may do what"). Ownership is the forge user id, so a
- * renamed login keeps its locks; the login is stored as the name shown.
+ * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md;
+ * docs/behaviour.md, "Who may do what"). Owners are forge user ids, so a renamed login keeps its locks.
  */
 export class LockService {
   readonly #locks: LockIndex;
@@ -112,10 +110,7 @@ export class LockService {
     return answer;
   }
 
-  /**
-   * `POST /locks/verify`: the repository's locks, split into the caller's and others'. A token naming
-   * no user (a bot) holds none, so its push is halted only by locked files, not refused outright.
-   */
+  /** `POST /locks/verify`: the caller's locks and others'. A token naming no user holds none, so its push is only halted by locked files. */
   async verify(token: string | null, repo: RepoName, req: VerifyLocksRequest, signal: AbortSignal): Promise<LockVerifyList> {
     await this.#access.authorize(token, repo, 'push', { signal });
     const me = await this.#access.identify(token!, signal);
@@ -126,10 +121,7 @@ export class LockService {
     return answer;
   }
 
-  /**
-   * `POST /locks/{id}/unlock`: the owner releases; anyone else needs `force` and admin (locking.md),
-   * unless the lock is stale, which anyone with push could take over anyway.
-   */
+  /** `POST /locks/{id}/unlock`: the owner, or `force` with admin (locking.md), or anyone with push once the lock is stale. */
   async unlock(token: string | null, repo: RepoName, id: string, req: UnlockRequest, signal: AbortSignal): Promise<WireLock> {
     const grant = await this.#access.authorize(token, repo, 'push', { signal });
     // Null for an app token: it owns no lock, but with admin it may still force one open.
@@ -183,10 +175,7 @@ export class LockService {
   }
 }
 
-/**
- * 128 random bits as base64url (the client does not escape the id in the unlock URL), redrawn when
- * it would start with `-` or `_`, so `git lfs unlock --id <id>` never reads it as a flag.
- */
+/** 128 random bits as base64url (unescaped in the unlock URL), never starting with `-` or `_`, which `git lfs unlock --id` would read as a flag. */
 function newLockId(): string {
   for (;;) {
     const id = randomBytes(16).toString('base64url');

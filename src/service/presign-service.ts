@@ -16,13 +16,10 @@ export interface PresignOptions {
 }
 
 /**
- * SVC_S3_PRESIGN=true (docs/behaviour.md, "Object storage (S3)"): batch links that go straight to the bucket.
- *
- * `authenticated` covers every action of the batch object, verify included
- * (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go), so the verify link back to this
- * server is signed too: an HMAC over repository, oid, size and expiry. A bad or expired signature is
- * 403, never 401, which makes the client retry forever on an authenticated link. Objects over 5 GiB
- * or compressed are proxied through this server (null here).
+ * SVC_S3_PRESIGN=true (docs/behaviour.md, "Object storage (S3)"): batch links straight to the bucket.
+ * `authenticated` covers the verify action too (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go),
+ * so the verify link is HMAC-signed over repository, oid, size and expiry; a bad one is 403, never
+ * 401, on which the client would retry forever. Large or compressed objects are proxied (null).
  */
 export class PresignService {
   readonly #store: Presigner;
@@ -50,12 +47,10 @@ export class PresignService {
   /** The upload entry: a presigned PUT to this repository's landing key and a signed verify link; null to proxy. */
   upload(repo: RepoName, oid: Oid, size: number, verifyBase: string): BatchResponseObject | null {
     if (size > this.#store.maxPresignedPut) return null;
-    // With SVC_COMPRESSION on, the server compresses objects on their way in: they come through it.
     const compressFrom = this.#store.compressFrom;
     if (compressFrom !== null && size >= compressFrom) return null;
     const link = this.#store.presignUpload(repo.key, oid, this.expiresIn(size));
     const expires = link.expiresIn;
-    // The verify comes after the whole upload: give it the upload's lifetime again.
     const verifyExpires = Math.min(this.#store.maxExpiresIn, 2 * expires);
     const until = Math.floor(Date.now() / 1000) + verifyExpires;
     const sig = this.#sign(repo, oid, size, until);

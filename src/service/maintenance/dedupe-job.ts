@@ -4,7 +4,6 @@ import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { forEachLimited } from './worker-tasks.js';
 import { adoptVerifiedFile } from './adopt-object.js';
 
-/** POST /{org}/{repo}/objects/dedupe's answer. */
 export interface DedupeReport {
   [key: string]: unknown;
   /** Legacy files found (named as an oid, in their shard folders). */
@@ -17,10 +16,7 @@ export interface DedupeReport {
   readonly already_shared: number;
   /** Bytes freed by dropping duplicates of shared objects. */
   readonly bytes_freed: number;
-  /**
-   * Files refused: those that do not hash to their name (renamed `<oid>.refused`, in refused_objects),
-   * and files not named `ab/cd/<oid>` (left in place, in refused_files; `import` reads such layouts).
-   */
+  /** Files refused: not hashing to their name (renamed `<oid>.refused`), or not named `ab/cd/<oid>` (left in place). */
   readonly refused: number;
   /** Files that could not be read: left where they are. */
   readonly unreadable: number;
@@ -33,11 +29,9 @@ export interface DedupeReport {
 }
 
 /**
- * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, docs/maintenance.md)
- * into the shared store (disk only). Each file is hashed on the worker pool; a mismatch never enters
- * the shared store. A match is hard-linked under `objects/` when new, its folder fsync'd, the
- * reference recorded, and only then the legacy name removed: the object is always served from one
- * place or the other, and a second run finishes what a killed one left.
+ * Dedupe: folds the repository's legacy files (docs/maintenance.md) into the shared store (disk only).
+ * A file that does not hash to its name never enters it; a match is hard-linked under `objects/`, the
+ * reference recorded, and only then the legacy name removed, so a killed run loses nothing.
  */
 export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobContext): Promise<DedupeReport> {
   const { tasks } = deps;

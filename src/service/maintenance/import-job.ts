@@ -19,14 +19,10 @@ export interface ImportReport {
   readonly layout: ImportLayout;
   readonly source: string;
   readonly dry_run: boolean;
-  /** Every file met under the source folder: imported + refused + vanished. */
   readonly files: number;
   readonly vanished: number;
-  /** Objects now referenced by the repository (dry run: that would be). */
   readonly imported: number;
-  /** Of those, copied into the shared store because it did not hold the oid. */
   readonly copied: number;
-  /** Of those, already in the shared store: only the repository's reference was recorded. */
   readonly already_stored: number;
   readonly bytes: number;
   readonly bytes_copied: number;
@@ -46,13 +42,10 @@ export interface ImportRequest {
 }
 
 /**
- * Import: reads another LFS server's content folder (Gitea/Forgejo, GitLab, lfs-test-server, or a
- * client's `.git/lfs/objects`), read only, and records every object in it for `repo`. Each file goes
- * through the store stack exactly as an upload does, so it becomes visible only when its sha256 is
- * the oid its path names; an oid already stored is still hashed. A file that is misnamed, does not
- * hash to its name or cannot be read is refused and reported, never passed over. The folder is
- * walked twice (count, then import), one folder at a time, so memory stays bounded. Running it again
- * is safe.
+ * Import: reads another LFS server's content folder (read only) and records every object for `repo`.
+ * Each file goes through the store stack as an upload does, so it is visible only when its sha256 is
+ * the oid its path names; a bad file is refused and reported, never passed over. Walked twice (count,
+ * then import), one folder at a time, so memory stays bounded; safe to run again.
  */
 export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: ImportRequest, ctx: JobContext): Promise<ImportReport> {
   const { objects, tasks } = deps;
@@ -86,7 +79,6 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
     files++;
     ctx.progress.objectDone(e.kind === 'object' ? e.size : 0);
   };
-  /** The store holds good bytes of `oid` now (a hint: what decides is the check inside asUpload below). */
   const held = async (oid: Oid): Promise<boolean> => (await objects.findShared(oid)) !== null && !(await objects.isQuarantined(oid));
 
   const complete = await forEachLimitedAsync(walkLayout(req.path, form), tasks.parallelism, ctx.signal, async (e) => {
@@ -181,12 +173,11 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     }
   };
   try {
-    // New object bytes, as an upload's: refused (the job fails with 507) where they would enter the disk's reserve.
+    // New object bytes, as an upload's: refused (507) where they would enter the disk's reserve.
     deps.uploads.admitBytes((await fh.stat()).size);
     return await deps.uploads.asUpload(oid, async (upload) => {
       // As an upload: a quarantined oid's bad bytes go aside so these are stored.
       if (await deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
-      // As an upload's, its reference goes into the journal with the bytes where the store keeps one.
       const journal = deps.store.journal;
       const writer = journal === null ? await deps.store.createWriter(oid, { expectedSize: null }) : await journal.createWriter(repo.key, oid, { expectedSize: null });
       const put = await pumpInto(pull, writer, () => undefined);

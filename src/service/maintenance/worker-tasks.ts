@@ -7,12 +7,8 @@ const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.u
 
 /**
  * The maintenance jobs' whole-file tasks, on a pool whose threads run at a lower OS priority
- * (maintenance.worker.ts): it uses every core when the server is idle and yields them to requests
- * and upload frame work at once, where sharing the upload pool at equal priority hurt the HTTP
- * thread's tail latency. At most `threads` whole-file tasks are queued at once.
- *
- * It is also the compress job's `FrameCodec`, so that job's frames run here at the lower priority;
- * frame tasks are not gated (the compress layer bounds its own). The composition root closes it.
+ * (maintenance.worker.ts): every core when idle, yielded at once to requests and upload frame work.
+ * Also the compress job's `FrameCodec`; frame tasks are not gated (the compress layer bounds its own).
  */
 export class WorkerTasks implements FrameCodec {
   readonly #pool: WorkerPool;
@@ -25,7 +21,6 @@ export class WorkerTasks implements FrameCodec {
     this.#permits = Math.max(1, threads);
   }
 
-  /** Load of the maintenance pool, for the dashboard. */
   get stats(): WorkerPool['stats'] {
     return this.#pool.stats;
   }
@@ -56,21 +51,16 @@ export class WorkerTasks implements FrameCodec {
     return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, meter: meter?.buffer }));
   }
 
-  /** One frame compressed on the maintenance pool (maintenance.worker.ts re-exports compressFrame). */
   compress(task: CompressTask): Promise<CompressResult> {
     return this.#pool.compress(task);
   }
 
-  /** One frame checked and decoded on the maintenance pool. */
   decode(task: DecodeTask): Promise<DecodeResult> {
     return this.#pool.decode(task);
   }
 }
 
-/**
- * Runs `fn` over `items` with at most `limit` at once, in order of start. Stops starting new items
- * once `signal` is aborted; returns false when it stopped early.
- */
+/** Runs `fn` over `items`, at most `limit` at once; stops starting new ones once `signal` aborts (then returns false). */
 export async function forEachLimited<T>(items: readonly T[], limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
   let next = 0;
   const lane = async (): Promise<void> => {
@@ -80,10 +70,7 @@ export async function forEachLimited<T>(items: readonly T[], limit: number, sign
   return next >= items.length && !signal.aborted;
 }
 
-/**
- * forEachLimited over items that arrive one by one (a folder walk), so they are never all in memory.
- * The iterator is closed at the end, also when the signal stopped the work early.
- */
+/** forEachLimited over items that arrive one by one (a folder walk); the iterator is closed at the end. */
 export async function forEachLimitedAsync<T>(items: AsyncIterable<T>, limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
   const it = items[Symbol.asyncIterator]();
   let ended = false;
