@@ -3,16 +3,11 @@ import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type Forg
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}`
- * (https://docs.gitea.com/development/api-usage; Forgejo keeps the same `/api/v1` contract).
- *
- * - The token goes as `Authorization: token …`, lowercase: Forgejo and Gitea ≤ 1.24 match the
- *   scheme case-sensitively.
- * - `permissions {admin, push, pull}` is always present and computed from the caller's access to the
- *   code unit, so it is used as it comes. All-false means "may see the repository but not its
- *   code": reading it as read access would leak objects. Actions job tokens get their flags the same way.
- * - Neither forge rate-limits by itself, a proxy may: any answer with Retry-After is a rate limit,
- *   and a 503 without it means the instance is down.
+ * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` (https://docs.gitea.com/development/api-usage).
+ * The token goes as `Authorization: token …`, lowercase (older versions match the scheme exactly).
+ * `permissions` is computed from access to the code unit: all-false means "may see the repository
+ * but not its code", so it is never read as read access. Neither forge rate-limits itself, a proxy
+ * may: Retry-After means a rate limit, a 503 without it the instance is down.
  */
 export class GiteaAdapter implements ForgeAdapter {
   readonly #api: string;
@@ -35,7 +30,6 @@ export class GiteaAdapter implements ForgeAdapter {
     const body = res.body as { private?: unknown; permissions?: { admin?: unknown; push?: unknown; pull?: unknown } | null };
     const p = body.permissions ?? {};
     if (token === null) {
-      // Anonymous read of a repository that reports itself public.
       return body.private === false && p.pull !== false ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
     }
     const admin = p.admin === true;

@@ -9,7 +9,6 @@ export const GITHUB_HEADERS = { accept: 'application/vnd.github+json', 'x-github
 /** Refresh an installation token this long before its `expires_at`: room for a lookup still using it, and clock skew. */
 export const TOKEN_REFRESH_MARGIN_MS = 60_000;
 
-/** How long "the app is not installed on this owner" is remembered before asking again. */
 export const NOT_INSTALLED_TTL_MS = 300_000;
 
 /** JWTs live nine minutes: GitHub refuses an `exp` more than ten minutes ahead (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app). */
@@ -27,9 +26,8 @@ function base64url(value: string | Buffer): string {
 
 /**
  * The optional GitHub App identity for anonymous lookups (docs/behaviour.md, "Anonymous read and app
- * identity"): an RS256 JWT (node:crypto) finds the installation on the repository's owner and mints
- * an installation token, cached per owner until shortly before it expires. `tokenFor` answers null
- * when the app is not installed there; the caller then falls back to the anonymous lookup.
+ * identity"): an installation token per repository owner, cached until shortly before it expires;
+ * null when the app is not installed there, and the caller falls back to the anonymous lookup.
  */
 export class GitHubAppIdentity {
   readonly #api: string;
@@ -59,7 +57,6 @@ export class GitHubAppIdentity {
     const now = Math.floor(nowMs / 1000);
     const head = base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT' }));
     const body = base64url(JSON.stringify({ iat: now - JWT_BACKDATE_S, exp: now + JWT_LIFETIME_S, iss: this.#appId }));
-    // RS256 = RSASSA-PKCS1-v1_5 with SHA-256, node's default padding for an RSA key.
     const signature = sign('sha256', Buffer.from(`${head}.${body}`), this.#key);
     return `${head}.${body}.${base64url(signature)}`;
   }
@@ -84,7 +81,6 @@ export class GitHubAppIdentity {
 
   async #mint(org: string, repo: RepoName, signal: AbortSignal): Promise<string | null> {
     const auth = { ...GITHUB_HEADERS, authorization: `Bearer ${this.jwt()}` };
-    // The repository's installation, which is its owner's; 404 when the app is not installed there.
     const found = await this.#http.get(`${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}/installation`, auth, signal);
     throwIfRateLimited(found);
     const id = (found.body as { id?: unknown } | null)?.id;

@@ -2,17 +2,13 @@ import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
-/** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes
- * (lib/gitlab/auth/auth_finders.rb in https://gitlab.com/gitlab-org/gitlab). */
+/** `Ci::Build::TOKEN_PREFIX` (lib/gitlab/auth/auth_finders.rb in https://gitlab.com/gitlab-org/gitlab). */
 export const JOB_TOKEN_PREFIX = 'glcbt-';
 
 /** `Gitlab::Access` levels that matter here (https://docs.gitlab.com/ee/api/members.html#roles); any other value is compared by size. */
 export const ACCESS = { REPORTER: 20, DEVELOPER: 30, MAINTAINER: 40 } as const;
 
-/**
- * GitLab roles onto our three levels (docs/behaviour.md, "How each forge's answer is read"): 40+ →
- * admin; 30 → push; 20 → pull; below → nothing. Unnamed levels fall to the highest named one they reach.
- */
+/** GitLab roles onto our three levels (docs/behaviour.md, "How each forge's answer is read"); unnamed levels fall to the highest named one they reach. */
 export function permissionsForLevel(level: number): Permissions | null {
   if (level >= ACCESS.MAINTAINER) return { pull: true, push: true, admin: true };
   if (level >= ACCESS.DEVELOPER) return { pull: true, push: true, admin: false };
@@ -87,7 +83,6 @@ export class GitLabAdapter implements ForgeAdapter {
 
   async #jobLookup(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
     const job = await this.#job(token, signal);
-    // Neither a personal token (401 or a glcbt- value) nor a running job's: unknown to the forge.
     if (job === null) return UNKNOWN_TOKEN;
     // GitLab paths are unique regardless of case; the whole path must match (a suffix never does).
     if (job.projectPath !== null && job.projectPath.toLowerCase() === repo.key.toLowerCase()) {
@@ -120,11 +115,7 @@ export function urlRootOf(apiUrl: string): string {
   return path.replace(/\/+$/, '').replace(/\/api\/v4$/, '');
 }
 
-/**
- * The full project path in a job's `web_url` (`{gitlab}{root}/{path}/-/jobs/{id}`), or null when the
- * URL is not a job's under `root`. Taken as sent, never decoded, so an escape cannot make two paths
- * look alike; a subgroup project's path is no {org}/{repo}.
- */
+/** The project path in a job's `web_url` under `root`, or null; taken as sent, never decoded, so an escape cannot make two paths look alike. */
 export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
   if (typeof webUrl !== 'string') return null;
   let path: string;
@@ -142,7 +133,6 @@ export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
 
 /** forge_b rate-limits with 429, never a refusal; Retry-After, else RateLimit-Reset, else 60 s. */
 function checkRateLimit(res: ForgeResponse): void {
-  // Only 429 is forge_b's rate-limit signal; a 503 (maintenance, overload) is the forge being down.
   if (res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
 }
 
@@ -159,8 +149,8 @@ function memberAnswer(body: ProjectBody): ForgeAnswer {
   const level = Math.max(levelOf(body.permissions?.project_access), levelOf(body.permissions?.group_access));
   const byRole = permissionsForLevel(level);
   if (byRole !== null) return { kind: 'granted', permissions: byRole };
-  // No useful role, or none reported: still readable when public or internal (any signed-in user
-  // reads those), or when no role is reported for a private project it sees (group share, admin).
+  // No useful role, or none reported: readable when public or internal, or when no role is reported
+  // for a private project it sees (group share, admin).
   if (level < 0 || body.visibility === 'public' || body.visibility === 'internal') return { kind: 'granted', permissions: READ_ONLY };
   return { kind: 'no_access' };
 }
