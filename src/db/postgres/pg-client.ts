@@ -9,13 +9,10 @@ export const POOL_SIZE = 8;
 /** SVC_INDEX_DEADLINE's default: well under git-lfs's 30 s activity timeout. */
 export const DEFAULT_INDEX_DEADLINE_MS = 5_000;
 
-/** int8 (counts, sizes, ms timestamps) and numeric (sums) as JS numbers: exact up to 2^53, far beyond any byte count. */
+/** int8 and numeric as JS numbers: exact up to 2^53, beyond any byte count. */
 const asNumber = (x: string): number => Number(x);
 
-/**
- * An index call with no answer within its deadline: 503 with Retry-After (storage-fault.ts).
- * Whether the statement took effect is unknown, as with any lost answer; the client retries.
- */
+/** An index call with no answer within its deadline: 503 with Retry-After; whether the statement took effect is unknown. */
 export class IndexDeadlineError extends Error {
   override name = 'IndexDeadlineError';
   readonly code = 'INDEX_DEADLINE';
@@ -80,11 +77,7 @@ class Sockets {
   }
 }
 
-/**
- * A pool for `url`: named prepared statements, int8 and sums as numbers, no notices, and deadlines
- * for connecting and for calls through `within`. Reconnecting waits at most a second: the client's
- * own backoff grows to 20 s, which kept a node failing long after the database was back.
- */
+/** A pool for `url` with deadlines; reconnecting waits at most a second (the client's own backoff grows to 20 s, long after the database is back). */
 export function connect(url: string, deadlineMs = DEFAULT_INDEX_DEADLINE_MS, log?: (msg: string, fields: object) => void): Pg {
   const sockets = new Sockets();
   const sql = postgres(url, {

@@ -7,11 +7,7 @@ import type { Sql } from './pg-client.js';
 const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '40P01';
 const DEADLOCK_TRIES = 3;
 
-/**
- * Objects and per-repository references on PostgreSQL, one statement per call. References are group
- * committed: one multi-row statement in flight per node, taking every reference that finished while
- * the previous one committed, so a burst of small uploads costs a few commits, not one each.
- */
+/** Objects and references on PostgreSQL, one statement per call; references group-committed, one statement in flight per node. */
 export class PgObjects implements ObjectIndex {
   readonly #sql: Sql;
   #pending: PendingReference[] = [];
@@ -39,7 +35,6 @@ export class PgObjects implements ObjectIndex {
       if (row !== null) found.set(row.oid, row);
       return found;
     }
-    // One round trip for a whole batch request.
     const rows = await this.#sql<{ oid: Oid; size: number; stored_size: number }[]>`
       SELECT r.oid, o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
       WHERE r.repo = ${repo} AND r.oid = ANY(${oids as Oid[]}::text[]) AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
@@ -66,8 +61,7 @@ export class PgObjects implements ObjectIndex {
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
-      // Uploads finishing in this turn of the event loop join the same statement; while one is
-      // being committed, those finishing meanwhile wait for it and go together in the next.
+      // Uploads finishing while a statement commits go together in the next.
       if (this.#pending.length === 1 && !this.#committing) setImmediate(() => void this.#flush());
     });
   }
@@ -120,10 +114,7 @@ export class PgObjects implements ObjectIndex {
     }
   }
 
-  /**
-   * Objects (if new), references and the uploads' in-flight rows ended, for `rows`: one statement,
-   * one transaction (stowage_add_references, migration 002). Returns each row's outcome, in order.
-   */
+  /** Objects, references and ended in-flight rows for `rows` in one statement (stowage_add_references, migration 002). */
   async #insertReferences(rows: readonly PendingReference[]): Promise<ReferenceOutcome[]> {
     const commits = rows.map((r) => r.commit ?? TRUSTED_COMMIT);
     const { ackedSweep, setting } = commits[0]!; // alike across the group (#flush)

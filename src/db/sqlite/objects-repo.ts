@@ -5,7 +5,6 @@ import { NO_SWEEPS, type ObjectIndex, type ObjectRow, type UploadCommit } from '
 import type { Db } from './database.js';
 import type { QuarantineHint } from './quarantine-hint.js';
 
-/** Objects and per-repository references in SQLite. Every statement prepared once. */
 export class ObjectsRepo implements ObjectIndex {
   readonly #getInRepo: Statement<[string, string], { size: number; stored_size: number }>;
   readonly #getObject: Statement<[string], { size: number; stored_size: number }>;
@@ -100,15 +99,11 @@ export class ObjectsRepo implements ObjectIndex {
     return this.#anyObject.get()!.n === 1;
   }
 
-  /** True when an audit found the stored bytes bad and no good copy has arrived since. */
   async isQuarantined(oid: Oid): Promise<boolean> {
     return this.#quarantine.maybeAny && this.#isQuarantined.get(oid)!.n > 0;
   }
 
-  /**
-   * Journal replay: puts back a reference the index may have lost. Unlike addReference it proves
-   * nothing about the bytes now, so it never lifts a quarantine.
-   */
+  /** Journal replay: puts back a reference the index may have lost; it proves nothing about the bytes now, so never lifts a quarantine. */
   async restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
     // Read first: a reference already held needs no write, so a start on a full disk only defers
     // what the index really lost.
@@ -116,16 +111,11 @@ export class ObjectsRepo implements ObjectIndex {
     this.#restoreRef(repo, oid, size, storedSize);
   }
 
-  /** The object's bytes now take `storedSize` in the store (written out of the journal, re-encoded). */
   async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
     this.#setStoredSize.run(storedSize, oid);
   }
 
-  /**
-   * Records the object (if new) and this repository's reference. Uploads finishing together share
-   * one transaction (one WAL commit). Resolves once the row is in, so a request that follows the
-   * acknowledgement always sees it.
-   */
+  /** Records the object (if new) and the reference; uploads finishing together share one transaction. Resolves once the row is in. */
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
