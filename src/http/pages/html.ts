@@ -1,13 +1,9 @@
 import { createHash } from 'node:crypto';
 
-/**
- * Small helpers for the server-rendered pages: escaping, human figures and the page shell. The pages
- * carry no external resources; inline style and script are allowed by hash in a strict CSP.
- */
+/** Helpers for the server-rendered pages: no external resources; inline style and script allowed by hash in a strict CSP. */
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** Escapes text for HTML element content and double- or single-quoted attributes. */
 export function esc(value: string | number): string {
   return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
@@ -65,7 +61,6 @@ export function auditBadge(ok: boolean): string {
   return ok ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>';
 }
 
-/** A labelled figure card. */
 export function card(label: string, field: string, value: number, text: string, note = ''): string {
   return `<div class="card"><div class="label">${esc(label)}</div><div class="value">${figure(field, value, text)}</div>${note === '' ? '' : `<div class="note">${note}</div>`}</div>`;
 }
