@@ -3,11 +3,7 @@ import { LfsError } from './errors.js';
 /** How long a client is asked to wait after an I/O error of the store or the index. */
 const RETRY_AFTER_S = '30';
 
-/**
- * A PostgreSQL index that cannot answer now (https://www.postgresql.org/docs/current/errcodes-appendix.html):
- * class 08 (connection exception), 57P01–57P03 (admin shutdown, crash shutdown, cannot connect now:
- * the server is stopping, restarting or still starting), 53300 (too many connections).
- */
+/** A PostgreSQL that cannot answer now: class 08, 57P01–57P03, 53300 (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 function pgUnavailable(code: string): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
 }
@@ -23,7 +19,6 @@ const UNREACHABLE = new Set([
   'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
 ]);
 
-/** A SQLSTATE: five digits or capitals, as the PostgreSQL client puts them in `code`. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**

@@ -1,7 +1,4 @@
-/**
- * Batch API wire types and the request validator.
- * https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md (schemas in test/fixtures/git-lfs-schemas).
- */
+/** Batch API types and validator (https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md). */
 import { lfsError } from '../errors/errors.js';
 import { parseOid, type Oid } from './oid.js';
 
@@ -52,9 +49,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * Validates a parsed JSON body. Whole-request problems throw (422/413); a single bad object is kept
- * with `invalid` set, so the answer still echoes every requested oid (git-lfs walks only the
- * objects it got back, so a missing entry leaves it waiting forever: tq/transfer_queue.go).
+ * Validates a parsed JSON body: whole-request problems throw (422/413); a bad object is kept with
+ * `invalid` set, since git-lfs waits forever for an entry missing from the answer (tq/transfer_queue.go).
  */
 export function parseBatchRequest(body: unknown): BatchRequest {
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Batch request must be a JSON object');

@@ -1,8 +1,4 @@
-/**
- * File Locking API wire types, request validators and lock-path normalisation. Pure: no I/O.
- * https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md (schemas `http-lock-*.json`);
- * client: https://github.com/git-lfs/git-lfs/blob/v3.3.0/locking/api.go
- */
+/** File Locking API types and validators (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md). Pure: no I/O. */
 import { lfsError } from '../errors/errors.js';
 
 export interface WireLock {
@@ -14,7 +10,6 @@ export interface WireLock {
   readonly owner: { readonly name: string };
 }
 
-/** A repository-relative, normalised lock path; produced only by `normaliseLockPath`. */
 export type LockPath = string & { readonly __brand: 'LockPath' };
 
 export interface CreateLockRequest {
@@ -59,9 +54,8 @@ function badPath(message: string): never {
 }
 
 /**
- * Turns a client path into the one spelling locks are stored under, so `./a//b.bin`, `a\b.bin` and
- * `a/b.bin` collide. Absolute paths, `..` above the root, NUL bytes and empty paths get 422 (the path
- * "should be relative to the root of the repository working directory"). Matching is byte-exact.
+ * The one spelling locks are stored under, so `./a//b.bin`, `a\b.bin` and `a/b.bin` collide; absolute,
+ * escaping (`..`), NUL and empty paths get 422. Matching is byte-exact.
  */
 export function normaliseLockPath(value: unknown): LockPath {
   if (typeof value !== 'string') badPath('path must be a string');
