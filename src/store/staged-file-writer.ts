@@ -7,17 +7,13 @@ import type { ObjectWriter, PutResult } from './types.js';
 /** Moves a sealed staging file to the object's final name (the store's part of finishing). */
 export type CommitFn = (file: StagingFile, storedSize: number) => Promise<PutResult>;
 
-/**
- * Most writes in flight per upload before the caller is asked to wait, so this limit, not the hasher,
- * pauses the socket. The libuv pool has four threads, so one large upload can fill it for one write.
- */
+/** Writes in flight per upload before the socket pauses; the libuv pool's four threads can be filled by one large upload's writes. */
 const MAX_IN_FLIGHT = 4;
 
 /**
- * The disk backend's writer: bytes exactly as given, appended to a staging file with positioned
- * writes, then sealed and committed by the store. Blocks handed down with `release` are written where
- * they are (O_DIRECT when aligned) and released when written; other chunks are copied into pooled
- * aligned buffers. At most MAX_IN_FLIGHT writes are outstanding: a fixed few MiB per upload.
+ * The disk backend's writer: positioned writes into a staging file, sealed and committed by the store.
+ * Released blocks are written where they are (O_DIRECT when aligned), other chunks copied into pooled
+ * aligned buffers; at most MAX_IN_FLIGHT writes outstanding, a fixed few MiB per upload.
  */
 export class StagedFileWriter implements ObjectWriter {
   readonly #file: StagingFile;
