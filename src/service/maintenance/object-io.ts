@@ -10,15 +10,10 @@ const INLINE_MAX = 1 << 20;
 /** Shared blocks handed to the hasher, and how many one object may have there at once. */
 const BLOCK = 1 << 20;
 const DEPTH = 4;
-/** Idle blocks kept for the next object (a few jobs' worth); more are left to the GC. */
 const KEEP = 32;
 const idle: Buffer[] = [];
 
-/**
- * sha256 of everything `pull` yields, large objects hashed off this thread: chunks are copied into
- * shared blocks, each full block hashed in place by the `Hasher` port, at most DEPTH per object at a
- * time, so memory is bounded whatever the size. `onBytes` gets the running count after every chunk.
- */
+/** sha256 of what `pull` yields; large objects hashed off this thread in shared blocks, at most DEPTH per object, so memory stays bounded. */
 export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {
   let count = 0;
   if (size <= INLINE_MAX) {
@@ -74,7 +69,6 @@ export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes
   }
 }
 
-/** A whole object read as a download reads it (ranged read of every byte), pulled chunk by chunk. */
 export async function withObjectPull<T>(reader: BlobReader, use: (pull: Pull) => Promise<T>): Promise<T> {
   if (reader.size === 0) return use(async () => null);
   const src = reader.read(0, reader.size - 1);
@@ -85,11 +79,7 @@ export async function withObjectPull<T>(reader: BlobReader, use: (pull: Pull) =>
   }
 }
 
-/**
- * Streams everything `pull` yields into `writer` with backpressure (waits for onDrain when write
- * says so), then finishes it; aborts it on any failure. The writer copies each chunk (no release
- * callback), since a pulled chunk is only valid until the next pull.
- */
+/** Streams what `pull` yields into `writer` with backpressure, then finishes it (aborts on failure); the writer copies each chunk, valid only until the next pull. */
 export async function pumpInto(pull: Pull, writer: ObjectWriter, onBytes: (n: number) => void): Promise<PutResult> {
   let drained: (() => void) | null = null;
   writer.onDrain(() => {
