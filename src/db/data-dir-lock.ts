@@ -3,17 +3,15 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { StartRefusedError } from '../errors/start-refused.js';
 
-/** The lock file; an SQLite database so the lock is SQLite's own POSIX record lock (see DataDirLock). */
+/** An SQLite database, so the lock is SQLite's own POSIX record lock. */
 const LOCK_FILE = 'stowage.lock';
 /** Who holds the lock, for the refusal message only: the lock itself is what decides. */
 const HOLDER_FILE = 'stowage.pid';
 
 /**
- * One process per data directory: two servers on one directory would sweep each other's staging
- * files and rename each other's journal segments. Node has no flock, so the lock is an exclusive
- * transaction, never ended, on an SQLite database of its own (`locking_mode=EXCLUSIVE`): an fcntl
- * record lock the kernel releases however the process dies, so no stale lock (a PID file could name
- * a reused PID).
+ * One process per data directory (two would sweep each other's staging files and journal segments).
+ * Node has no flock, so the lock is a never-ended exclusive transaction on an SQLite file of its own:
+ * an fcntl lock the kernel releases however the process dies, so never stale as a PID file can be.
  */
 export class DataDirLock {
   readonly #db: Database.Database;
@@ -46,7 +44,6 @@ export class DataDirLock {
     return new DataDirLock(db);
   }
 
-  /** Releases the lock (process exit releases it too). */
   release(): void {
     this.#db.close();
   }

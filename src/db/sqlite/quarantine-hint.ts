@@ -1,10 +1,9 @@
 import type { Db } from './database.js';
 
 /**
- * Whether the quarantine table may hold a row. Every upload asks whether its oid is quarantined, a
- * read transaction whose answer is nearly always no; while the table is known empty it is answered
- * here. Only this process writes the index, always through the repositories holding this hint, which
- * call `changed()`; the table is read again outside any transaction, so what it sees is committed.
+ * Whether the quarantine table may hold a row, so an upload's quarantine check (nearly always no)
+ * skips its read transaction while the table is known empty. Every write to it goes through the
+ * repositories holding this hint, which call `changed()`.
  */
 export class QuarantineHint {
   readonly #any: () => boolean;
@@ -16,7 +15,6 @@ export class QuarantineHint {
     this.#any = () => any.get()!.n === 1;
   }
 
-  /** False only when the table is known to be empty. */
   get maybeAny(): boolean {
     return (this.#known ??= this.#any());
   }
@@ -26,7 +24,6 @@ export class QuarantineHint {
     return this.#known === false;
   }
 
-  /** A row was (or is about to be) inserted or deleted. */
   changed(): void {
     this.#known = null;
   }
