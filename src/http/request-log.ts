@@ -2,7 +2,6 @@ import { parseRepoName } from '../protocol/repo-name.js';
 import { parseAuthorization } from './auth.js';
 import type { RequestContext } from './context.js';
 
-/** Where a request line goes (the server's logger). */
 export type LineLogger = (msg: string, fields: object) => void;
 
 export interface RequestLogOptions {
@@ -12,10 +11,7 @@ export interface RequestLogOptions {
   readonly userIdOf: (token: string) => string | null;
 }
 
-/**
- * One JSON line per request (SVC_LOG_REQUESTS): client address, forge user id, repository, status,
- * time and body bytes. The peer address is read on arrival: uWS's response may not be touched after.
- */
+/** One JSON line per request (SVC_LOG_REQUESTS); the peer address is read on arrival, as uWS's response may not be touched after. */
 export class RequestLog {
   readonly #log: LineLogger;
   readonly #opts: RequestLogOptions;
@@ -60,8 +56,7 @@ export class RequestLog {
   #client(ctx: RequestContext): string | null {
     const peer = this.#peers.get(ctx) ?? null;
     if (!this.#opts.trustProxy) return peer;
-    // Each proxy appends the address it got the request from; entries before the last one are
-    // whatever the client claimed, so only the last (written by our own proxy) is trusted.
+    // Each proxy appends the peer it got the request from: only the last entry (our own proxy's) is trusted.
     const forwarded = ctx.header('x-forwarded-for').split(',').pop()?.trim() ?? '';
     return /^[0-9A-Fa-f.:[\]]{2,64}$/.test(forwarded) ? forwarded : peer;
   }
