@@ -8,10 +8,7 @@ function pgUnavailable(code: string): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
 }
 
-/**
- * Connection failures to the index database or a bucket: the network's codes, the PostgreSQL
- * client's and undici's names, and our own deadlines (pg-client.ts, s3-client.ts).
- */
+/** Connection failures to the index database or a bucket, ours included (pg-client.ts, s3-client.ts deadlines). */
 const UNREACHABLE = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN',
   'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
@@ -22,11 +19,10 @@ const UNREACHABLE = new Set([
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
- * The storage conditions the server can name: a full file system or database (ENOSPC, EDQUOT,
- * SQLITE_FULL, SQLSTATE 53100) is 507 LFS_ERR_STORAGE_FULL; an I/O error, an index busy past its
- * timeout, a folder refusing writes (EACCES, EPERM, EROFS) or an unreachable PostgreSQL is 503
- * LFS_ERR_NOT_READY with Retry-After. Null for anything else. The HTTP error boundary applies it to
- * whatever a route throws (docs/architecture.md, "Conventions").
+ * The storage conditions the server can name: full (ENOSPC, EDQUOT, SQLITE_FULL, 53100) is 507
+ * LFS_ERR_STORAGE_FULL; an I/O error, a busy index, a folder refusing writes or an unreachable
+ * PostgreSQL is 503 LFS_ERR_NOT_READY with Retry-After. The HTTP error boundary applies it to whatever
+ * a route throws (docs/architecture.md, "Conventions").
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;
