@@ -115,7 +115,10 @@ export function urlRootOf(apiUrl: string): string {
   return path.replace(/\/+$/, '').replace(/\/api\/v4$/, '');
 }
 
-/** The project path in a job's `web_url` under `root`, or null; taken as sent, never decoded, so an escape cannot make two paths look alike. */
+/**
+ * The project path in a job's `web_url` under `root`, or null (fail closed: the job grants nothing
+ * of its own). Taken as sent, never decoded, so an escape cannot make two paths look alike.
+ */
 export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
   if (typeof webUrl !== 'string') return null;
   let path: string;

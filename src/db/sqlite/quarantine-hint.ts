@@ -3,7 +3,8 @@ import type { Db } from './database.js';
 /**
  * Whether the quarantine table may hold a row, so an upload's quarantine check (nearly always no)
  * skips its read transaction while the table is known empty. Every write to it goes through the
- * repositories holding this hint, which call `changed()`.
+ * repositories holding this hint, which call `changed()`; the table is read again outside any
+ * transaction, so what it sees is committed.
  */
 export class QuarantineHint {
   readonly #any: () => boolean;

@@ -82,6 +82,7 @@ interface Segment {
   tail: number;
   /** Its blocks were written in full before its first record: a zeroed spare, or a recycled segment. */
   readonly prepared: boolean;
+  /** Settles once every write started in this segment has; rejects if any failed. */
   written: Promise<void>;
   /** Offset of the first record whose write or flush failed: nothing at or after it is acknowledged. */
   tornAt: number | null;
@@ -103,7 +104,10 @@ interface PendingAppend {
   readonly reject: (e: unknown) => void;
 }
 
-/** Group commits in flight at once: the next fdatasync starts while a finished batch is answered. */
+/**
+ * Group commits in flight at once: the next fdatasync starts while a finished batch is answered. It
+ * covers only writes completed before it started, so every record is durable before it is acknowledged.
+ */
 const MAX_FLUSHES = 2;
 
 /** A flush may run in line (on the event loop) while recent flushes averaged less than this. */
