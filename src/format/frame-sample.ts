@@ -12,11 +12,7 @@ const SAMPLE_MIN_SAVING = 0.03;
 let cctx: CCtx | null = null;
 let scratch: Uint8Array | null = null;
 
-/**
- * A quick guess whether a frame is worth compressing: SAMPLES slices compressed at level 1 must save
- * SAMPLE_MIN_SAVING. zstd gives up on incompressible bytes fast, far cheaper than a full try on the
- * pool; a caller that has just seen frames compress skips the samples.
- */
+/** A quick guess whether a frame is worth compressing: zstd gives up on incompressible samples fast, far cheaper than a full try on the pool. */
 export function samplesShrink(frame: Uint8Array): boolean {
   if (frame.byteLength <= SAMPLES * SAMPLE_SIZE) return true;
   cctx ??= new (zstd().CCtx)();
