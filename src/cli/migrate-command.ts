@@ -12,11 +12,7 @@ export interface LocalContext {
   readonly io: Io;
 }
 
-/**
- * `stowage migrate`: moves a stopped single node (SQLite + disk) to PostgreSQL (+ S3). Unlike the
- * other commands it works on the data directory itself, as `stowage serve` does, configured by the
- * same SVC_* variables; the work is in service/migration/node-migration.ts.
- */
+/** `stowage migrate`: moves a stopped single node (SQLite + disk) to PostgreSQL (+ S3), working on the data directory itself (service/migration/node-migration.ts). */
 export async function runMigrate({ values, env, io }: LocalContext): Promise<number> {
   const given = values.to as string | undefined;
   if (given === '') throw new CliError('migrate: --to needs a postgres:// URL', EXIT.usage);

@@ -1,7 +1,4 @@
-/**
- * How the CLI writes for people: sizes in binary units, durations, aligned tables, and colour only
- * on a terminal and never when NO_COLOR is set (https://no-color.org). Scripts pass --json instead.
- */
+/** How the CLI writes for people; colour only on a terminal and never with NO_COLOR (https://no-color.org). Scripts pass --json. */
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 

@@ -26,11 +26,7 @@ const PLAIN_EVERY_MS = 10_000;
 const RATE_WINDOW_MS = 10_000;
 const MIN_BAR = 10;
 
-/**
- * Progress by bytes, with rate, ETA and elapsed time. On a terminal one line redrawn in place
- * (carriage return and erase-to-end) and never wider than the terminal, so it cannot wrap into a
- * trail of copies; otherwise a plain line now and then, for CI logs.
- */
+/** Progress by bytes with rate and ETA: on a terminal one line redrawn in place, never wider than it (so it cannot wrap); else a line now and then. */
 export class ProgressView {
   readonly #out: ProgressStream;
   readonly #samples: { at: number; bytes: number }[] = [];
@@ -46,7 +42,6 @@ export class ProgressView {
     return this.#out.isTTY === true;
   }
 
-  /** Draws the job's current figures. */
   show(j: JobProgressView): void {
     const now = Date.now();
     this.#samples.push({ at: now, bytes: j.bytes_done });
@@ -92,7 +87,6 @@ export class ProgressView {
     this.#drawn = true;
   }
 
-  /** Ends the redrawn line so what follows starts on a fresh one. */
   end(): void {
     if (this.#drawn) this.#out.write('\n');
     this.#drawn = false;

@@ -3,21 +3,15 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { StartRefusedError } from '../errors/start-refused.js';
 
-/** The lock file; an SQLite database so the lock is SQLite's own POSIX record lock (see DataDirLock). */
+/** An SQLite database, so the lock is SQLite's own POSIX record lock. */
 const LOCK_FILE = 'stowage.lock';
 /** Who holds the lock, for the refusal message only: the lock itself is what decides. */
 const HOLDER_FILE = 'stowage.pid';
 
 /**
- * One process per data directory, for the life of the process: two servers on one directory sweep
- * each other's staging files and rename each other's journal segments, and each serves only what it
- * indexed itself.
- *
- * Node has no flock, so the lock is an exclusive SQLite lock on an empty database of its own: an
- * exclusive transaction opened at start and never ended, in `locking_mode=EXCLUSIVE`. SQLite's
- * lock is an fcntl record lock, which the kernel releases when the process dies however it dies
- * (kill -9 included), so a crash never leaves a stale lock; a PID file alone could name a PID the
- * system has since reused. SQLite also refuses a second connection in the same process.
+ * One process per data directory (two would sweep each other's staging files and journal segments).
+ * Node has no flock, so the lock is a never-ended exclusive transaction on an SQLite file of its own:
+ * an fcntl lock the kernel releases however the process dies, so never stale as a PID file can be.
  */
 export class DataDirLock {
   readonly #db: Database.Database;
@@ -50,7 +44,6 @@ export class DataDirLock {
     return new DataDirLock(db);
   }
 
-  /** Releases the lock (process exit releases it too). */
   release(): void {
     this.#db.close();
   }

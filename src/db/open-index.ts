@@ -5,10 +5,8 @@ import type { Index } from './index-types.js';
 import { openSqliteIndex } from './sqlite/sqlite-index.js';
 
 /**
- * The index this configuration names: PostgreSQL, shared by every node, when SVC_DATABASE_URL is
- * set; else the embedded SQLite file in the data directory. A database that cannot be reached,
- * refuses us, or holds a schema newer than this code rejects with the reason and the URL with its
- * password hidden (the original error as `cause`).
+ * The index this configuration names: PostgreSQL when SVC_DATABASE_URL is set, else SQLite in the
+ * data directory. A failure to open names the reason and the URL with its password hidden.
  */
 export async function openIndex(config: Pick<Config, 'dataDir' | 'databaseUrl'> & Partial<Pick<Config, 'store' | 'indexDeadline'>>, log: (msg: string, fields: object) => void): Promise<Index> {
   // Objects in a bucket: no node-local journal holds the references, so each commit is made durable (database.ts).

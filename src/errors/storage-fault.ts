@@ -3,21 +3,12 @@ import { LfsError } from './errors.js';
 /** How long a client is asked to wait after an I/O error of the store or the index. */
 const RETRY_AFTER_S = '30';
 
-/**
- * A PostgreSQL index that cannot answer now (https://www.postgresql.org/docs/current/errcodes-appendix.html):
- * class 08 (connection exception), 57P01–57P03 (admin shutdown, crash shutdown, cannot connect now:
- * the server is stopping, restarting or still starting), 53300 (too many connections).
- */
+/** A PostgreSQL that cannot answer now: class 08, 57P01–57P03, 53300 (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 function pgUnavailable(code: string): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
 }
 
-/**
- * The network refusing or dropping a connection to the index database (or a bucket), the
- * PostgreSQL client's own names for a connection that closed or never opened in time, a deadline
- * of ours passed (INDEX_DEADLINE: pg-client.ts; S3_DEADLINE: s3-client.ts), and undici's names for
- * a bucket connection that failed or stalled past its timeouts.
- */
+/** Connection failures to the index database or a bucket, ours included (pg-client.ts, s3-client.ts deadlines). */
 const UNREACHABLE = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN',
   'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
@@ -25,19 +16,13 @@ const UNREACHABLE = new Set([
   'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
 ]);
 
-/** A SQLSTATE: five digits or capitals, as the PostgreSQL client puts them in `code`. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
- * The storage conditions the server can name, wherever they were hit: a full file system is 507
- * LFS_ERR_STORAGE_FULL, whether a file write saw it (ENOSPC, EDQUOT) or an index write did
- * (SQLITE_FULL, from better-sqlite3's SqliteError); an I/O error (EIO, SQLITE_IOERR_*, an index
- * file that cannot be opened), an index held past the busy timeout, or a store folder that refuses
- * writes (EACCES, EPERM, EROFS: its mode, an immutable flag, a read-only file system) is 503
- * LFS_ERR_NOT_READY with Retry-After. With the PostgreSQL index, a database that cannot be reached
- * or is refusing connections (see pgUnavailable) is 503 with Retry-After too, and its disk full
- * (SQLSTATE 53100) is 507. Null for anything else. The HTTP error boundary applies it
- * to whatever a route throws, so no route maps these itself (docs/architecture.md, "Conventions").
+ * The storage conditions the server can name: full (ENOSPC, EDQUOT, SQLITE_FULL, 53100) is 507
+ * LFS_ERR_STORAGE_FULL; an I/O error, a busy index, a folder refusing writes or an unreachable
+ * PostgreSQL is 503 LFS_ERR_NOT_READY with Retry-After. The HTTP error boundary applies it to whatever
+ * a route throws (docs/architecture.md, "Conventions").
  */
 export function storageFault(e: unknown): LfsError | null {
   const code = (e as { code?: unknown } | null)?.code;

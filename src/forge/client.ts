@@ -16,17 +16,10 @@ export interface ForgeResponse {
   readonly body: unknown; // parsed JSON, or the text when not JSON
 }
 
-/** Idle keep-alive connections to a forge close after this long. */
 const KEEP_ALIVE_MS = 30_000;
-/** At most this many connections per forge host. */
 const MAX_SOCKETS = 64;
 
-/**
- * The one way this server talks to a forge: node:http(s) with keep-alive, a deadline on the whole
- * exchange and on silence, bodies capped, and network failures mapped to
- * LFS_ERR_FORGE_UNREACHABLE (never cached). With a budget, every call spends from it
- * before it is sent, and none is sent once it is spent (LFS_ERR_LOOKUP_BUDGET_SPENT).
- */
+/** The one way this server talks to a forge: keep-alive, deadlines, capped bodies, failures as LFS_ERR_FORGE_UNREACHABLE (never cached), the budget spent first. */
 export class ForgeHttpClient {
   readonly #agents = new Map<'http:' | 'https:', Agent>();
   readonly #timeoutMs: number;
@@ -37,7 +30,6 @@ export class ForgeHttpClient {
     this.#budget = budget;
   }
 
-  /** The connection pool of a scheme, made at its first request. */
   #agent(protocol: 'http:' | 'https:'): Agent {
     let agent = this.#agents.get(protocol);
     if (agent === undefined) {
@@ -53,7 +45,6 @@ export class ForgeHttpClient {
     return this.#send('GET', url, headers, undefined, signal);
   }
 
-  /** A POST with a JSON body (forge_a's installation token mint). */
   post(url: string, headers: Record<string, string>, body: unknown, signal?: AbortSignal): Promise<ForgeResponse> {
     return this.#send('POST', url, { 'content-type': 'application/json', ...headers }, JSON.stringify(body ?? {}), signal);
   }
@@ -109,16 +100,12 @@ export class ForgeHttpClient {
 }
 
 
-/** First value of a header that may come as a list. */
 export function header(headers: ForgeResponse['headers'], name: string): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
 }
 
-/**
- * Seconds to wait: the forge's Retry-After, else its
- * x-ratelimit-reset (absolute epoch seconds), else one minute; never zero.
- */
+/** Seconds to wait: Retry-After, else x-ratelimit-reset (epoch seconds), else one minute; never zero. */
 export function retryAfterSeconds(headers: ForgeResponse['headers'], nowMs: number = Date.now()): number {
   const ra = header(headers, 'retry-after');
   if (ra !== undefined) {

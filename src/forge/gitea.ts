@@ -3,21 +3,11 @@ import { header, rateLimited, retryAfterSeconds, type ForgeHttpClient, type Forg
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` 
- * (https://docs.gitea.com/development/api-usage; Forgejo keeps the same `/api/v1` contract).
- *
- * - The token goes as `Authorization: token …`, lowercase: the form every version accepts
- *   (Forgejo and Gitea ≤ 1.24 match the scheme case-sensitively).
- * - `permissions {admin, push, pull}` is always present, for anonymous callers too, and computed by
- *   the forge from the caller's access to the code unit, so it is used as it comes: admin → admin,
- *   push → push, pull → pull, none → refused. (All-false here means "may see the repository but not
- *   its code", unlike forge_a's installation tokens; reading it as read access would leak objects.)
- * - Actions job tokens need nothing special: the forge answers for them with
- *   `{admin: false, push: true, pull: true}` on their own repository (read only for fork pull
- *   requests) and 404 elsewhere (Gitea ≤ 1.25, Forgejo); Gitea 1.26+ computes the flags from the
- *   workflow's `permissions:`.
- * - Neither forge rate-limits by itself; a proxy in front may. So any answer with
- *   Retry-After is a rate limit whatever its status, and a 503 without it means the instance is down.
+ * forge_c and forge_d: Gitea and Forgejo, `GET {api}/repos/{owner}/{repo}` (https://docs.gitea.com/development/api-usage).
+ * The token goes as `Authorization: token …`, lowercase (older versions match the scheme exactly).
+ * `permissions` is computed from access to the code unit: all-false means "may see the repository
+ * but not its code", so it is never read as read access. Neither forge rate-limits itself, a proxy
+ * may: Retry-After means a rate limit, a 503 without it the instance is down.
  */
 export class GiteaAdapter implements ForgeAdapter {
   readonly #api: string;
@@ -40,7 +30,6 @@ export class GiteaAdapter implements ForgeAdapter {
     const body = res.body as { private?: unknown; permissions?: { admin?: unknown; push?: unknown; pull?: unknown } | null };
     const p = body.permissions ?? {};
     if (token === null) {
-      // Anonymous read of a repository that reports itself public.
       return body.private === false && p.pull !== false ? { kind: 'granted', permissions: READ_ONLY } : { kind: 'no_access' };
     }
     const admin = p.admin === true;

@@ -4,15 +4,9 @@ import { GITHUB_HEADERS, isGitHubRateLimit, type GitHubAppIdentity } from './git
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity } from './types.js';
 
 /**
- * forge_a: GitHub's REST API, `GET {api}/repos/{owner}/{repo}` (https://docs.github.com/en/rest/repos/repos#get-a-repository).
- *
- * - A user token's `permissions` flags map onto our three levels: admin → admin; push or
- *   maintain → push; pull or triage → pull.
- * - An installation token (an app's, or Actions' GITHUB_TOKEN) comes back with every flag false or
- *   with no `permissions` key at all (there is no user behind it). The answer arriving proves read access,
- *   since GitHub 404s what a token cannot see; it is granted read only, never write.
- * - Anonymous (token null): read only when the repository reports itself public,
- *   asked as the app when one is configured and plainly otherwise (or when the app is not installed).
+ * forge_a: GitHub's REST API (https://docs.github.com/en/rest/repos/repos#get-a-repository). User
+ * tokens: admin → admin, push or maintain → push, pull or triage → pull. Installation tokens (an
+ * app's, or GITHUB_TOKEN) carry no flags: GitHub 404s what a token cannot see, so read only.
  */
 export class GitHubAdapter implements ForgeAdapter {
   readonly #api: string;
@@ -31,7 +25,6 @@ export class GitHubAdapter implements ForgeAdapter {
     const credential = token ?? asApp;
     const headers: Record<string, string> = { ...GITHUB_HEADERS };
     if (credential !== null) headers.authorization = `Bearer ${credential}`;
-    // Segments are already restricted to [A-Za-z0-9._-]; encoding is belt and braces.
     const url = `${this.#api}/repos/${encodeURIComponent(repo.org)}/${encodeURIComponent(repo.repo)}`;
     const res = await this.#http.get(url, headers, signal);
 
@@ -44,8 +37,7 @@ export class GitHubAdapter implements ForgeAdapter {
       this.#app?.forget(repo);
       return this.#plainAnonymous(repo, signal);
     }
-    // 404 hides private repositories; other 403s are SSO enforcement or app-scope refusals; a 3xx
-    // is a renamed repository, which git-lfs should be pointed at under its new name.
+    // 404 hides private repositories; other 403s are SSO or app-scope refusals; a 3xx is a renamed repository.
     if (res.status === 404 || res.status === 403 || (res.status >= 300 && res.status < 400)) return { kind: 'no_access' };
     if (res.status !== 200 || typeof res.body !== 'object' || res.body === null) throw forgeFailure(res.status);
     return token === null ? anonymousAnswer(res) : userAnswer(res);
@@ -80,8 +72,7 @@ function anonymousAnswer(res: ForgeResponse): ForgeAnswer {
 function userAnswer(res: ForgeResponse): ForgeAnswer {
   const p = (res.body as { permissions?: Record<string, unknown> }).permissions;
   if (p === undefined || p === null || typeof p !== 'object' || (p.admin !== true && p.push !== true && p.maintain !== true && p.pull !== true && p.triage !== true)) {
-    // An installation token gets all flags false (or no key); the answer arriving at all
-    // proves read access, and nothing more.
+    // The answer arriving proves read access, and nothing more.
     return { kind: 'granted', permissions: READ_ONLY };
   }
   const admin = p.admin === true;

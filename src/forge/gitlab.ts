@@ -2,19 +2,13 @@ import type { RepoName } from '../protocol/repo-name.js';
 import { rateLimited, retryAfterSeconds, type ForgeHttpClient, type ForgeResponse } from './client.js';
 import { forgeFailure, READ_ONLY, UNKNOWN_TOKEN, type ForgeAdapter, type ForgeAnswer, type Identity, type Permissions } from './types.js';
 
-/** `Ci::Build::TOKEN_PREFIX`: GitLab skips such a value as a personal token on API routes
- * (lib/gitlab/auth/auth_finders.rb in https://gitlab.com/gitlab-org/gitlab). */
+/** `Ci::Build::TOKEN_PREFIX` (lib/gitlab/auth/auth_finders.rb in https://gitlab.com/gitlab-org/gitlab). */
 export const JOB_TOKEN_PREFIX = 'glcbt-';
 
 /** `Gitlab::Access` levels that matter here (https://docs.gitlab.com/ee/api/members.html#roles); any other value is compared by size. */
 export const ACCESS = { REPORTER: 20, DEVELOPER: 30, MAINTAINER: 40 } as const;
 
-/**
- * GitLab roles onto our three levels (docs/behaviour.md, "How each forge's answer is read"): Maintainer (40) or Owner (50) or instance
- * Admin (60) → admin; Developer (30) → push; Reporter (20) → pull; Guest (10), Planner (15),
- * Minimal (5) or no role → nothing. Levels the table does not name (25 Security Manager, or any
- * future one) fall to the highest named level they reach, so nothing crashes on them.
- */
+/** GitLab roles onto our three levels (docs/behaviour.md, "How each forge's answer is read"); unnamed levels fall to the highest named one they reach. */
 export function permissionsForLevel(level: number): Permissions | null {
   if (level >= ACCESS.MAINTAINER) return { pull: true, push: true, admin: true };
   if (level >= ACCESS.DEVELOPER) return { pull: true, push: true, admin: false };
@@ -32,31 +26,16 @@ interface ProjectBody {
 
 /**
  * forge_b: GitLab's REST v4, `GET {api}/projects/{url-encoded org/repo}`
- * (https://docs.gitlab.com/ee/api/projects.html#get-a-single-project).
- *
- * - Personal, project, group and OAuth tokens go as `Authorization: Bearer` (accepted for all of
- *   them: https://docs.gitlab.com/ee/api/rest/authentication.html). The role is the higher of
- *   `project_access` and `group_access` (an inherited group role counts the same).
- * - Both may be null for a caller who still sees the project: a group share, an instance admin who
- *   is not a member, or any signed-in user on a public or internal project. The answer arriving
- *   proves read access (GitLab 404s what a token cannot see), so that is read only, never write.
- * - CI job tokens: the project endpoint ignores them (it serves the caller as anonymous;
- *   https://docs.gitlab.com/ee/ci/jobs/ci_job_token.html lists the endpoints a job token reaches),
- *   so they are checked with `GET {api}/job` and `JOB-TOKEN`, which returns the running job; a job
- *   may read and write its own project, as git over HTTPS lets it. Its own project is matched by
- *   identity: the job's full project path (from its `web_url`, the instance's relative URL root
- *   removed) must be the repository's {org}/{repo} exactly, so a job of `evilgroup/acme/game` is
- *   never taken for `acme/game`. (The project id would be better still, but the project endpoint
- *   does not accept job tokens, so a private project's id cannot be learnt with one.) A job answer
- *   that names no project under this instance's root grants nothing of its own (fail closed).
- *   Any other project it may read only when that project is public. A token is taken for a job
- *   token when it carries the `glcbt-` prefix, or when the project endpoint does not know it as a
- *   personal token (401) — job tokens from before the prefix existed.
+ * (https://docs.gitlab.com/ee/api/projects.html#get-a-single-project). The role is the higher of
+ * `project_access` and `group_access`; both null for a caller who still sees the project means read
+ * only (GitLab 404s what a token cannot see). CI job tokens (`glcbt-` prefix, or 401 on the project
+ * endpoint) are checked with `GET {api}/job` (https://docs.gitlab.com/ee/ci/jobs/ci_job_token.html):
+ * a job may read and write its own project, matched by the full path in its `web_url`, so
+ * `evilgroup/acme/game` never passes for `acme/game`; other projects only when public.
  */
 export class GitLabAdapter implements ForgeAdapter {
   readonly #api: string;
   readonly #http: ForgeHttpClient;
-  /** The instance's relative URL root ('' or e.g. '/gitlab'): what precedes `/api/v4` in the API URL. */
   readonly #root: string;
 
   constructor(apiUrl: string, http: ForgeHttpClient) {
@@ -93,7 +72,6 @@ export class GitLabAdapter implements ForgeAdapter {
     return job === null ? null : userIdentity(job.user);
   }
 
-  /** The project as this token (or nobody) sees it; rate limits thrown, other statuses returned. */
   async #project(token: string | null, repo: RepoName, signal: AbortSignal): Promise<ForgeResponse> {
     // The path must be one URL-encoded parameter, or GitLab answers 404
     // (https://docs.gitlab.com/ee/api/rest/#namespaced-paths).
@@ -105,10 +83,8 @@ export class GitLabAdapter implements ForgeAdapter {
 
   async #jobLookup(token: string, repo: RepoName, signal: AbortSignal): Promise<ForgeAnswer> {
     const job = await this.#job(token, signal);
-    // Neither a personal token (401 or a glcbt- value) nor a running job's: unknown to the forge.
     if (job === null) return UNKNOWN_TOKEN;
-    // GitLab paths are unique regardless of case, so the case of the request does not matter; the
-    // whole path does (a suffix never matches).
+    // GitLab paths are unique regardless of case; the whole path must match (a suffix never does).
     if (job.projectPath !== null && job.projectPath.toLowerCase() === repo.key.toLowerCase()) {
       return { kind: 'granted', permissions: { pull: true, push: true, admin: false } };
     }
@@ -119,7 +95,6 @@ export class GitLabAdapter implements ForgeAdapter {
     return { kind: 'no_access' };
   }
 
-  /** `GET /job` with the job token: the running job, or null when the token is no (live) job token. */
   async #job(token: string, signal: AbortSignal): Promise<{ projectPath: string | null; user: unknown } | null> {
     const res = await this.#http.get(`${this.#api}/job`, { 'job-token': token }, signal);
     checkRateLimit(res);
@@ -130,7 +105,6 @@ export class GitLabAdapter implements ForgeAdapter {
   }
 }
 
-/** The relative URL root of a GitLab API URL: its path before `/api/v4`, without a trailing slash. */
 export function urlRootOf(apiUrl: string): string {
   let path: string;
   try {
@@ -142,11 +116,8 @@ export function urlRootOf(apiUrl: string): string {
 }
 
 /**
- * `web_url` is `{gitlab}{root}/{full project path}/-/jobs/{id}`. The project's full path is what
- * sits between the instance's relative URL root and `/-/jobs/`, every segment of it: a subgroup
- * project's path has three or more and so is no {org}/{repo} of ours. Null when the URL is not
- * under `root` or is not a job's (the caller then grants nothing of its own). The path is taken
- * as sent, never decoded, so an escape cannot make two paths look alike.
+ * The project path in a job's `web_url` under `root`, or null (fail closed: the job grants nothing
+ * of its own). Taken as sent, never decoded, so an escape cannot make two paths look alike.
  */
 export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
   if (typeof webUrl !== 'string') return null;
@@ -165,7 +136,6 @@ export function projectPathOfJobUrl(webUrl: unknown, root = ''): string | null {
 
 /** forge_b rate-limits with 429, never a refusal; Retry-After, else RateLimit-Reset, else 60 s. */
 function checkRateLimit(res: ForgeResponse): void {
-  // Only 429 is forge_b's rate-limit signal; a 503 (maintenance, overload) is the forge being down.
   if (res.status === 429) throw rateLimited(retryAfterSeconds(res.headers));
 }
 
@@ -182,9 +152,8 @@ function memberAnswer(body: ProjectBody): ForgeAnswer {
   const level = Math.max(levelOf(body.permissions?.project_access), levelOf(body.permissions?.group_access));
   const byRole = permissionsForLevel(level);
   if (byRole !== null) return { kind: 'granted', permissions: byRole };
-  // No role worth anything (Guest, Planner) or none reported (null/null): the project is readable to
-  // this token anyway when it is public or internal (any signed-in user reads those), or when no
-  // role is reported at all for a private project it can see (group share, instance admin).
+  // No useful role, or none reported: readable when public or internal, or when no role is reported
+  // for a private project it sees (group share, admin).
   if (level < 0 || body.visibility === 'public' || body.visibility === 'internal') return { kind: 'granted', permissions: READ_ONLY };
   return { kind: 'no_access' };
 }

@@ -7,10 +7,8 @@ import { GitLabAdapter } from './gitlab.js';
 import type { ForgeAdapter } from './types.js';
 
 /**
- * The adapter for the configured provider (SVC_AUTH). forge_d is forge_c's API (Forgejo answers as
- * Gitea does), so both use the Gitea adapter on SVC_FORGE_C_API_URL. The config loader has already
- * refused a missing URL or a half-configured or unreadable app key; reading the key again here
- * cannot fail short of the file changing in between, which then fails start-up.
+ * The adapter for the configured provider (SVC_AUTH); forge_d (Forgejo) answers as forge_c (Gitea)
+ * does, so both use the Gitea adapter. The config loader has already checked the URL and app key.
  */
 export function createForgeAdapter(config: Config, http: ForgeHttpClient): ForgeAdapter {
   const auth = config.auth;

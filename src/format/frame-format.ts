@@ -1,17 +1,15 @@
 import { blake3 } from './native-codecs.js';
 
 /**
- * The framed (compressed) object format. A framed file is
+ * The framed (compressed) object format:
  *
  *   [frame 0][frame 1]…[frame n-1][index: n × 37 bytes][trailer: 64 bytes]
  *
- * where each frame holds FRAME_SIZE logical bytes (the last one fewer), stored either as one
- * independent zstd frame or raw when zstd saves too little. Each index entry is the stored length
- * (u32), the codec (u8) and the BLAKE3 of the stored bytes (32), so a damaged frame is caught on
- * read before it is decompressed. The trailer names the format and carries the index's own BLAKE3,
- * so a plain object (stored exactly as it arrived) is never mistaken for a framed one.
- * Frames come first so that a framed file whose frames are all raw *is* the plain object followed
- * by index and trailer: truncating it at the logical size turns it into the plain form without a copy.
+ * Each frame holds FRAME_SIZE logical bytes (the last fewer), as one zstd frame or raw when zstd saves
+ * too little. An index entry is the stored length (u32), codec (u8) and BLAKE3 of the stored bytes
+ * (32), so a damaged frame is caught before decompression. The trailer names the format and carries
+ * the index's BLAKE3, so a plain object is never mistaken for a framed one. Frames come first, so an
+ * all-raw framed file truncated at the logical size is the plain object, without a copy.
  */
 export const TRAILER_SIZE = 64;
 export const INDEX_ENTRY_SIZE = 37;
@@ -26,7 +24,6 @@ export const enum Codec {
 export interface FrameEntry {
   readonly storedLength: number;
   readonly codec: Codec;
-  /** BLAKE3 of the stored bytes. */
   readonly digest: Uint8Array;
 }
 
@@ -34,9 +31,7 @@ export interface FrameIndex {
   readonly frameSize: number;
   readonly logicalSize: number;
   readonly frames: readonly FrameEntry[];
-  /** File offset of each frame's stored bytes. */
   readonly offsets: readonly number[];
-  /** Bytes of the whole framed file. */
   readonly fileSize: number;
 }
 
@@ -85,7 +80,6 @@ export function decodeTrailer(t: Buffer, fileSize: number): Trailer | null {
   return { frameSize, logicalSize, frameCount, indexOffset, indexDigest: Buffer.from(t.subarray(40, 56)) };
 }
 
-/** Parses and checks the index against the trailer; null when it does not hold together. */
 export function decodeIndex(index: Buffer, trailer: Trailer): FrameIndex | null {
   if (index.length !== trailer.frameCount * INDEX_ENTRY_SIZE) return null;
   if (!blake3(index).subarray(0, 16).equals(trailer.indexDigest)) return null;
@@ -105,31 +99,23 @@ export function decodeIndex(index: Buffer, trailer: Trailer): FrameIndex | null 
   return { frameSize: trailer.frameSize, logicalSize: trailer.logicalSize, frames, offsets, fileSize: trailer.indexOffset + index.length + TRAILER_SIZE };
 }
 
-/** Logical length of frame `i`. */
 export function frameLength(index: Pick<FrameIndex, 'frameSize' | 'logicalSize'>, i: number): number {
   return Math.min(index.frameSize, index.logicalSize - i * index.frameSize);
 }
 
 /**
- * Uncompressed size of one zstd frame of new framed objects (the trailer records it, so objects
- * written with another size stay readable): against 4 MiB it loses almost no ratio and halves the
- * memory per transfer; 1 MiB downloads slower.
+ * Uncompressed size of one zstd frame of new objects (the trailer records it): 4 MiB gains almost no
+ * ratio for twice the memory per transfer; 1 MiB downloads slower.
  */
 export const FRAME_SIZE = 2 << 20;
 
 /** Objects smaller than this are always stored as they arrive: not worth a frame index. */
 export const MIN_FRAMED_SIZE = 4096;
 
-/**
- * Reads positioned bytes of a stored object into `into` (all of it, or throws): a file descriptor,
- * a ranged GET on a bucket key.
- */
+/** Reads positioned bytes of a stored object into `into`, all of it or throws (a file, a ranged GET). */
 export type ReadAt = (into: Buffer, position: number) => Promise<void>;
 
-/**
- * The one reader of a stored object's frame index: the trailer, then the index it points to. Null
- * for a plain object (no trailer, or one that does not hold together).
- */
+/** The one reader of a stored object's frame index (trailer, then index); null for a plain object. */
 export async function readFrameIndex(storedSize: number, readAt: ReadAt): Promise<FrameIndex | null> {
   if (storedSize < TRAILER_SIZE) return null;
   const t = Buffer.alloc(TRAILER_SIZE);

@@ -12,13 +12,7 @@ const SAMPLE_MIN_SAVING = 0.03;
 let cctx: CCtx | null = null;
 let scratch: Uint8Array | null = null;
 
-/**
- * A quick guess whether a frame is worth compressing, on the thread that gathers it: SAMPLES slices
- * of SAMPLE_SIZE bytes compressed at level 1 must save SAMPLE_MIN_SAVING; the real try then applies
- * MIN_FRAME_SAVING. zstd gives up on incompressible bytes fast, far cheaper than a full attempt on
- * the pool; on compressible bytes the samples cost more, so a caller that has just seen frames
- * compress skips them. A frame no bigger than the samples is simply tried.
- */
+/** A quick guess whether a frame is worth compressing: zstd gives up on incompressible samples fast, far cheaper than a full try on the pool. */
 export function samplesShrink(frame: Uint8Array): boolean {
   if (frame.byteLength <= SAMPLES * SAMPLE_SIZE) return true;
   cctx ??= new (zstd().CCtx)();

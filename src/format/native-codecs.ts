@@ -2,10 +2,8 @@ import type * as Zstd from 'zstd-napi/binding.js';
 import { lazyModule } from '../util/lazy-module.js';
 
 /**
- * The native codecs the HTTP thread uses, each loaded at its first call: a server at rest, or one
- * with compression off that has stored nothing yet, has no use for them (~2.5 MiB resident between
- * the two addons and the node binary's pages their symbols resolve against). Worker files import
- * the packages directly: a worker exists only to use them.
+ * The native codecs the HTTP thread uses, each loaded at its first call: a server at rest or with
+ * compression off has no use for their resident memory. Worker files import the packages directly.
  */
 export const zstd = lazyModule<typeof Zstd>('zstd-napi/binding.js');
 

@@ -2,30 +2,19 @@ import { lfsError } from '../errors/errors.js';
 import { isPlausibleToken } from '../protocol/token.js';
 import { CHALLENGE } from '../service/access-service.js';
 
-/**
- * Returns `token` when it can be a forge token; otherwise throws 401 LFS_ERR_AUTH_MALFORMED with
- * `challenge` (git-lfs asks its credential helper again; the dashboard passes none, so that a
- * browser shows no password prompt).
- */
+/** `token` when it can be a forge token, else 401 with `challenge` (none for the dashboard, so a browser shows no password prompt). */
 export function usableToken(token: string, challenge: Record<string, string> = CHALLENGE): string {
   if (!isPlausibleToken(token)) throw lfsError('LFS_ERR_AUTH_MALFORMED', undefined, challenge);
   return token;
 }
 
-/**
- * Pulls the token out of an Authorization header (the credentials git sends for HTTPS): the password of
- * HTTP Basic (any username) or a Bearer token. Returns null when there is none; throws 401 when it
- * is one no forge could accept (see usableToken). Never logs it.
- */
+/** The Basic password (any username) or Bearer token of an Authorization header; null when none, 401 when no forge could accept it. */
 export function tokenFromAuthorization(header: string, challenge: Record<string, string> = CHALLENGE): string | null {
   const token = parseAuthorization(header);
   return token === null ? null : usableToken(token, challenge);
 }
 
-/**
- * The token an Authorization header carries, unchecked (see tokenFromAuthorization), or null. Never
- * throws, whatever the header: for best-effort lookups such as the request log's user id.
- */
+/** The token a header carries, unchecked, or null; never throws (best-effort lookups such as the request log's). */
 export function parseAuthorization(header: string): string | null {
   if (header === '') return null;
   const space = header.indexOf(' ');

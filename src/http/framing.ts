@@ -1,21 +1,12 @@
 import { lfsError, type LfsError } from '../errors/errors.js';
 
-/**
- * The HTTP layer (uWS) refuses a Content-Length of this many bytes or more: it closes the
- * connection right after the route handler returns. Chunked bodies have no such limit.
- */
+/** uWS closes the connection after a Content-Length of this many bytes or more; chunked bodies have no such limit. */
 const UWS_MAX_CONTENT_LENGTH = 1_000_000_000;
 
 /**
- * Checks a request's framing headers, every occurrence of each as uWS received them, and returns
- * the error to answer when the body's extent cannot be read one way only (RFC 9112 §6.3):
- * "If a message is received without Transfer-Encoding and with an invalid Content-Length header
- * field, then the message framing is invalid and the recipient MUST treat it as an unrecoverable
- * error … the server MUST respond with a 400 (Bad Request) status code and then close the
- * connection", and a Transfer-Encoding whose final coding is not chunked "MUST respond with the 400".
- * uWS itself takes the first Content-Length and decodes any Transfer-Encoding as chunked, so a proxy
- * in front that reads them otherwise would disagree with it on where the next request starts
- * (request smuggling). Only `chunked` is accepted: no coding before it is implemented here.
+ * The error to answer when a body's extent is ambiguous (RFC 9112 §6.3: a bad Content-Length, or a
+ * final coding other than chunked, MUST get 400). uWS takes the first Content-Length and decodes any
+ * Transfer-Encoding as chunked; a proxy reading them otherwise would be open to request smuggling.
  */
 export function framingError(contentLengths: readonly string[], transferEncodings: readonly string[]): LfsError | null {
   const refuse = (why: string): LfsError => lfsError('LFS_ERR_BAD_FRAMING', `${why} (RFC 9112 §6.3); the connection is closed`, { Connection: 'close' });

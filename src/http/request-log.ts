@@ -2,7 +2,6 @@ import { parseRepoName } from '../protocol/repo-name.js';
 import { parseAuthorization } from './auth.js';
 import type { RequestContext } from './context.js';
 
-/** Where a request line goes (the server's logger). */
 export type LineLogger = (msg: string, fields: object) => void;
 
 export interface RequestLogOptions {
@@ -12,11 +11,7 @@ export interface RequestLogOptions {
   readonly userIdOf: (token: string) => string | null;
 }
 
-/**
- * One JSON line per request (SVC_LOG_REQUESTS): who asked (client address, forge user id), about
- * which repository, what came of it (status, time) and the body bytes each way. The peer address
- * is read when the request arrives: uWS's response object may not be touched once it is answered.
- */
+/** One JSON line per request (SVC_LOG_REQUESTS); the peer address is read on arrival, as uWS's response may not be touched after. */
 export class RequestLog {
   readonly #log: LineLogger;
   readonly #opts: RequestLogOptions;
@@ -62,8 +57,7 @@ export class RequestLog {
   #client(ctx: RequestContext): string | null {
     const peer = this.#peers.get(ctx) ?? null;
     if (!this.#opts.trustProxy) return peer;
-    // Each proxy appends the address it got the request from; entries before the last one are
-    // whatever the client claimed, so only the last (written by our own proxy) is trusted.
+    // Each proxy appends the peer it got the request from: only the last entry (our own proxy's) is trusted.
     const forwarded = ctx.header('x-forwarded-for').split(',').pop()?.trim() ?? '';
     return /^[0-9A-Fa-f.:[\]]{2,64}$/.test(forwarded) ? forwarded : peer;
   }

@@ -1,8 +1,4 @@
-/**
- * A value read from somewhere costly (SQLite aggregates over every object), kept for `maxAgeMs` and
- * refreshed single-flight: however many gauges or scrapes ask at once, one read runs and all of them
- * get its answer. A failed read is not cached, so the next scrape tries again.
- */
+/** A costly value (SQLite aggregates) kept for `maxAgeMs` and refreshed single-flight; a failed read is not cached. */
 export class CachedFigures<T> {
   readonly #read: () => T | Promise<T>;
   readonly #maxAgeMs: number;

@@ -1,9 +1,4 @@
-/**
- * Batch API wire types and the request validator.
- * https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md
- * Its JSON schemas: https://github.com/git-lfs/git-lfs/tree/main/docs/api/schemas (the tests validate
- * against a copy in test/fixtures/git-lfs-schemas).
- */
+/** Batch API types and validator (https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md). */
 import { lfsError } from '../errors/errors.js';
 import { parseOid, type Oid } from './oid.js';
 
@@ -54,9 +49,8 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * Validates a parsed JSON body. Whole-request problems throw (422/413); a single bad object is kept
- * with `invalid` set, so the answer still echoes every requested oid (git-lfs walks only the
- * objects it got back, so a missing entry leaves it waiting forever: tq/transfer_queue.go).
+ * Validates a parsed JSON body: whole-request problems throw (422/413); a bad object is kept with
+ * `invalid` set, since git-lfs waits forever for an entry missing from the answer (tq/transfer_queue.go).
  */
 export function parseBatchRequest(body: unknown): BatchRequest {
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Batch request must be a JSON object');
@@ -72,9 +66,8 @@ export function parseBatchRequest(body: unknown): BatchRequest {
   if (body.transfers !== undefined && (!Array.isArray(body.transfers) || body.transfers.some((t) => typeof t !== 'string'))) {
     throw lfsError('LFS_ERR_BAD_REQUEST', 'transfers must be an array of strings');
   }
-  // batch.md: `transfer` "MUST be one of the given `transfer` identifiers from the request", and
-  // only when none are given may the server assume basic. An offer without basic (even an empty
-  // one) leaves no answer that keeps that rule: refuse the batch rather than answer basic anyway.
+    // batch.md: `transfer` "MUST be one of the given `transfer` identifiers from the request"; an
+    // offer without basic leaves no answer that keeps that rule, so the batch is refused.
   if (Array.isArray(body.transfers) && !body.transfers.includes('basic')) {
     const offered = body.transfers.length === 0 ? 'none' : body.transfers.map((t) => JSON.stringify(t).slice(0, 40)).join(', ');
     throw lfsError('LFS_ERR_TRANSFER_UNSUPPORTED', `None of the offered transfer adapters (${offered}) is spoken here; this server speaks "basic"`);
@@ -89,9 +82,8 @@ export function parseBatchRequest(body: unknown): BatchRequest {
     if (!isRecord(o)) return { oid: '', size: 0, parsedOid: null, invalid: 'object entry must be a JSON object' };
     const oid = typeof o.oid === 'string' ? o.oid : '';
     const sizeOk = typeof o.size === 'number' && Number.isSafeInteger(o.size) && o.size >= 0;
-    // The error entry echoes the size as sent (a negative one too), so the client can match it;
-    // only a value the client cannot decode into its int64 (a fraction, NaN-like, out of range, not
-    // a number) becomes 0, since one such value would fail the decoding of the whole answer.
+    // The error entry echoes the size as sent so the client can match it; only a value it cannot
+    // decode into int64 becomes 0, since it would fail the decoding of the whole answer.
     const size = typeof o.size === 'number' && Number.isInteger(o.size) && Math.abs(o.size) < 2 ** 63 ? o.size : 0;
     const parsedOid = parseOid(o.oid);
     if (parsedOid === null) return { oid, size, parsedOid, invalid: 'oid must be 64 lowercase hex digits (sha256)' };

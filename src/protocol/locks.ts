@@ -1,12 +1,6 @@
-/**
- * File Locking API wire types, request validators and lock-path normalisation. Pure: no I/O.
- * https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md ; schemas `http-lock-*.json` in
- * https://github.com/git-lfs/git-lfs/tree/main/docs/api/schemas. What the 3.3.0 client sends and
- * expects: https://github.com/git-lfs/git-lfs/blob/v3.3.0/locking/api.go (its quirks are noted where they matter).
- */
+/** File Locking API types and validators (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md). Pure: no I/O. */
 import { lfsError } from '../errors/errors.js';
 
-/** A lock as it goes on the wire (create/list/verify/unlock responses). */
 export interface WireLock {
   readonly id: string;
   readonly path: string;
@@ -16,30 +10,25 @@ export interface WireLock {
   readonly owner: { readonly name: string };
 }
 
-/** A repository-relative, normalised lock path; produced only by `normaliseLockPath`. */
 export type LockPath = string & { readonly __brand: 'LockPath' };
 
-/** `POST /locks` body (http-lock-create-request-schema.json). */
 export interface CreateLockRequest {
   readonly path: LockPath;
   /** `ref.name`; the client sends `"ref":{}` when it knows no upstream, so it may be null. */
   readonly refName: string | null;
 }
 
-/** `POST /locks/verify` body. */
 export interface VerifyLocksRequest {
   readonly refName: string | null;
   readonly cursor: Cursor | null;
   readonly limit: number;
 }
 
-/** `POST /locks/{id}/unlock` body (http-lock-delete-request-schema.json). */
 export interface UnlockRequest {
   readonly force: boolean;
   readonly refName: string | null;
 }
 
-/** `GET /locks?path=&id=&cursor=&limit=&refspec=` (locking.md, List Locks). */
 export interface ListLocksQuery {
   readonly path: LockPath | null;
   readonly id: string | null;
@@ -49,12 +38,9 @@ export interface ListLocksQuery {
   readonly refspec: string | null;
 }
 
-/** Position after which the next page starts: the monotonic sequence number of the last lock returned. */
 export type Cursor = number & { readonly __brand: 'Cursor' };
 
-/** Page size when the client names none. */
 export const DEFAULT_LOCK_PAGE = 100;
-/** The most one page returns; larger asks are clamped. */
 export const MAX_LOCK_PAGE = 1000;
 /** Longest lock path accepted, in UTF-8 bytes (PATH_MAX on Linux). */
 export const MAX_LOCK_PATH_BYTES = 4096;
@@ -68,18 +54,14 @@ function badPath(message: string): never {
 }
 
 /**
- * Turns a client path into the one spelling locks are stored under, so `./a//b.bin`, `a\b.bin` and
- * `a/b.bin` collide as they must ("files are locked exclusively to one user", locking.md).
- * The spec says the path "should be relative to the root of the repository working directory":
- * absolute paths, `..` that climbs above the root, NUL bytes and paths that name nothing are refused
- * with 422. Matching is byte-exact and so case-sensitive, like Git's index on Linux.
+ * The one spelling locks are stored under, so `./a//b.bin`, `a\b.bin` and `a/b.bin` collide; absolute,
+ * escaping (`..`), NUL and empty paths get 422. Matching is byte-exact.
  */
 export function normaliseLockPath(value: unknown): LockPath {
   if (typeof value !== 'string') badPath('path must be a string');
   if (value.includes('\0')) badPath('path must not contain a NUL byte');
   if (Buffer.byteLength(value, 'utf8') > MAX_LOCK_PATH_BYTES) badPath(`path must be at most ${MAX_LOCK_PATH_BYTES} bytes`);
-  // The client sends `/` (git-lfs converts with filepath.ToSlash); a Windows-style separator from
-  // another tool must still name the same file.
+  // git-lfs sends `/` (filepath.ToSlash); a Windows-style separator from another tool names the same file.
   const slashed = value.replace(/\\/g, '/');
   if (slashed.startsWith('/') || /^[A-Za-z]:(\/|$)/.test(slashed)) badPath(`path must be relative to the repository root, got "${value}"`);
   const segments: string[] = [];
@@ -96,11 +78,7 @@ export function normaliseLockPath(value: unknown): LockPath {
   return segments.join('/') as LockPath;
 }
 
-/**
- * A page size: a whole number ≥ 1; above MAX_LOCK_PAGE it is clamped (locking.md: "The server should
- * have its own upper and lower bounds") so `git lfs locks --limit 5000` still gets every lock through
- * next_cursor. Anything else is a 422.
- */
+/** A page size ≥ 1, clamped to MAX_LOCK_PAGE (locking.md lets the server bound it) so a large `--limit` still pages; else 422. */
 export function parseLimit(value: unknown): number {
   if (value === undefined || value === null || value === '') return DEFAULT_LOCK_PAGE;
   const n = typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : value;
@@ -110,14 +88,12 @@ export function parseLimit(value: unknown): number {
   return Math.min(n, MAX_LOCK_PAGE);
 }
 
-/** A cursor this server handed out as `next_cursor`; anything else is a 422. */
 export function parseCursor(value: unknown): Cursor | null {
   if (value === undefined || value === null || value === '') return null;
   if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) throw lfsError('LFS_ERR_BAD_REQUEST', 'cursor is not one this server returned');
   return Number(value) as Cursor;
 }
 
-/** The wire form of a cursor. */
 export function formatCursor(cursor: Cursor | number): string {
   return String(cursor);
 }
@@ -125,12 +101,10 @@ export function formatCursor(cursor: Cursor | number): string {
 /** Lock ids are base64url (the client puts them into the unlock URL unescaped). */
 const LOCK_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** True for a string that can be one of our lock ids (a cheap filter before any lookup). */
 export function isLockId(value: string): boolean {
   return LOCK_ID_RE.test(value);
 }
 
-/** RFC 3339, uppercase, second precision, UTC: `2016-05-17T15:49:06Z`. */
 export function formatLockedAt(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
@@ -145,21 +119,18 @@ function parseRef(value: unknown): string | null {
   return name;
 }
 
-/** Validates a parsed `POST /locks` body. */
 export function parseCreateLockRequest(body: unknown): CreateLockRequest {
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Lock request must be a JSON object');
   if (body.path === undefined) badPath('path is required');
   return { path: normaliseLockPath(body.path), refName: parseRef(body.ref) };
 }
 
-/** Validates a parsed `POST /locks/verify` body; an empty body counts as `{}`. */
 export function parseVerifyLocksRequest(body: unknown): VerifyLocksRequest {
   if (body === undefined) body = {};
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Verify request must be a JSON object');
   return { refName: parseRef(body.ref), cursor: parseCursor(body.cursor), limit: parseLimit(body.limit) };
 }
 
-/** Validates a parsed `POST /locks/{id}/unlock` body; an empty body counts as `{}`. */
 export function parseUnlockRequest(body: unknown): UnlockRequest {
   if (body === undefined) body = {};
   if (!isRecord(body)) throw lfsError('LFS_ERR_BAD_REQUEST', 'Unlock request must be a JSON object');
@@ -168,7 +139,6 @@ export function parseUnlockRequest(body: unknown): UnlockRequest {
   return { force, refName: parseRef(body.ref) };
 }
 
-/** Parses the list query string (without `?`). Query values arrive percent-encoded. */
 export function parseListLocksQuery(query: string): ListLocksQuery {
   const q = new URLSearchParams(query);
   const path = q.get('path');

@@ -1,10 +1,7 @@
 /** Media types of the Git LFS API (https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md). */
 export const LFS_JSON = 'application/vnd.git-lfs+json';
 
-/**
- * True when a request Content-Type names the LFS media type (or plain JSON), with or without parameters.
- * The client sends `; charset=utf-8` on most calls but not on verify (git-lfs https://github.com/git-lfs/git-lfs/blob/v3.3.0/lfshttp/client.go and tq/verify.go).
- */
+/** True when a Content-Type names the LFS media type or JSON, parameters or not (git-lfs sends `; charset=utf-8` except on verify: https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go). */
 export function isJsonRequestType(contentType: string): boolean {
   const essence = contentType.split(';', 1)[0]!.trim().toLowerCase();
   return essence === LFS_JSON || essence === 'application/json';

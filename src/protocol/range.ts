@@ -1,8 +1,6 @@
 /**
- * Single byte-range parsing (RFC 9110 §14.1.2), as resumable downloads need it
- * (docs/behaviour.md, "Downloads"):
- * a satisfiable range is served with 206, an unsatisfiable one gets 416 with the real size, and a
- * header that cannot be parsed (or asks for several ranges) is ignored so the whole object is served.
+ * Single byte-range parsing (RFC 9110 §14.1.2; docs/behaviour.md, "Downloads"): 206 when satisfiable,
+ * 416 with the real size when not; a header that cannot be parsed or asks for several ranges is ignored.
  */
 export type RangeResult =
   | { kind: 'none' }

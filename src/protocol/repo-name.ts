@@ -3,16 +3,11 @@
  * can never carry a path separator, a percent escape or a dot segment into a file path or forge URL.
  */
 export interface RepoName {
-  /** The organisation as the client spelt it: what the forge is asked about. */
   readonly org: string;
-  /** The repository as the client spelt it, without a trailing `.git`. */
   readonly repo: string;
   /** "org/repo" as the client spelt it (less a trailing `.git`): for the forge and for messages. */
   readonly name: string;
-  /**
-   * The canonical "org/repo" (repoKey): the one key of everything the server keeps per repository
-   * (references, locks, jobs, audits, caches), the same for every spelling of one repository.
-   */
+  /** The canonical "org/repo" (repoKey): the key of everything kept per repository, whatever the spelling. */
   readonly key: string;
 }
 
@@ -24,11 +19,7 @@ export function parseRepoSegment(value: string): string | null {
   return value;
 }
 
-/**
- * The canonical key of "org/repo": ASCII lower case (the forges compare names case-insensitively,
- * and a name is ASCII by SEGMENT_RE) without a trailing `.git` (a clone URL's spelling of the same
- * repository). The index migrations (007-repo-names in both backends) apply the same rule in SQL.
- */
+/** The canonical key: ASCII lower case (forges compare names case-insensitively), no `.git`; migration 007-repo-names does the same in SQL. */
 export function repoKey(name: string): string {
   const lower = name.toLowerCase();
   return lower.endsWith('.git') ? lower.slice(0, -4) : lower;
@@ -36,8 +27,7 @@ export function repoKey(name: string): string {
 
 export function parseRepoName(org: string, repo: string): RepoName | null {
   const o = parseRepoSegment(org);
-  // `game.git` is `game`: clone URLs carry the suffix, and no forge allows a name ending in .git
-  // (so `game.git.git` names nothing, and repoKey stays idempotent on the keys it makes).
+  // Clone URLs carry `.git` and no forge allows a name ending in it, so repoKey stays idempotent.
   const r = parseRepoSegment(/\.git$/i.test(repo) ? repo.slice(0, -4) : repo);
   if (o === null || r === null || /\.git$/i.test(r)) return null;
   const name = `${o}/${r}`;

@@ -10,17 +10,13 @@ import { MAX_TOKEN_BYTES, isPlausibleToken } from '../protocol/token.js';
 
 export type Need = 'pull' | 'push' | 'admin';
 
-/**
- * The saved access settings an upload was admitted by, which its reference's statement checks are
- * still the ones saved (UploadCommit.setting), and how to judge the upload again when they are not.
- */
+/** The saved settings an upload was admitted by (UploadCommit.setting), and how to judge it again when they changed. */
 export interface UploadJudge {
   readonly setting: SettingGuard;
   /** Judged again by the settings saved now, at its real size: throws the refusal, or returns the new guard. */
   rejudge(size: number): Promise<SettingGuard>;
 }
 
-/** What a caller may do on one repository, as the forge said. */
 export interface Grant {
   readonly permissions: Permissions;
   /** True when no token was sent and the repository is public : read only. */
@@ -31,17 +27,10 @@ export interface AccessOptions {
   readonly cacheTtl: number; // seconds
   readonly rejectionTtl: number; // seconds
   readonly cacheEntries: number;
-  /**
-   * The server-wide budget the forge client spends every call from (SVC_AUTH_LOOKUP_BUDGET). Read
-   * here only to skip calls that are optional when it is spent; null or absent: unbounded.
-   */
+  /** The server-wide forge budget (SVC_AUTH_LOOKUP_BUDGET), read only to skip optional calls when spent. */
   readonly budget?: LookupBudget | null;
-  /**
-   * Resolve who is behind each token once per cacheTtl (SVC_LOG_REQUESTS: request lines name the
-   * forge user). Costs one forge call per token and TTL, and is skipped when the budget is spent.
-   */
+  /** Resolve who is behind each token once per cacheTtl, for request lines; skipped when the budget is spent. */
   readonly identifyCallers?: boolean;
-  /** The clock the caches' TTLs are read against (ms since the epoch); Date.now unless a test moves it. */
   readonly now?: () => number;
 }
 
@@ -55,11 +44,7 @@ const ANONYMOUS = 'anonymous';
 const ANY_REPOSITORY = '*';
 
 
-/**
- * Refuses, before any cache or forge call, a token no forge could have issued: empty, longer than
- * MAX_TOKEN_BYTES, or with a character outside visible ASCII (which could not go into the forge
- * request's header either). One client's junk then costs neither forge calls nor cache entries.
- */
+/** Refuses, before any cache or forge call, a token no forge could have issued: junk costs neither forge calls nor cache entries. */
 function checkPlausible(token: string): void {
   if (!isPlausibleToken(token)) {
     throw lfsError('LFS_ERR_AUTH_MALFORMED', `These credentials cannot be a forge token: empty, longer than ${MAX_TOKEN_BYTES} bytes, or not visible ASCII`, CHALLENGE);
@@ -71,10 +56,7 @@ interface CacheEntry<T> {
   readonly expiresAt: number;
 }
 
-/**
- * A Map used as a bounded LRU with per-entry expiry: an attacker spraying random tokens evicts old
- * entries instead of growing memory (docs/behaviour.md, Access). Insertion order is recency order.
- */
+/** A bounded LRU with per-entry expiry, so random tokens sprayed by an attacker evict old entries instead of growing memory. */
 class BoundedCache<T> {
   readonly #map = new Map<string, CacheEntry<T>>();
   readonly #max: number;
@@ -92,7 +74,7 @@ class BoundedCache<T> {
     return hit;
   }
 
-  /** Like get, without touching recency (a read for logs must not keep an entry alive). */
+  /** Without touching recency: a read for logs must not keep an entry alive. */
   peek(key: string, now: number): CacheEntry<T> | undefined {
     const hit = this.#map.get(key);
     return hit === undefined || hit.expiresAt <= now ? undefined : hit;
@@ -105,15 +87,11 @@ class BoundedCache<T> {
   }
 }
 
-/**
- * Who is asking: a request context (its `signal` is made only when read, so a cached answer costs
- * no AbortController), or `{ signal }`.
- */
+/** Who is asking: a request context (its `signal` made only when read), or `{ signal }`. */
 export interface Caller {
   readonly signal: AbortSignal;
 }
 
-/** Waits for `work`, but gives up as soon as this caller's own request is aborted. */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
@@ -133,13 +111,9 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
- * Token → permissions on one repository, asked of the forge and cached (docs/behaviour.md,
- * "Caches and budget"): granted answers for cacheTtl, refusals for the shorter rejectionTtl, failures to reach the
- * forge never. Keys are sha256 of the token, so no raw token is kept; the caches are bounded LRUs.
- * A token the forge does not know at all is remembered as refused for every repository. Concurrent
- * misses for the same key share one forge lookup, which runs detached from any one client so a
- * caller hanging up does not fail the others. Every forge call a miss makes spends from the
- * server-wide budget (LookupBudget, spent in ForgeHttpClient); answers from a cache never do.
+ * Token → permissions on one repository, cached (docs/behaviour.md, "Caches and budget"): grants for
+ * cacheTtl, refusals for rejectionTtl, failures never; keyed by the token's sha256. Concurrent misses
+ * share one lookup, detached so a caller hanging up does not fail the others.
  */
 export class AccessService {
   readonly #forge: ForgeAdapter;
@@ -149,7 +123,6 @@ export class AccessService {
   readonly #identities: BoundedCache<Identity | null>;
   readonly #inFlight = new Map<string, Promise<ForgeAnswer>>();
   readonly #identifying = new Map<string, Promise<Identity | null>>();
-  /** Shared lookups are not tied to one client's request; the forge client's timeout bounds them. */
   readonly #detached = new AbortController().signal;
   readonly #now: () => number;
 
@@ -162,20 +135,13 @@ export class AccessService {
     this.#identities = new BoundedCache(opts.cacheEntries);
   }
 
-  /**
-   * Resolves with the grant when `token` may do `need` on `repo`; otherwise throws the LfsError to
-   * answer. Without a token, a public repository is readable; anything else asks for
-   * credentials with a 401 challenge, so a private repository looks the same as a missing one.
-   */
-  /**
-   * authorize for an upload (push). Null here; with access settings shared by several nodes
-   * (PolicedAccessService) the judge the upload's reference statement holds it to.
-   */
+  /** authorize for an upload; null here, PolicedAccessService returns the judge its reference statement holds it to. */
   async authorizeUpload(token: string | null, repo: RepoName, _oid: Oid, caller: Caller): Promise<UploadJudge | null> {
     await this.authorize(token, repo, 'push', caller);
     return null;
   }
 
+  /** The grant, or throws the LfsError to answer; without a token only a public repository reads, anything else gets a 401 challenge, so private looks like missing. */
   async authorize(token: string | null, repo: RepoName, need: Need, caller: Caller): Promise<Grant> {
     if (token !== null) checkPlausible(token);
     const answer = await this.#answer(token, repo, caller);
@@ -193,9 +159,8 @@ export class AccessService {
   }
 
   /**
-   * authorize's grant when it needs no wait and no refusal: a token whose cached answer allows
-   * `need`. Null otherwise (no token, not cached, refused, a caller still to identify): authorize
-   * then decides, counts and answers as always. For the small GET answered in line.
+   * authorize's grant when the token's cached answer allows `need`; null whenever authorize would have
+   * to wait, refuse or count. For the small GET answered in line.
    */
   authorizedInLine(token: string | null, repo: RepoName, need: Need): Grant | null {
     if (token === null || token.length > MAX_TOKEN_BYTES) return null;
@@ -210,25 +175,18 @@ export class AccessService {
     return { permissions: p, anonymous: false };
   }
 
-  /**
-   * The forge user id behind `token` when already known (cached by identify); never asks the forge.
-   * For request lines, which name the user and never the token.
-   */
+  /** The forge user id behind `token` when already cached; never asks the forge. For request lines. */
   knownUserId(token: string): string | null {
     return this.#identities.peek(hashToken(token), this.#now())?.value?.id ?? null;
   }
 
-  /** Best effort: a failed or unaffordable lookup leaves the request line without a user. */
   async #identifyForLog(token: string, signal: AbortSignal): Promise<void> {
     const now = this.#now();
     if (this.#identities.peek(hashToken(token), now) !== undefined || this.#opts.budget?.left(now) === false) return;
     await this.identify(token, signal).catch(() => null);
   }
 
-  /**
-   * Who is behind a token (lock ownership). Resolved from the forge's user endpoint once per token
-   * and cached for the grant TTL under the token's hash; null when the forge names nobody.
-   */
+  /** Who is behind a token (lock ownership), from the forge's user endpoint, cached per token hash; null when nobody. */
   async identify(token: string, signal: AbortSignal): Promise<Identity | null> {
     checkPlausible(token);
     const key = hashToken(token);
@@ -237,7 +195,6 @@ export class AccessService {
       this.#metrics.authCacheHits.inc({ kind: 'identity' });
       return hit.value;
     }
-    // A miss asks the forge, or joins the identical question already in flight.
     this.#metrics.authCacheMisses.inc({ kind: 'identity' });
     let pending = this.#identifying.get(key);
     if (pending === undefined) {
@@ -262,7 +219,6 @@ export class AccessService {
       this.#metrics.authCacheHits.inc({ kind: hit.value.kind === 'granted' ? 'granted' : 'refused' });
       return hit.value;
     }
-    // A miss asks the forge, or joins the identical lookup already in flight.
     this.#metrics.authCacheMisses.inc({ kind: 'access' });
     let pending = this.#inFlight.get(key);
     if (pending === undefined) {
@@ -286,17 +242,16 @@ export class AccessService {
     const ttl = granted ? this.#opts.cacheTtl : this.#opts.rejectionTtl;
     if (ttl > 0) {
       this.#answers.set(key, answer, this.#now() + ttl * 1000);
-      // The forge does not know the token at all: no repository will answer otherwise, so none
-      // asks again for rejectionTtl (a junk-token flood then costs one call per token, not per repository).
+      // Unknown to the forge: refused for every repository for rejectionTtl, so a junk-token flood
+      // costs one call per token, not per repository.
       if (answer.kind === 'bad_token' && answer.everywhere === true && token !== null) this.#answers.set(`${key.slice(0, key.indexOf('\0'))}\0${ANY_REPOSITORY}`, answer, this.#now() + ttl * 1000);
     }
     return answer;
   }
 
-  /** Counts a failed forge call by cause and returns the LfsError to answer with. */
   #countFailure(e: unknown): Error {
     if (isLfsError(e) && e.code === 'LFS_ERR_LOOKUP_BUDGET_SPENT') {
-      // Refused by our own budget before the call went out; the forge was not asked.
+      // Refused by our own budget: the forge was not asked.
       this.#metrics.rejections.inc({ cause: 'lookup_budget_spent' });
       return e;
     }
@@ -308,7 +263,7 @@ export class AccessService {
   }
 }
 
-/** The cache key of a token: its sha256 (one-shot: no Hash object per request). */
+/** A token's cache key: its sha256, one-shot. */
 function hashToken(token: string): string {
   return hash('sha256', token, 'base64url');
 }

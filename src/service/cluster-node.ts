@@ -2,11 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NODE_HEARTBEAT_MS, NODE_STALE_MS, type NodeIndex } from '../db/index-types.js';
 
-/** What a node does when it learns of retain sweeps (ClusterUploads). */
 export interface SweepWatcher {
   /** A sweep this node has not acknowledged exists: record every upload now in flight, and each new one from now on. */
   recordInFlight(): Promise<void>;
-  /** No sweep is open: new uploads need not record themselves. */
   sweepsClosed(): void;
 }
 
@@ -20,11 +18,9 @@ const SWEEP_POLL_MS = 200;
 const SWEEP_ACK_WAIT_MS = 2 * NODE_STALE_MS;
 
 /**
- * This process as one node of a cluster sharing a PostgreSQL index: a random id per start and a
- * heartbeat row the other nodes read. A node silent for NODE_STALE_MS is dead to them: its uploads
- * in flight no longer hold deletes back, its job leases are free, its running jobs interrupted.
- * The heartbeat also carries the newest retain sweep this node acknowledged (NodeIndex explains
- * sweeps). Only used with a shared index; one node on SQLite needs none of it.
+ * This process as a node of a cluster sharing a PostgreSQL index: a random id and a heartbeat row. A
+ * node silent for NODE_STALE_MS is dead to the others (its uploads no longer hold deletes back, its
+ * leases free, its jobs interrupted). The heartbeat also acknowledges retain sweeps (NodeIndex).
  */
 export class ClusterNode {
   /** Random per process start, so rows a dead predecessor left are never mistaken for ours. */
@@ -44,7 +40,7 @@ export class ClusterNode {
     this.#log = log;
   }
 
-  /** Writes the first heartbeat (so this node is live before it takes any work), then one every NODE_HEARTBEAT_MS. */
+  /** Writes the first heartbeat (live before taking any work), then one every NODE_HEARTBEAT_MS. */
   static async join(nodes: NodeIndex, log: (msg: string, fields: object) => void): Promise<ClusterNode> {
     const node = new ClusterNode(nodes, log);
     await node.beat();
@@ -56,7 +52,6 @@ export class ClusterNode {
     return node;
   }
 
-  /** Every start is a new node id: rows of nodes gone for good are removed now and then. */
   async #forgetSilent(): Promise<void> {
     try {
       const n = await this.#nodes.forget(Date.now() - NODE_FORGOTTEN_MS);
@@ -66,7 +61,6 @@ export class ClusterNode {
     }
   }
 
-  /** Rows of nodes whose heartbeat is at or after this instant are live. */
   liveSince(): number {
     return Date.now() - NODE_STALE_MS;
   }
@@ -76,12 +70,10 @@ export class ClusterNode {
     return this.#acked;
   }
 
-  /** Who records this node's uploads when a sweep comes (set once, before the node takes requests). */
   watchSweeps(watcher: SweepWatcher): void {
     this.#watcher = watcher;
   }
 
-  /** A heartbeat now, after any running one; rejects when the index cannot be reached. */
   beat(): Promise<void> {
     const next = this.#beating.then(() => this.#beatOnce());
     this.#beating = next.catch(() => undefined);
@@ -106,17 +98,12 @@ export class ClusterNode {
       if (this.#failing) this.#log('node heartbeat recovered', { node: this.id });
       this.#failing = false;
     } catch (e) {
-      // Said once: a database outage fails every beat until it ends.
       if (!this.#failing) this.#log('node heartbeat failed; other nodes take this one for dead after 30 s without one', { level: 'warn', node: this.id, err: String(e) });
       this.#failing = true;
     }
   }
 
-  /**
-   * Runs a retain's deletions inside a sweep: opened, acknowledged here at once and by every other
-   * live node on its next heartbeat (each records its uploads in flight first), only then `run`;
-   * closed afterwards, whatever happened.
-   */
+  /** Runs a retain's deletions inside a sweep, only once every live node acknowledged it (after recording its uploads in flight). */
   async sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const sweep = await this.#nodes.openSweep(this.id, Date.now());
     try {
@@ -135,7 +122,7 @@ export class ClusterNode {
     }
   }
 
-  /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once (its work is drained by now). */
+  /** Leaves the cluster: a heartbeat of 0 frees this node's leases at once. */
   async leave(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     if (this.#forgetTimer !== null) clearInterval(this.#forgetTimer);

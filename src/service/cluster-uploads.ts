@@ -6,16 +6,13 @@ import type { ClusterNode, SweepWatcher } from './cluster-node.js';
 
 /** How long an upload waits for another node's delete of its oid before answering 503. */
 const DELETE_WAIT_MS = 30_000;
-/** How often the index is asked whether that delete is done. */
 const DELETE_POLL_MS = 100;
 
-/** One upload on this node, and its in-flight row once recorded. */
 interface Upload {
   readonly oid: Oid;
   ticket: number | null;
   /** The row is gone (ended with the reference, or by endUpload). */
   ended: boolean;
-  /** The upload's write is over, one way or the other. */
   done: boolean;
 }
 
@@ -28,11 +25,10 @@ export interface ClusterWrite {
 }
 
 /**
- * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex in index-types.ts
- * explains sweeps). While no sweep is open an upload costs the index one statement, its reference;
- * while one is, each upload records itself in flight first (beginUpload) and waits out another
- * node's delete of its oid. When this node learns of a sweep it records the uploads then running
- * before it acknowledges the sweep, so a sweep deletes nothing any upload here could still need.
+ * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex explains sweeps).
+ * With no sweep open an upload costs one statement, its reference; with one open, each upload
+ * records itself in flight first and waits out another node's delete of its oid. Uploads running
+ * when a sweep is learnt are recorded before it is acknowledged.
  */
 export class ClusterUploads implements SweepWatcher {
   readonly node: ClusterNode;
@@ -48,7 +44,6 @@ export class ClusterUploads implements SweepWatcher {
     this.#log = log;
   }
 
-  /** Watches `node`'s sweeps, and learns at once whether one is open. */
   static async start(node: ClusterNode, ledger: MaintenanceIndex, log: (msg: string, fields: object) => void): Promise<ClusterUploads> {
     const uploads = new ClusterUploads(node, ledger, log);
     node.watchSweeps(uploads);
@@ -56,7 +51,6 @@ export class ClusterUploads implements SweepWatcher {
     return uploads;
   }
 
-  /** Runs `write` as an upload of `oid` on this node (see the class comment). */
   async run<T>(oid: Oid, write: (w: ClusterWrite) => Promise<T>): Promise<T> {
     const u: Upload = { oid, ticket: null, ended: false, done: false };
     let quarantined: boolean | null = null;
@@ -76,7 +70,6 @@ export class ClusterUploads implements SweepWatcher {
         reference: async (storedVerified, setting, record) => {
           const ticket = u.ticket;
           await record({ storedVerified, ticket, ackedSweep: this.node.ackedSweep, setting });
-          // Recorded: the in-flight row went in the same transaction.
           if (ticket !== null) u.ended = true;
         },
       });
@@ -87,7 +80,6 @@ export class ClusterUploads implements SweepWatcher {
     }
   }
 
-  /** A sweep came: every upload running unrecorded is recorded now, and every new one from now on. */
   async recordInFlight(): Promise<void> {
     this.#recording = true;
     const running = [...this.#unrecorded];
@@ -97,7 +89,6 @@ export class ClusterUploads implements SweepWatcher {
       running.map(async (u) => {
         try {
           u.ticket = (await this.#ledger.beginUpload(u.oid, this.node.id, Date.now())).ticket;
-          // Finished while being recorded: its row goes now.
           if (u.done) this.#end(u);
         } catch (e) {
           if (!u.done) this.#unrecorded.add(u);
@@ -120,11 +111,7 @@ export class ClusterUploads implements SweepWatcher {
     this.#ledger.endUpload(u.ticket).catch((e: unknown) => this.#log('upload in flight not cleared in the index', { level: 'warn', oid: u.oid, err: String(e) }));
   }
 
-  /**
-   * Another node is deleting the oid: its intent goes once the bytes are gone. Nothing announces
-   * that across nodes, so the index is asked again, at most DELETE_WAIT_MS in all; past that the
-   * client is asked to retry (503) rather than held.
-   */
+  /** Another node is deleting the oid: nothing announces the end across nodes, so the index is polled up to DELETE_WAIT_MS, then 503. */
   async #awaitDelete(oid: Oid): Promise<void> {
     const until = Date.now() + DELETE_WAIT_MS;
     while (await this.#ledger.deletePending(oid)) {

@@ -6,15 +6,9 @@ export const GRANT_MS = 10_000;
 export const GRANTS_MAX = 4096;
 
 /**
- * Downloads a batch answer has just granted, so that their GETs need not ask the index again: the
- * batch looked each object up for this repository a moment before, and a clone makes one batch per
- * 100 objects, then one GET per object.
- *
- * A grant names one repository and one oid, serves one GET, and lapses after GRANT_MS. This node
- * withdraws an oid's grants before it drops a reference to it or quarantines it (UploadGate), so
- * nothing it removes is served from a grant; a reference another node drops meanwhile is seen once
- * the grant lapses, as a presigned link to the bucket stays good until it expires. Bytes gone from
- * the store are never served: the store's open finds nothing and the GET asks the index.
+ * Downloads a batch answer has just granted, so their GETs need not ask the index again: one GET each,
+ * lapsing after GRANT_MS. This node withdraws an oid's grants before dropping a reference to it
+ * (UploadGate); another node's drop is seen once the grant lapses, as with a presigned link.
  */
 export class DownloadGrants {
   /** oid → repository → until (ms on `now`'s clock); the Map's order is the order granted. */
@@ -30,12 +24,10 @@ export class DownloadGrants {
     this.#now = options.now ?? (() => performance.now());
   }
 
-  /** Grants held now (lapsed ones included until they are taken, withdrawn or pushed out). */
   get size(): number {
     return this.#count;
   }
 
-  /** The batch answered `repo` with a download of `oid` from this server. */
   grant(repo: string, oid: Oid): void {
     let repos = this.#grants.get(oid);
     if (repos === undefined) repos = new Map();
@@ -67,7 +59,6 @@ export class DownloadGrants {
     return until > this.#now();
   }
 
-  /** Every grant of `oid`, for any repository, is gone. */
   withdraw(oid: Oid): void {
     const repos = this.#grants.get(oid);
     if (repos === undefined) return;

@@ -14,11 +14,9 @@ import {
 import type { RepoName } from '../protocol/repo-name.js';
 import type { AccessService } from './access-service.js';
 
-/** Lock policy from the configuration. */
 export interface LockServiceOptions {
   /** Seconds after which a lock is stale and anyone with push may take it over; null = never. */
   readonly maxAge: number | null;
-  /** The clock staleness is judged by (ms since the epoch); Date.now unless a test moves it. */
   readonly now?: () => number;
 }
 
@@ -27,13 +25,11 @@ export type CreateLockResult =
   | { readonly kind: 'created'; readonly lock: WireLock }
   | { readonly kind: 'conflict'; readonly lock: WireLock; readonly message: string };
 
-/** `GET /locks` answer (http-lock-list-response-schema.json). */
 export interface LockList {
   locks: WireLock[];
   next_cursor?: string;
 }
 
-/** `POST /locks/verify` answer (http-lock-verify-response-schema.json). */
 export interface LockVerifyList {
   ours: WireLock[];
   theirs: WireLock[];
@@ -42,16 +38,13 @@ export interface LockVerifyList {
 
 type Logger = (msg: string, fields: object) => void;
 
-/** The wire form of a stored lock. */
 export function toWireLock(row: LockRow): WireLock {
   return { id: row.id, path: row.path, locked_at: formatLockedAt(row.lockedAt), owner: { name: row.ownerName } };
 }
 
 /**
- * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md)
- * with this server's rules (docs/behaviour.md, "Who may do what"): list with pull; create, verify and release with push; release of
- * someone else's lock with `force` and admin. Ownership is the forge user id, so a renamed login
- * keeps its locks; the login is stored as the name shown to other users.
+ * The File Locking use cases (https://github.com/git-lfs/git-lfs/blob/main/docs/api/locking.md;
+ * docs/behaviour.md, "Who may do what"). Owners are forge user ids, so a renamed login keeps its locks.
  */
 export class LockService {
   readonly #locks: LockIndex;
@@ -68,7 +61,7 @@ export class LockService {
     this.#log = log;
   }
 
-  /** `POST /locks`: "Servers should ensure that users have push access … and that files are locked exclusively to one user." */
+  /** `POST /locks`: push access, and one user per locked file (locking.md). */
   async create(token: string | null, repo: RepoName, req: CreateLockRequest, signal: AbortSignal): Promise<CreateLockResult> {
     await this.#access.authorize(token, repo, 'push', { signal }); // throws 401 for a null token
     const me = await this.#access.identify(token!, signal);
@@ -117,11 +110,7 @@ export class LockService {
     return answer;
   }
 
-  /**
-   * `POST /locks/verify`: every lock of the repository, split into the caller's and everyone else's.
-   * A token that names no user (a bot with push) holds no locks, so every lock is theirs: its push is
-   * halted only by files someone has locked, rather than refused outright.
-   */
+  /** `POST /locks/verify`: the caller's locks and others'. A token naming no user holds none, so its push is only halted by locked files. */
   async verify(token: string | null, repo: RepoName, req: VerifyLocksRequest, signal: AbortSignal): Promise<LockVerifyList> {
     await this.#access.authorize(token, repo, 'push', { signal });
     const me = await this.#access.identify(token!, signal);
@@ -132,17 +121,13 @@ export class LockService {
     return answer;
   }
 
-  /**
-   * `POST /locks/{id}/unlock`: the owner releases; anyone else needs `force` ("prevent a user from
-   * deleting another user's lock, unless the force property is given") and admin permission — or a
-   * stale lock, which anyone with push could take over anyway.
-   */
+  /** `POST /locks/{id}/unlock`: the owner, or `force` with admin (locking.md), or anyone with push once the lock is stale. */
   async unlock(token: string | null, repo: RepoName, id: string, req: UnlockRequest, signal: AbortSignal): Promise<WireLock> {
     const grant = await this.#access.authorize(token, repo, 'push', { signal });
     // Null for an app token: it owns no lock, but with admin it may still force one open.
     const me = await this.#access.identify(token!, signal);
-    // The delete below names this lock's id: if it was released (and the path locked again) since
-    // this read, the delete finds nothing and the answer is 404, never someone else's lock released.
+    // The delete names this id: if the lock was released and the path locked again since, it finds
+    // nothing (404), never someone else's lock.
     const lock = isLockId(id) ? await this.#locks.findById(repo.key, id) : null;
     if (lock === null) throw lfsError('LFS_ERR_LOCK_NOT_FOUND', `No lock with id ${JSON.stringify(id.slice(0, 64))} in ${repo.key}`);
     if (me === null || lock.ownerId !== me.id) {
@@ -172,11 +157,7 @@ export class LockService {
     return this.#maxAgeMs !== null && now - lock.lockedAt > this.#maxAgeMs;
   }
 
-  /**
-   * One page of locks. A `path` or `id` filter names at most one lock (both are unique per
-   * repository); otherwise a page is `limit` locks after the cursor, and `next_cursor` is set only
-   * when one more lock exists ("if there are more locks matching the given filters", locking.md).
-   */
+  /** One page of locks after the cursor; a `path` or `id` filter names at most one; `next_cursor` only when more exist. */
   async #select(repo: RepoName, path: string | null, id: string | null, cursor: number | null, limit: number): Promise<{ rows: LockRow[]; next: string | null }> {
     const after = cursor ?? 0;
     if (path !== null || id !== null) {
@@ -194,10 +175,7 @@ export class LockService {
   }
 }
 
-/**
- * 128 random bits as base64url: URL-safe (the client does not escape the id in the unlock URL).
- * Redrawn when it would start with `-` or `_`, so `git lfs unlock --id <id>` never reads it as a flag.
- */
+/** 128 random bits as base64url (unescaped in the unlock URL), never starting with `-` or `_`, which `git lfs unlock --id` would read as a flag. */
 function newLockId(): string {
   for (;;) {
     const id = randomBytes(16).toString('base64url');

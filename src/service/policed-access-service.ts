@@ -4,10 +4,7 @@ import type { RepoName } from '../protocol/repo-name.js';
 import { AccessService, type Caller, type UploadJudge } from './access-service.js';
 import type { SettingsService } from './settings-service.js';
 
-/**
- * The AccessService every route uses: the access settings are checked first, in this one place, so
- * each /{org}/{repo} route — objects, locks, pages, maintenance — enforces them by authorizing.
- */
+/** The AccessService every route uses: access settings checked first, here only, so every /{org}/{repo} route enforces them by authorizing. */
 export class PolicedAccessService extends AccessService {
   readonly #settings: SettingsService;
 
@@ -22,11 +19,7 @@ export class PolicedAccessService extends AccessService {
     return super.authorize(...args);
   }
 
-  /**
-   * With settings shared by several nodes, an upload is checked against the settings as last read
-   * (no read of its own: the reference's statement confirms them, see SettingsService.guard); one
-   * node reads nothing either way.
-   */
+  /** With shared settings, checked against those last read; the reference's statement confirms them (SettingsService.guard). */
   override async authorizeUpload(token: string | null, repo: RepoName, oid: Oid, caller: Caller): Promise<UploadJudge | null> {
     if (this.#settings.guard() === null) return super.authorizeUpload(token, repo, oid, caller);
     // Refused by the settings as last read: only the settings as saved now may refuse.

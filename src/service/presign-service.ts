@@ -6,29 +6,20 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { Presigner } from '../store/types.js';
 import type { PutResult } from '../store/types.js';
 
-/** Slowest transfer a link's lifetime is sized for: 1 MiB/s, so a 5 GiB upload gets ~85 extra minutes. */
+/** Slowest transfer a link's lifetime is sized for (1 MiB/s). */
 const MIN_RATE_BYTES_PER_SECOND = 1 << 20;
 
 export interface PresignOptions {
-  /** SVC_S3_PRESIGN_TTL: base lifetime of a link, in seconds. */
   readonly ttl: number;
   /** Key of the verify links' HMAC; derived from the bucket secret, so every node sharing the bucket agrees. */
   readonly verifyKey: Buffer;
 }
 
 /**
- * SVC_S3_PRESIGN=true (docs/behaviour.md, "Object storage (S3)"): batch links that go straight to the bucket.
- *
- * `authenticated` is a property of the whole batch object, and git-lfs then sends every action of
- * that object, the verify action included, without looking for credentials
- * (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go). So the verify link, which points
- * back at this server, is signed too: it carries an HMAC over repository, oid, size and expiry, and
- * authorises exactly that one verify. A bad or expired signature is answered 403, never 401, because
- * 401 on an authenticated link makes the client retry forever.
- *
- * Objects too large for one presigned PUT (5 GiB), objects the server compresses (SVC_COMPRESSION)
- * and objects stored compressed are proxied through this server (null here), with ordinary,
- * unauthenticated links.
+ * SVC_S3_PRESIGN=true (docs/behaviour.md, "Object storage (S3)"): batch links straight to the bucket.
+ * `authenticated` covers the verify action too (https://github.com/git-lfs/git-lfs/blob/v3.3.0/tq/verify.go),
+ * so the verify link is HMAC-signed over repository, oid, size and expiry; a bad one is 403, never
+ * 401, on which the client would retry forever. Large or compressed objects are proxied (null).
  */
 export class PresignService {
   readonly #store: Presigner;
@@ -41,15 +32,11 @@ export class PresignService {
     this.#verifyKey = options.verifyKey;
   }
 
-  /** Lifetime of a link for `size` bytes: the base TTL plus the time the transfer needs at MIN_RATE. */
   expiresIn(size: number): number {
     return Math.min(this.#store.maxExpiresIn, this.#ttl + Math.ceil(size / MIN_RATE_BYTES_PER_SECOND));
   }
 
-  /**
-   * The download entry: a presigned GET of the shared key. Null for an object stored compressed
-   * (stored size differs from its size): only the server can decode its frames, so it is proxied.
-   */
+  /** The download entry, a presigned GET; null for an object stored compressed, which only the server can decode. */
   download(oid: Oid, size: number, storedSize: number): BatchResponseObject | null {
     if (storedSize !== size) return null;
     const link = this.#store.presignDownload(oid, this.expiresIn(size));
@@ -57,18 +44,13 @@ export class PresignService {
     return { oid, size, authenticated: true, actions: { download: action(link.href, link.header, link.expiresIn) } };
   }
 
-  /**
-   * The upload entry: a presigned PUT to this repository's landing key, and a signed verify link that
-   * promotes it. Null when the object must go through this server instead.
-   */
+  /** The upload entry: a presigned PUT to this repository's landing key and a signed verify link; null to proxy. */
   upload(repo: RepoName, oid: Oid, size: number, verifyBase: string): BatchResponseObject | null {
     if (size > this.#store.maxPresignedPut) return null;
-    // With SVC_COMPRESSION on, the server compresses objects on their way in: they come through it.
     const compressFrom = this.#store.compressFrom;
     if (compressFrom !== null && size >= compressFrom) return null;
     const link = this.#store.presignUpload(repo.key, oid, this.expiresIn(size));
     const expires = link.expiresIn;
-    // The verify comes after the whole upload: give it the upload's lifetime again.
     const verifyExpires = Math.min(this.#store.maxExpiresIn, 2 * expires);
     const until = Math.floor(Date.now() / 1000) + verifyExpires;
     const sig = this.#sign(repo, oid, size, until);
@@ -85,12 +67,10 @@ export class PresignService {
     return createHmac('sha256', this.#verifyKey).update(`verify\n${repo.key}\n${oid}\n${size}\n${until}`).digest('hex');
   }
 
-  /** True when the query carries a verify signature (then it must be valid: see checkVerifyLink). */
   isSignedVerify(query: string): boolean {
     return new URLSearchParams(query).has('signature');
   }
 
-  /** Accepts a signed verify link for exactly this repository, oid and size, unexpired; 403 otherwise. */
   checkVerifyLink(repo: RepoName, query: string, oid: Oid, size: number): void {
     const q = new URLSearchParams(query);
     const until = Number(q.get('expires'));
@@ -101,7 +81,6 @@ export class PresignService {
     if (!(until * 1000 > Date.now())) throw lfsError('LFS_ERR_FORBIDDEN', 'This verify link has expired; the client asks for a new one');
   }
 
-  /** The verify of a presigned upload: the bytes reach the shared keyspace only if they hash to the oid. */
   promote(repo: RepoName, oid: Oid, size: number): Promise<PutResult> {
     return this.#store.promoteIncoming(repo.key, oid, size);
   }

@@ -11,7 +11,6 @@ export interface DashboardUser {
   readonly via: 'site_admin' | 'admin_repo';
 }
 
-/** A live dashboard session. */
 export interface Session {
   readonly user: DashboardUser;
   readonly createdAt: number;
@@ -31,9 +30,8 @@ function hashSecret(secret: string): string {
 }
 
 /**
- * Dashboard sign-in. Who is an admin is the forge's answer (the service keeps no accounts): the
- * identity's site-admin flag, or admin permission on SVC_ADMIN_REPO. A session id is 256 random
- * bits handed to the browser once; only its hash is stored, so a copy of the database signs no one in.
+ * Dashboard sign-in. Admins are who the forge says (site admin, or admin of SVC_ADMIN_REPO). A
+ * session id is 256 random bits; only its hash is stored, so a copy of the database signs no one in.
  */
 export class SessionService {
   readonly #repo: SessionIndex;
@@ -50,11 +48,7 @@ export class SessionService {
     return this.#opts.ttlSeconds;
   }
 
-  /**
-   * The dashboard user behind a forge token, or throws: 401 for a token the forge does not accept,
-   * 403 for a valid token of someone who is not an admin. Neither carries a Basic challenge: a
-   * browser's fetch must not pop up a password dialog.
-   */
+  /** The dashboard user behind a forge token, or 401/403 without a Basic challenge (a browser's fetch must not pop up a password dialog). */
   async adminOf(token: string, signal: AbortSignal): Promise<DashboardUser> {
     const identity = await this.#access.identify(token, signal);
     if (identity?.siteAdmin === true) return { id: identity.id, name: identity.name, via: 'site_admin' };
@@ -74,7 +68,7 @@ export class SessionService {
     throw lfsError('LFS_ERR_NOT_ADMIN');
   }
 
-  /** Signs a forge admin in; returns the raw session id (for the cookie, never stored) and the session. */
+  /** Signs a forge admin in; the raw session id goes to the cookie, never stored. */
   async signIn(token: string, signal: AbortSignal): Promise<{ id: string; session: Session }> {
     const user = await this.adminOf(token, signal);
     const now = Date.now();
@@ -85,7 +79,6 @@ export class SessionService {
     return { id, session: { user, createdAt: now, expiresAt } };
   }
 
-  /** The live session for a cookie value, or null (unknown, expired or signed out). */
   async find(id: string): Promise<Session | null> {
     if (id === '' || id.length > 100) return null;
     const row = await this.#repo.find(hashSecret(id), Date.now());

@@ -2,10 +2,9 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { SettingsIndex } from '../db/index-types.js';
 
 /**
- * A key every node sharing the index derives alike: 32 random bytes made once and kept in the
- * index's settings (the first node to start writes them; every other node, and every restart, reads
- * the same), then HMAC'd with `purpose` so one secret serves several uses without reuse. Credentials
- * cannot serve: those of the AWS chain rotate and differ per node.
+ * A key every node sharing the index derives alike: 32 random bytes the first node writes to the
+ * index's settings, HMAC'd with `purpose` so one secret serves several uses. Credentials cannot
+ * serve: the AWS chain's rotate and differ per node.
  */
 export async function sharedKey(settings: SettingsIndex, purpose: string): Promise<Buffer> {
   const row = await settings.putIfAbsent(SECRET_KEY, { secret: randomBytes(32).toString('base64url') }, 'stowage', Date.now());

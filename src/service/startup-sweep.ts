@@ -1,7 +1,6 @@
 import type { ObjectIndex } from '../db/index-types.js';
 import type { Oid } from '../protocol/oid.js';
 
-/** What the sweep needs of the disk backend (DiskBlobStore). */
 export interface SweptStore {
   clearStaging(): Promise<number>;
   findOrphans(isKnown: (oid: Oid) => boolean | Promise<boolean>): Promise<{ path: string; size: number }[]>;
@@ -10,15 +9,7 @@ export interface SweptStore {
 
 type Log = (msg: string, fields: object) => void;
 
-/**
- * What a killed process left in the store, removed at start: its staging files and
- * object files no reference points to (renamed into place, never acknowledged). Runs with the data
- * directory locked, after journal replay and before the server listens, so nothing is in flight: a
- * file an upload has just renamed and not yet recorded cannot be mistaken for an orphan.
- *
- * Only litter goes, so a failure here (a full disk cannot even create `trash/`) is logged and the
- * start goes on: the next start tries again.
- */
+/** Removes what a killed process left (staging files, unreferenced objects) at start, before listening; a failure is logged, the start goes on. */
 /** `journaled`: oids whose bytes the journal holds (known, whatever the index says). */
 export async function sweepAfterCrash(store: SweptStore, objects: ObjectIndex, journaled: (oid: Oid) => boolean, log: Log): Promise<void> {
   try {

@@ -2,21 +2,13 @@ import type { HistogramBucket, ServerTotals, StatsIndex, StatsSample } from '../
 import type { Metrics } from '../metrics/registry.js';
 import type { RepoName } from '../protocol/repo-name.js';
 
-/**
- * What one repository holds: the JSON of GET /{org}/{repo}/objects/stats, and exactly what the
- * repository page renders (the page is drawn from this object, so the two cannot disagree).
- */
+/** GET /{org}/{repo}/objects/stats, and what the repository page renders from it. */
 export interface RepoStats {
   readonly repository: string;
   readonly generated_at: string;
   readonly objects: number;
-  /** Sum of the objects' sizes, as uploaded. */
   readonly logical_bytes: number;
-  /**
-   * Bytes the repository's objects occupy on disk after compression, each object counted in full
-   * even when the shared store keeps one copy for several repositories: whether another repository
-   * holds an oid is never revealed (docs/behaviour.md, "Presence is per repository"). Server-wide dedupe shows on the dashboard only.
-   */
+  /** Bytes after compression, each object in full even when shared: whether another repository holds an oid is never revealed. */
   readonly stored_bytes: number;
   /** logical − stored. */
   readonly saved_bytes: number;
@@ -46,7 +38,6 @@ export interface RepoStats {
   } | null;
 }
 
-/** One repository in the dashboard's list, linking to its page. */
 export interface RepoListItem {
   readonly repository: string;
   readonly objects: number;
@@ -55,7 +46,6 @@ export interface RepoListItem {
   readonly last_audit: 'clean' | 'problems' | null;
 }
 
-/** Transfers in a window. */
 export interface TransferFigures {
   readonly uploads: number;
   readonly upload_bytes: number;
@@ -63,7 +53,6 @@ export interface TransferFigures {
   readonly download_bytes: number;
 }
 
-/** One point of the dashboard's time series. */
 export interface SeriesPoint extends TransferFigures {
   readonly at: string;
   readonly repositories: number;
@@ -72,7 +61,6 @@ export interface SeriesPoint extends TransferFigures {
   readonly stored_bytes: number;
 }
 
-/** A maintenance job as the dashboard shows it, as the job runner reports it. */
 export interface JobView {
   readonly id: string;
   readonly kind: string;
@@ -89,7 +77,6 @@ export interface JobView {
   readonly finished_at: string | null;
 }
 
-/** Worker-pool load, as the maintenance service reports it. */
 export interface PoolView {
   readonly threads: number;
   readonly busy: number;
@@ -104,20 +91,15 @@ export interface WorkSource {
   jobs(): Promise<{ running: readonly JobView[]; recent: readonly JobView[] }>;
 }
 
-/** GET /-/api/overview. */
 export interface Overview {
   readonly generated_at: string;
   readonly started_at: string;
   readonly repositories: number;
-  /** Distinct objects in the shared store. */
   readonly objects: number;
   /** Repository references (an object held by two repositories counts twice). */
   readonly references: number;
-  /** What the repositories hold, each reference counted. */
   readonly logical_bytes: number;
-  /** Each object once, before compression. */
   readonly unique_bytes: number;
-  /** Each object once, on disk. */
   readonly stored_bytes: number;
   readonly savings: {
     readonly bytes: number;
@@ -132,7 +114,6 @@ export interface Overview {
   readonly locks: number | null;
   readonly workers: PoolView;
   readonly jobs: { readonly running: readonly JobView[]; readonly recent: readonly JobView[] };
-  /** The last 24 hours, oldest first, ending with a live point for now. */
   readonly series: readonly SeriesPoint[];
 }
 
@@ -144,7 +125,6 @@ export interface StatsOptions {
   readonly work?: WorkSource;
 }
 
-/** Counter values as last read from the registry. */
 interface Counters {
   uploads: number;
   uploadBytes: number;
@@ -166,11 +146,7 @@ const LOCKS_SHOWN = 200;
 
 const ratio = (saved: number, logical: number): number => (logical > 0 ? Math.round((saved / logical) * 10_000) / 10_000 : 0);
 
-/**
- * Figures for the repository page, its JSON twin and the dashboard. Transfer and rejection rates
- * come from the Prometheus counters (read, never duplicated), sampled every minute into a small
- * SQLite time series so the plots survive a restart.
- */
+/** Figures for the repository page, its JSON and the dashboard; rates sampled from the Prometheus counters each minute into SQLite, so plots survive a restart. */
 export class StatsService {
   readonly #repo: StatsIndex;
   readonly #metrics: Metrics;
@@ -235,7 +211,6 @@ export class StatsService {
     };
   }
 
-  /** The repositories holding objects, by name (at most 200), for the dashboard's list. */
   async repositoryList(): Promise<RepoListItem[]> {
     return (await this.#repo.repositoryList(REPOS_LISTED)).map((r) => ({
       repository: r.repo,
@@ -245,7 +220,6 @@ export class StatsService {
     }));
   }
 
-  /** Jobs queued or running and the recent finished ones (the dashboard's live jobs section). */
   async jobs(): Promise<{ running: readonly JobView[]; recent: readonly JobView[] }> {
     return (await this.#opts.work?.jobs()) ?? { running: [], recent: [] };
   }
@@ -309,10 +283,8 @@ export class StatsService {
     };
   }
 
-  /** Samples once now, then every minute (unref'd: the timer never keeps the process alive). */
   start(): void {
     if (this.#timer !== null) return;
-    // A point at start-up, so the plots have a baseline before the first minute passes.
     void this.sample().catch(() => undefined);
     this.#timer = setInterval(() => void this.sample().catch(() => undefined), SAMPLE_EVERY_MS);
     this.#timer.unref();
@@ -325,10 +297,7 @@ export class StatsService {
     await this.sample(true);
   }
 
-  /**
-   * Writes a point when anything moved since the last one (or an hour passed). Single-flight: a
-   * slow sample is never overlapped by the next tick.
-   */
+  /** Writes a point when anything moved (or an hour passed); never overlapped. */
   sample(force = false): Promise<void> {
     if (this.#sampling !== null) return this.#sampling;
     this.#sampling = (async () => {
@@ -388,7 +357,6 @@ export class StatsService {
     const c: Counters = { uploads: 0, uploadBytes: 0, downloads: 0, downloadBytes: 0, rejections: {} };
     // Nothing counted yet: reading would build the metrics (load prom-client) only to see zeros.
     if (!this.#metrics.counting) return c;
-    // Bytes of completed transfers (a cut upload streamed some bytes but brought nothing).
     const [transfers, bytes, rejections] = await Promise.all([this.#metrics.transfers.get(), this.#metrics.transferCompletedBytes.get(), this.#metrics.rejections.get()]);
     for (const v of transfers.values) {
       if (v.labels.outcome !== 'ok') continue;

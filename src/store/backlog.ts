@@ -1,8 +1,4 @@
-/**
- * An upload's buffers handed on but not yet done with (written, hashed, compressed): at most `max`,
- * so a transfer holds a fixed few buffers whatever its size. When it is full the writer asks the
- * socket to pause, and `onDrain`'s listener resumes it once a buffer is free again.
- */
+/** An upload's buffers handed on but not yet done with, at most `max`: when full the socket pauses until one is free. */
 export class Backlog {
   readonly #max: number;
   #count = 0;

@@ -1,15 +1,11 @@
 import { closeSync, constants, fsync, openSync } from 'node:fs';
 
-/**
- * Group commit for directory fsyncs: a rename is durable only once its directory is fsync'd, and
- * concurrent uploads into the same directories share one fsync per round instead of one each.
- */
+/** Group commit for folder fsyncs (a rename is durable only once its folder is): concurrent uploads share one per round. */
 export class DirSyncer {
   #pending = new Set<string>();
   #waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   #running: Promise<void> | null = null;
 
-  /** Resolves once `dir` has been fsync'd after this call. */
   sync(dir: string): Promise<void> {
     this.#pending.add(dir);
     const done = new Promise<void>((resolve, reject) => this.#waiters.push({ resolve, reject }));
@@ -34,10 +30,7 @@ export class DirSyncer {
   }
 }
 
-/**
- * One threadpool round trip per directory: its open and close run in line (a cached folder's open
- * is quick, and O_DIRECTORY opens nothing that could block); only the fsync goes to the pool.
- */
+/** One threadpool round trip per folder: open and close in line (O_DIRECTORY cannot block), the fsync on the pool. */
 function fsyncDir(dir: string): Promise<void> {
   let fd: number;
   try {

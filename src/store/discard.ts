@@ -1,11 +1,7 @@
 import type { Oid } from '../protocol/oid.js';
 import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
 
-/**
- * A backend that stores nothing: its writers count the bytes they are given and drop them. Under the
- * compress layer it measures exactly what a real backend would be handed (the compress job's dry run
- * reports that saving, with nothing written). It holds no object, so reads find nothing.
- */
+/** A backend that stores nothing, its writers only counting bytes: the compress job's dry run measures what a real backend would be handed. */
 export class DiscardBlobStore implements BlobStore {
   /** The block size of the backend it stands in for, so the layers above behave as they would there. */
   readonly blockSize: number;

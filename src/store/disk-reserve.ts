@@ -1,26 +1,18 @@
 import { statfsSync } from 'node:fs';
 import { lfsError, type LfsError } from '../errors/errors.js';
 
-/** The free-space figure admissions go by is read again once it is this old (ms). */
 const FRESH_MS = 1000;
 
 /**
- * Free space the disk backend keeps back on the data directory's file system (SVC_DISK_RESERVE).
- * New object bytes (uploads, imports, the compress job's new copies) are admitted only while they
- * leave at least `bytes` free, so that what frees space or writes only a little (retain and its
- * index transactions, WAL checkpoints, locks, dashboard sign-ins, audit's quarantine, the journal's
- * retirement of one segment) still finds room on a store that uploads filled.
- *
- * Cheap per admission: one statfs at most every FRESH_MS, the bytes admitted since taken off that
- * figure. A refusal is never decided on a cached figure: it is read again first, so space freed
- * meanwhile (by retain, or an operator) admits the next upload at once.
+ * Free space the disk backend keeps back (SVC_DISK_RESERVE): new object bytes are admitted only while
+ * they leave `bytes` free, so what frees space or writes little (retain, checkpoints, locks) still
+ * finds room. A refusal is decided on a fresh statfs, so space freed meanwhile admits the next upload.
  */
 export class DiskReserve {
   /** 0: no reserve (every admission passes; a full disk still answers 507 from ENOSPC). */
   readonly bytes: number;
   readonly #dir: string;
   #free = 0;
-  /** The file system's block size (statfs bsize). */
   #block = 4096;
   #readAt = Number.NEGATIVE_INFINITY;
 
@@ -29,7 +21,6 @@ export class DiskReserve {
     this.bytes = bytes;
   }
 
-  /** Free bytes by a statfs now; null when the file system cannot be asked (then nothing is refused here). */
   refresh(): number | null {
     try {
       const { bavail, bsize } = statfsSync(this.#dir);
@@ -43,10 +34,7 @@ export class DiskReserve {
     }
   }
 
-  /**
-   * Whether `size` more bytes leave the reserve free. `take`: the bytes are about to be written (an
-   * upload's PUT), so they come off the cached figure; a batch answer only asks.
-   */
+  /** Whether `size` more bytes leave the reserve free; `take` takes them off the cached figure (a PUT about to write). */
   admits(size: number, take = true): boolean {
     if (this.bytes === 0) return true;
     if (performance.now() - this.#readAt > FRESH_MS && this.refresh() === null) return true;
@@ -58,10 +46,7 @@ export class DiskReserve {
     return true;
   }
 
-  /**
-   * Whether uploads are refused now (a fresh statfs; for the metrics): not even one more block fits
-   * above the reserve, and the smallest upload takes a block.
-   */
+  /** Whether uploads are refused now (a fresh statfs, for the metrics): not one more block fits above the reserve. */
   reached(): boolean {
     if (this.bytes === 0) return false;
     const free = this.refresh();
@@ -69,11 +54,9 @@ export class DiskReserve {
   }
 }
 
-/** What a client is told when its upload would enter the reserve (a PUT's 507 body, a batch entry's message). */
 export const RESERVE_MESSAGE =
   "The server's disk has reached the free space it keeps for its index and maintenance (SVC_DISK_RESERVE): no new objects are taken until space is freed";
 
-/** The 507 of an upload, import or compress refused at the reserve. */
 export function reserveReached(): LfsError {
   return lfsError('LFS_ERR_STORAGE_FULL', RESERVE_MESSAGE);
 }

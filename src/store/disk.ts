@@ -13,18 +13,13 @@ import { WholeObjectWriter } from './whole-object-writer.js';
 import { writeFullySync } from '../util/write-fully.js';
 import type { BlobReader, BlobStat, BlobStore, InLineObject, ObjectWriter, PutResult, StoredObject, WriterOptions } from './types.js';
 
-/**
- * How objects are opened on the event loop. O_NONBLOCK: opening something that is not a regular
- * file (a FIFO) must never wait there; such a name is opened again on the threadpool by open.
- */
+/** Opening on the event loop: O_NONBLOCK, so a non-regular file (a FIFO) never waits there; open retries it on the threadpool. */
 const READ_IN_LINE = constants.O_RDONLY | constants.O_NONBLOCK;
 
 /** Uploads from this size (or of unknown size) go past the page cache where their writes are aligned. */
 const DIRECT_IO_MIN_SIZE = 8 << 20;
-/** Objects of known size up to this are written in line (see #writeInLine). */
 const IN_LINE_WRITE_MAX = 256 << 10;
 
-/** How a write is put in place: through the threadpool, or in line (each call a few µs on a cached folder). */
 interface PlaceOps {
   mkdir(dir: string): Promise<string | undefined>;
   link(from: string, to: string): Promise<void>;
@@ -38,30 +33,24 @@ const IN_LINE: PlaceOps = {
   rename: async (from, to) => renameSync(from, to),
   unlink: async (path) => unlinkSync(path),
 };
-/** A staging file as #commit puts it in place. */
 type Staged = Pick<StagingFile, 'path' | 'keep' | 'dispose'>;
 
 /**
- * The disk backend: one file per oid, `objects/ab/cd/<oid>`, holding exactly the bytes it was given
- * (the layers above decide what those are). A write streams into `staging/` (same file system, so
- * the final rename is atomic), is fsync'd, then renamed into place; directory fsyncs are
- * group-committed. Readers hold an open descriptor (a small object's bytes, read whole at open), so
- * a delete or replace never cuts a download.
+ * The disk backend: one file per oid, `objects/ab/cd/<oid>`. A write streams into `staging/` (same
+ * file system, so the rename is atomic), is fsync'd and renamed into place; folder fsyncs are
+ * group-committed. Readers hold an open descriptor, so a delete never cuts a download.
  */
 export class DiskBlobStore implements BlobStore {
-  /** Which backend this is (compose.ts Backend): object bytes in the data directory, on this node. */
   readonly kind = 'disk';
   readonly blockSize = IO_CHUNK;
   readonly presigner = null;
   readonly legacy: LegacyFolders;
-  /** The journal is a layer on top (store/journal/). */
   readonly journal = null;
   readonly #root: string;
   readonly #objects: string;
   readonly #staging: string;
   readonly #dirs = new DirSyncer();
   readonly #directIo: boolean;
-  /** Staging files this process is writing: never swept. */
   readonly #inFlight = new Set<string>();
 
   private constructor(root: string, directIo: boolean) {
@@ -79,7 +68,7 @@ export class DiskBlobStore implements BlobStore {
     return store;
   }
 
-  /** Final path of an oid; the Oid brand guarantees 64 hex digits, so no traversal is possible. */
+  /** The Oid brand guarantees 64 hex digits, so no traversal is possible. */
   pathOf(oid: Oid): string {
     return join(this.#objects, shardPath(oid));
   }
@@ -89,8 +78,7 @@ export class DiskBlobStore implements BlobStore {
     const replace = options.replace === true;
     // A framed write's length is not the announced (logical) size.
     if (size !== null && size <= IN_LINE_WRITE_MAX && options.framed !== true) return new WholeObjectWriter(size, (data) => this.#writeInLine(oid, data, replace));
-    // Large uploads bypass the page cache where their writes are aligned (see StagingFile); small
-    // ones stay cached for the downloads that often follow them.
+    // Large uploads bypass the page cache where aligned; small ones stay cached for the downloads that follow.
     const file = await StagingFile.create(this.#staging, oid, { direct: (size === null || size >= DIRECT_IO_MIN_SIZE) && this.#directIo });
     this.#inFlight.add(file.path);
     const writer = new StagedFileWriter(file, (f, storedSize) => this.#commit(oid, f, storedSize, replace, ON_THREADPOOL));
@@ -103,11 +91,7 @@ export class DiskBlobStore implements BlobStore {
     };
   }
 
-  /**
-   * Puts a sealed staging file in place and makes it durable. A new object is hard-linked to its
-   * final name (link fails if the name exists, so of two concurrent writers of one oid exactly one
-   * creates it, and the other's copy is dropped); a replacement is renamed over the old file.
-   */
+  /** Puts a sealed staging file in place, durably: a new object is hard-linked (of two writers one wins), a replacement renamed over. */
   async #commit(oid: Oid, file: Staged, storedSize: number, replace: boolean, ops: PlaceOps): Promise<PutResult> {
     const final = this.pathOf(oid);
     const created = await ops.mkdir(dirname(final));
@@ -117,13 +101,11 @@ export class DiskBlobStore implements BlobStore {
         await ops.link(file.path, final);
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-        // Already stored (another repository or a concurrent PUT): keep one copy.
         await file.dispose();
         return { size: storedSize, storedSize, created: false };
       }
     }
     file.keep();
-    // A new fan-out directory must itself be made durable in its parent.
     const syncs = [this.#dirs.sync(dirname(final))];
     if (created !== undefined) syncs.push(this.#dirs.sync(dirname(dirname(final))), this.#dirs.sync(this.#objects));
     if (!replace) syncs.push(ops.unlink(file.path)); // the staging name; a crash leaves it for the start-up sweep
@@ -131,14 +113,7 @@ export class DiskBlobStore implements BlobStore {
     return { size: storedSize, storedSize, created: true };
   }
 
-  /**
-   * A small object of known size, written whole: the staging file's create, write and close, the
-   * folder, link and unlink in line (page cache and cached folders: a few µs each), only its
-   * fdatasync and the folders' group-committed fsyncs on the threadpool. Through the threadpool each
-   * of those calls was a round trip of its own (a thread wake-up, then the event loop's), ten per
-   * object: what writing the journal's small objects to their files cost most (docs/performance.md).
-   * Durable exactly as the streamed path is: data synced before the link, folders before finishing.
-   */
+  /** A small object written whole, in line but for the fdatasync and the folder fsyncs; durable as the streamed path is. */
   async #writeInLine(oid: Oid, data: Uint8Array, replace: boolean): Promise<PutResult> {
     const path = stagingPath(this.#staging, oid);
     let kept = false;
@@ -178,8 +153,7 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async open(oid: Oid): Promise<BlobReader | null> {
-    // In line (see inline-reader.ts): the open, fstat and close of a file whose inode and folders
-    // are cached take a few µs each, less than one threadpool round trip; a clone opens one per object.
+    // In line (see inline-reader.ts): cheaper than a threadpool round trip; a clone opens one per object.
     let fd: number;
     try {
       fd = openSync(this.pathOf(oid), READ_IN_LINE);
@@ -211,8 +185,7 @@ export class DiskBlobStore implements BlobStore {
   }
 
   openInLine(oid: Oid): InLineObject | undefined {
-    // As open's first steps: whatever they could not do at once here (a missing name, an error, a
-    // file that is not regular or not small) is left to open.
+    // Whatever this cannot do at once (missing, an error, not regular or not small) is left to open.
     let fd: number;
     try {
       fd = openSync(this.pathOf(oid), READ_IN_LINE);
@@ -230,7 +203,6 @@ export class DiskBlobStore implements BlobStore {
   }
 
   async stat(oid: Oid): Promise<BlobStat | null> {
-    // In line, as open is: a stat of a cached folder's entry costs less than a threadpool round trip.
     let size: number;
     try {
       size = statSync(this.pathOf(oid)).size;
@@ -270,10 +242,7 @@ export class DiskBlobStore implements BlobStore {
     }
   }
 
-  /**
-   * Moves an object's file out of `objects/` (kept under `quarantine/` for inspection), so the next
-   * upload of the oid stores good bytes instead of finding the bad file "already stored".
-   */
+  /** Moves an object's file to `quarantine/`, so the next upload stores good bytes instead of finding it "already stored". */
   async quarantine(oid: Oid): Promise<boolean> {
     const dir = join(this.#root, 'quarantine');
     await mkdir(dir, { recursive: true });
@@ -287,17 +256,9 @@ export class DiskBlobStore implements BlobStore {
     return true;
   }
 
-  /**
-   * Object files no reference points to: an upload killed between its rename into `objects/` and its
-   * journal record (never acknowledged, so its client sends it again), or a dedupe killed between
-   * its link and its index row (the legacy file is still there). `isKnown` asks the index (after
-   * journal replay) and the journal. Only meaningful while no upload or job runs: at start, with the
-   * data directory locked.
-   */
+  /** Object files no reference points to (an upload or dedupe killed midway); only meaningful at start, locked. */
   async findOrphans(isKnown: (oid: Oid) => boolean | Promise<boolean>): Promise<{ path: string; size: number }[]> {
-    // Directories are read synchronously: it runs before the server listens, when nothing else waits
-    // on the event loop, and a threadpool round trip per directory would make the walk of a large
-    // store several times slower.
+    // Synchronous: it runs before the server listens, and a threadpool round trip per folder would slow the walk.
     const out: { path: string; size: number }[] = [];
     const namesSync = (dir: string): string[] => {
       try {
@@ -321,15 +282,11 @@ export class DiskBlobStore implements BlobStore {
     return out;
   }
 
-  /** Removes a file findOrphans listed and makes the removal durable. */
   async removeOrphan(path: string): Promise<void> {
     await this.legacy.purge(path);
   }
 
-  /**
-   * Start-up: removes every staging file and retain's `trash/` of earlier versions. With the data
-   * directory locked (one process per data directory) each one belongs to a process that died.
-   */
+  /** Start-up: removes every staging file and `trash/`; with the data directory locked, each belongs to a dead process. */
   async clearStaging(): Promise<number> {
     let removed = 0;
     for (const e of await readdir(this.#staging, { withFileTypes: true })) {
@@ -355,18 +312,12 @@ export class DiskBlobStore implements BlobStore {
           removed++;
         }
       } catch {
-        // Gone already, or not ours to remove: either way nothing to do.
       }
     }
     return removed;
   }
 
-  /**
-   * Does what an upload does, in small: a file created in `staging/`, written, fsync'd, renamed into
-   * `objects/` (where an upload's rename makes its shard folder), then removed. Probing `staging/`
-   * alone said "ready" while `objects/` refused every upload. The probe's name is no oid, so neither
-   * findOrphans nor list() ever takes it for an object.
-   */
+  /** A small upload, probed at start: `staging/` alone can be writable while `objects/` is not. Its name is no oid. */
   async checkWritable(): Promise<void> {
     const name = `.ready-${randomBytes(6).toString('hex')}`;
     const staged = join(this.#staging, name);
@@ -391,11 +342,9 @@ async function names(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
 }
 
-/** Removes a file this store made, if it is still there (cleanup after a failure). */
 function unlinkQuietly(path: string): void {
   try {
     unlinkSync(path);
   } catch {
-    // Already gone: nothing to clean up.
   }
 }

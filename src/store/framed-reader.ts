@@ -30,11 +30,10 @@ export function readFully(fd: number, buf: Uint8Array, position: number): Promis
 }
 
 /**
- * Bytes [start, end] of a framed object, from a file or a bucket (the StoredReader): only the frames
- * the range touches are read, each one's
- * BLAKE3 is checked and it is decompressed on the worker pool, one frame ahead of the socket. A
- * damaged frame fails the read (LFS_ERR_OBJECT_DAMAGED): the client gets an error or a cut
- * connection, never wrong bytes. Memory: two frames (in + out buffers) per download.
+ * Bytes [start, end] of a framed object from a file or a bucket: only the frames the range touches are
+ * read, each BLAKE3-checked and decompressed on the worker pool, one frame ahead of the socket. A
+ * damaged frame fails the read (LFS_ERR_OBJECT_DAMAGED): an error or a cut connection, never wrong
+ * bytes. Memory: two frames per download.
  */
 export class FramedChunkSource implements ChunkSource {
   readonly #readStored: StoredReader;

@@ -5,14 +5,9 @@ import { readFully } from './framed-reader.js';
 import { RawChunkSource } from './raw-reader.js';
 import type { BlobReader, ChunkSource, InLineObject } from './types.js';
 
-/**
- * Objects up to this size are read on the calling thread: a small read from the page cache is
- * quicker in line than the threadpool's round trip (a thread wake-up, then the event loop's), and a
- * clone makes one GET per object.
- */
+/** Objects up to this size are read on the calling thread: quicker than a threadpool round trip. */
 export const INLINE_READ_MAX = 256 << 10;
 
-/** Fills `buf` from `position` of a file on this thread; a short read (a truncated file) is an error. */
 export function readFullySync(fd: number, buf: Uint8Array, position: number): void {
   for (let at = 0; at < buf.byteLength; ) {
     const n = readSync(fd, buf, at, buf.byteLength - at, position + at);
@@ -21,11 +16,7 @@ export function readFullySync(fd: number, buf: Uint8Array, position: number): vo
   }
 }
 
-/**
- * The reads of a plain object of `size` bytes stored at `base` in the file `fd`: in line when the
- * whole object is small (a cold read then holds the event loop for one small read at most), through
- * the threadpool otherwise, so range reads of large objects and their frames never block it.
- */
+/** The reads of a plain object at `base` in `fd`: in line when small (a cold read holds the loop for one small read at most), else on the threadpool. */
 export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader, 'read' | 'readAt'> {
   if (size > INLINE_READ_MAX) {
     return { read: (start, end) => new RawChunkSource(fd, base + start, base + end), readAt: (into, position) => readFully(fd, into, base + position) };
@@ -43,12 +34,7 @@ export function plainReads(fd: number, size: number, base = 0): Pick<BlobReader,
   };
 }
 
-/**
- * A small object's bytes read whole at open, in line, into one pooled buffer that its reader holds
- * until close; the descriptor is closed at once. The compress layer's trailer probe and the
- * download's read are then copies from memory: one `pread` per small GET instead of two, and no
- * descriptor held while the response goes out.
- */
+/** A small object's bytes read whole at open into one pooled buffer, the descriptor closed at once: no descriptor held while the response goes out. */
 export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | 'readAt' | 'close'> {
   let held: Buffer | null = readPooled(fd, size);
   const bytes = (start: number, length: number): Buffer => {
@@ -68,10 +54,7 @@ export function readWhole(fd: number, size: number): Pick<BlobReader, 'read' | '
   };
 }
 
-/**
- * A small object's bytes read whole, in line, into a pooled buffer (BlobStore.openInLine); undefined
- * when the read fails, so that `open` meets the failure again and reports it as it always does.
- */
+/** A small object read whole, in line (BlobStore.openInLine); undefined when the read fails, so `open` meets and reports the failure. */
 export function readInLine(fd: number, size: number): InLineObject | undefined {
   let bytes: Buffer;
   try {
@@ -89,7 +72,6 @@ export function readInLine(fd: number, size: number): InLineObject | undefined {
   };
 }
 
-/** The first `size` bytes of the file into a pooled buffer, given back if the read fails. */
 function readPooled(fd: number, size: number): Buffer {
   const bytes = smallBuffers.take(size);
   try {
@@ -101,7 +83,6 @@ function readPooled(fd: number, size: number): Buffer {
   return bytes;
 }
 
-/** One range of bytes in memory, handed out once; the reader that holds them gives the buffer back. */
 class MemoryChunkSource implements ChunkSource {
   #slice: (() => Uint8Array) | null;
 
@@ -120,7 +101,6 @@ class MemoryChunkSource implements ChunkSource {
   }
 }
 
-/** A small range read whole, in line, into one pooled buffer held until the next call or close. */
 class InlineChunkSource implements ChunkSource {
   readonly #fd: number;
   readonly #start: number;
@@ -160,10 +140,7 @@ class InlineChunkSource implements ChunkSource {
   }
 }
 
-/**
- * Opens a file on the threadpool (a name that may block on open, such as a FIFO, or a file from
- * another server's layout) as a plain object; null when absent. `framed` as the caller knows it.
- */
+/** Opens a file on the threadpool (one whose open may block, such as a FIFO) as a plain object; null when absent. */
 export async function openOnThreadpool(path: string, framed: boolean | null): Promise<BlobReader | null> {
   let fh: FileHandle;
   try {

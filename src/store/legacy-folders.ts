@@ -12,17 +12,14 @@ import type { BlobReader, LegacyLayout, LegacyScan } from './types.js';
 const LEGACY_DIR_TTL_MS = 5000;
 
 /**
- * The disk backend's LegacyLayout capability: the per-repository folders
- * `repos/{org}/{repo}/ab/cd/<oid>` (docs/maintenance.md) of objects stored before the shared store, or copied
- * from most other LFS servers, served until dedupe folds them; and the jobs' way of taking a verified
- * file into the shared store without a copy (a hard link). RepoName segments are validated (no
- * separators, no dot segments) and the Oid brand is 64 hex digits, so no path here leaves the root.
+ * The disk backend's LegacyLayout capability: per-repository folders `repos/{org}/{repo}/ab/cd/<oid>`
+ * (docs/maintenance.md), served until dedupe folds them into the shared store by hard link. RepoName
+ * segments and the Oid brand are validated, so no path here leaves the root.
  */
 export class LegacyFolders implements LegacyLayout {
   readonly #root: string;
   readonly #staging: string;
   readonly #dirs: DirSyncer;
-  /** The shared store's final path of an oid. */
   readonly #objectPath: (oid: Oid) => string;
   /** Which repositories have a legacy folder (by folder: each spelling has its own), so batch stats nothing for the others. */
   readonly #present = new Map<string, { present: boolean; at: number }>();

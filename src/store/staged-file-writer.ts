@@ -7,20 +7,13 @@ import type { ObjectWriter, PutResult } from './types.js';
 /** Moves a sealed staging file to the object's final name (the store's part of finishing). */
 export type CommitFn = (file: StagingFile, storedSize: number) => Promise<PutResult>;
 
-/**
- * Most writes on their way to disk per upload before the caller is asked to wait: as many as the
- * verify layer has blocks in flight, or this limit, not the hasher, pauses the socket. The libuv
- * pool has four threads, so one large upload can fill it for the length of one write (0.5–3 ms here).
- */
+/** Writes in flight per upload before the socket pauses; the libuv pool's four threads can be filled by one large upload's writes. */
 const MAX_IN_FLIGHT = 4;
 
 /**
- * The disk backend's writer: bytes exactly as given, appended to a staging file with positioned
- * writes, then sealed (fdatasync) and committed by the store. Blocks handed down with `release`
- * (the verify layer's aligned shared blocks, the compress layer's frames) are written from where
- * they are — with O_DIRECT when the staging file has it and they are aligned — and released when
- * written; other chunks are copied into pooled aligned 1 MiB buffers first. At most MAX_IN_FLIGHT
- * writes are outstanding, so an upload costs a fixed few MiB whatever its size.
+ * The disk backend's writer: positioned writes into a staging file, sealed and committed by the store.
+ * Released blocks are written where they are (O_DIRECT when aligned), other chunks copied into pooled
+ * aligned buffers; at most MAX_IN_FLIGHT writes outstanding, a fixed few MiB per upload.
  */
 export class StagedFileWriter implements ObjectWriter {
   readonly #file: StagingFile;

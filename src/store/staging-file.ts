@@ -11,15 +11,10 @@ import { writeFully } from '../util/write-fully.js';
 const noDirectIo = new Set<string>();
 
 /**
- * A file under `staging/` that receives one upload with positioned writes. Several writes may be in
- * flight at once (pwrite at explicit offsets); `settled()` waits for all of them. It is removed
- * unless `keep()` was called by the store after renaming it into place.
- *
- * With `direct`, the file gets a second descriptor opened with O_DIRECT, and aligned writes from
- * aligned memory (AlignedBufferPool) go through it, past the page cache: a multi-gigabyte upload
- * then costs no kernel copy into the cache and no cache growth. Everything else (the unaligned
- * tail, short writes, file systems without O_DIRECT) goes through the ordinary descriptor, and
- * `seal`'s fdatasync makes both kinds durable.
+ * A file under `staging/` receiving one upload with positioned writes, several in flight; removed
+ * unless `keep()` was called after it was renamed into place. With `direct`, aligned writes from
+ * aligned memory go through a second, O_DIRECT descriptor, so a huge upload does not grow the page
+ * cache; `seal`'s fdatasync makes both kinds durable.
  */
 export class StagingFile {
   readonly path: string;
@@ -43,8 +38,7 @@ export class StagingFile {
 
   static async create(dir: string, oid: Oid, options: { direct?: boolean } = {}): Promise<StagingFile> {
     const path = stagingPath(dir, oid);
-    // Read-write: a framed upload whose framed form is not smaller, or whose untried raw frames need
-    // their digests, reads back what it wrote.
+    // Read-write: a framed upload may read back what it wrote (not smaller, or raw frames' digests).
     const fh = await open(path, 'wx+', 0o644);
     let direct: FileHandle | null = null;
     if (options.direct === true && !noDirectIo.has(dir)) {
@@ -62,17 +56,14 @@ export class StagingFile {
     return new StagingFile(path, fh, direct);
   }
 
-  /** Whether aligned writes bypass the page cache (false where the file system has no O_DIRECT). */
   get direct(): boolean {
     return this.#direct !== null && this.#directUsable;
   }
 
-  /** The first write error, if any (ENOSPC becomes LFS_ERR_STORAGE_FULL). */
   get error(): unknown {
     return this.#error;
   }
 
-  /** Starts a positioned write; `done` runs when it completed (the buffer may be reused then). */
   write(data: Uint8Array, position: number, done: () => void): void {
     this.#pending++;
     this.#end = Math.max(this.#end, position + data.byteLength);
@@ -87,13 +78,12 @@ export class StagingFile {
       writeFully(this.#fh.fd, data, position, finished);
       return;
     }
-    // One direct write of the aligned part; whatever it did not store (the tail, a short write on a
-    // full disk) goes through the ordinary descriptor, which reports ENOSPC as such.
+    // One direct write of the aligned part; the rest (the tail, a short write on a full disk) goes
+    // through the ordinary descriptor, which reports ENOSPC as such.
     write(this.#direct!.fd, data, 0, aligned, position, (err, n) => {
       if (err?.code === 'EINVAL') {
-        // Accepted at open, refused at write: a file system without real O_DIRECT. The descriptor is
-        // only closed with the file: another direct write may still be in flight on it, and a closed
-        // number can be reused by the next open.
+        // Accepted at open, refused at write: no real O_DIRECT. The descriptor is closed only with
+        // the file: another direct write may be in flight on it, and its number could be reused.
         this.#directUsable = false;
         n = 0;
       } else if (err) {
@@ -105,18 +95,15 @@ export class StagingFile {
     });
   }
 
-  /** Resolves when no write is in flight; rejects with the first write error. */
   async settled(): Promise<void> {
     if (this.#pending > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
     if (this.#error !== null) throw this.#error;
   }
 
-  /** Makes the written bytes durable and closes the file. */
   async seal(length: number): Promise<void> {
     await this.settled();
     try {
-      // Only when something was written past the end (a rewrite shorter than the first try): a
-      // truncate that changes nothing is still a threadpool round trip per object.
+      // Only when something was written past the end: a no-op truncate still costs a round trip.
       if (this.#end !== length) await this.#fh.truncate(length);
       await this.#fh.datasync();
     } catch (e) {
@@ -129,12 +116,10 @@ export class StagingFile {
     return (await this.#fh.read(buffer, 0, buffer.byteLength, position)).bytesRead;
   }
 
-  /** The store moved the file to its final name: do not remove it. */
   keep(): void {
     this.#kept = true;
   }
 
-  /** Closes both descriptors once no write is in flight on them. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -143,7 +128,6 @@ export class StagingFile {
     await this.#fh.close().catch(() => undefined);
   }
 
-  /** Closes (after in-flight writes) and removes the file unless it was kept. Idempotent. */
   async dispose(): Promise<void> {
     await this.settled().catch(() => undefined);
     await this.close();

@@ -3,10 +3,9 @@ import { smallBuffers } from './buffer-pool.js';
 import type { ObjectWriter, PutResult } from './types.js';
 
 /**
- * Collects a small object of known size whole, then hands it to `store` in one piece (the journal's
- * record, the disk's in-line file write): a single block handed down with `release` is kept as it
- * is, anything else is copied into a pooled buffer. Bytes past the size, or fewer at finish, are
- * refused (LFS_ERR_SIZE_MISMATCH).
+ * Collects a small object of known size whole and hands it to `store` in one piece: one released
+ * block is kept as it is, anything else copied into a pooled buffer. A size mismatch is refused
+ * (LFS_ERR_SIZE_MISMATCH).
  */
 export class WholeObjectWriter<P extends PutResult = PutResult> implements ObjectWriter {
   readonly #size: number;

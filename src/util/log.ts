@@ -2,9 +2,8 @@
 export type LogLevel = 'info' | 'warn' | 'error';
 
 /**
- * One JSON line per event on stdout: `{"time","level","msg",...fields}`. The level travels as the
- * field `level` (default `info`), so code handed a plain `(msg, fields)` logger sets it too.
- * Callers never pass tokens (docs/architecture.md, "Conventions").
+ * One JSON line per event on stdout: `{"time","level","msg",...fields}`; a plain `(msg, fields)`
+ * logger sets the level as a field. Callers never pass tokens (docs/architecture.md, "Conventions").
  */
 export function log(msg: string, fields: object = {}): void {
   const { level = 'info', ...rest } = fields as { level?: LogLevel };

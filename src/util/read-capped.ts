@@ -1,7 +1,4 @@
-/**
- * Reads a small response body (a forge's JSON, a bucket's XML) as text, refusing more than `cap`
- * bytes without buffering them: the peer is outside our control, its answers must not grow memory.
- */
+/** Reads a small response body as text, refusing more than `cap` bytes without buffering them: a peer's answer must not grow memory. */
 export async function readCappedText(
   body: AsyncIterable<Buffer> & { destroy(): unknown },
   cap: number,

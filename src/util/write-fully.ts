@@ -2,9 +2,8 @@ import { write, writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 /**
- * Writes that finish or fail. A write(2) may store fewer bytes than asked without an error — on a
- * nearly full disk it stores what fits and only the next call reports ENOSPC — so every store write
- * goes through these loops; taking a short write for a whole one would leave zeros in an object.
+ * Writes that finish or fail: a write(2) may store fewer bytes than asked without an error (a nearly
+ * full disk reports ENOSPC only on the next call), and taking it for whole would leave zeros in an object.
  */
 function noProgress(): NodeJS.ErrnoException {
   return Object.assign(new Error('ENOSPC: write made no progress'), { code: 'ENOSPC' });

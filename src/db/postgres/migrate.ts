@@ -1,17 +1,10 @@
 import type { Sql } from './pg-client.js';
 import { PG_MIGRATIONS } from './migrations/index.js';
 
-/**
- * The advisory lock key every node takes to migrate (an arbitrary constant, 'stowage' in ASCII):
- * nodes starting together queue on it, the first migrates, the others find the schema current.
- */
+/** The advisory lock every node takes to migrate ('stowage' in ASCII): the first migrates, the others find it current. */
 const MIGRATION_LOCK = 0x73746f77616765n;
 
-/**
- * Brings the schema up to date in one transaction under the migration lock (PostgreSQL's DDL is
- * transactional: a failed step leaves the previous version whole). Refuses a schema newer than
- * this code knows, as the SQLite index does: an older node must not write a newer layout.
- */
+/** Migrates in one transaction under the lock (DDL is transactional); refuses a schema newer than this code, which must not write a newer layout. */
 export async function migrate(sql: Sql, log?: (msg: string, fields: object) => void): Promise<void> {
   const reports: [string, string, object][] = [];
   await sql.begin(async (tx) => {
@@ -35,7 +28,6 @@ export async function migrate(sql: Sql, log?: (msg: string, fields: object) => v
   for (const [msg, migration, row] of reports) log?.(msg, { level: 'warn', migration, ...row });
 }
 
-/** The schema version the database holds, for ping: the code's own when migrated. */
 export async function schemaCurrent(sql: Sql): Promise<void> {
   const rows = await sql<{ version: number }[]>`SELECT 1 AS alive, version FROM schema_version`;
   const v = rows[0]?.version ?? 0;

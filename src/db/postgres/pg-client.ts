@@ -1,26 +1,18 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import postgres from 'postgres';
 
-/** The connection pool every PostgreSQL aggregate shares. */
 export type Sql = postgres.Sql<Record<string, never>>;
 
-/**
- * Connections per node: the index's statements are short single round trips and the client
- * pipelines behind busy connections, so a few suffice; N nodes open N times this many.
- */
+/** Connections per node: statements are short single round trips and the client pipelines, so a few suffice. */
 export const POOL_SIZE = 8;
 
 /** SVC_INDEX_DEADLINE's default: well under git-lfs's 30 s activity timeout. */
 export const DEFAULT_INDEX_DEADLINE_MS = 5_000;
 
-/** int8 (counts, sizes, ms timestamps) and numeric (sums) as JS numbers: exact up to 2^53, far beyond any byte count. */
+/** int8 and numeric as JS numbers: exact up to 2^53, beyond any byte count. */
 const asNumber = (x: string): number => Number(x);
 
-/**
- * An index call that got no answer within its deadline (the database silent, partitioned away or
- * stuck): the HTTP boundary answers 503 with Retry-After (storage-fault.ts). Whether the statement
- * took effect is unknown, as with any lost answer; the client retries.
- */
+/** An index call with no answer within its deadline: 503 with Retry-After; whether the statement took effect is unknown. */
 export class IndexDeadlineError extends Error {
   override name = 'IndexDeadlineError';
   readonly code = 'INDEX_DEADLINE';
@@ -29,35 +21,26 @@ export class IndexDeadlineError extends Error {
   }
 }
 
-/** A pool and the deadline its calls are held to. */
 export interface Pg {
   readonly sql: Sql;
   readonly deadlineMs: number;
-  /**
-   * Runs `call` (one or more statements on `sql`) and rejects with IndexDeadlineError when it has
-   * not settled within `ms` (the pool's deadline unless told). A connection that has received
-   * nothing during the whole of a missed call is then destroyed: a silent peer never errors by
-   * itself, and its statements would hold their callers, and the pool, for good.
-   */
+  /** Runs `call` under a deadline; a connection silent through a whole missed call is destroyed, since a silent peer never errors by itself. */
   within<T>(call: () => Promise<T>, ms?: number): Promise<T>;
 }
 
-/** A connection's raw socket, and the handle whose byte counter sees its reads (TLS included). */
 interface Watched {
   readonly socket: Socket;
   handle: { bytesRead?: number } | null;
 }
 
 /**
- * Every socket the pool opened, so that one found silent can be destroyed: the PostgreSQL client
- * does not let a query be abandoned otherwise (its cancel request needs a new connection, which a
- * silent database does not answer either).
+ * Every socket the pool opened, so one found silent can be destroyed: the PostgreSQL client cannot
+ * abandon a query otherwise (its cancel request needs a new connection, which goes unanswered too).
  */
 class Sockets {
   readonly #open = new Set<Watched>();
   #next = 0;
 
-  /** The client's `socket` option: a TCP (or unix) connection to the next host of the URL, watched. */
   readonly open = (o: { host: string[]; port: number[]; path?: string | false }): Socket => {
     let socket: Socket;
     if (typeof o.path === 'string' && o.path !== '') socket = netConnect(o.path);
@@ -77,14 +60,12 @@ class Sockets {
     return socket;
   };
 
-  /** Bytes each open socket has read so far. */
   mark(): Map<Watched, number> {
     const m = new Map<Watched, number>();
     for (const w of this.#open) m.set(w, w.handle?.bytesRead ?? 0);
     return m;
   }
 
-  /** Destroys the sockets of `mark` that read nothing since; returns how many. */
   destroySilent(mark: Map<Watched, number>, ms: number): number {
     let n = 0;
     for (const [w, read] of mark) {
@@ -96,13 +77,7 @@ class Sockets {
   }
 }
 
-/**
- * A pool for `url`: prepared statements (named, once per connection), int8 and sums as numbers, no
- * notice printing, and deadlines: connecting is given `deadlineMs` (a database that accepts and
- * never answers fails the attempt), calls through `within` the same, and reconnecting after the
- * database was away waits at most a second (the client's own backoff grows to 20 s, which kept a
- * node failing long after the database was back).
- */
+/** A pool for `url` with deadlines; reconnecting waits at most a second (the client's own backoff grows to 20 s, long after the database is back). */
 export function connect(url: string, deadlineMs = DEFAULT_INDEX_DEADLINE_MS, log?: (msg: string, fields: object) => void): Pg {
   const sockets = new Sockets();
   const sql = postgres(url, {

@@ -7,12 +7,7 @@ import type { Sql } from './pg-client.js';
 const isDeadlock = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === '40P01';
 const DEADLOCK_TRIES = 3;
 
-/**
- * Objects and per-repository references on PostgreSQL. Every call is one statement (one round
- * trip); references go in multi-row statements (arrays unnested), one at a time per node, each
- * taking every reference that finished while the previous one committed: under load a burst of
- * small uploads costs a few commits (and WAL flushes), not one each.
- */
+/** Objects and references on PostgreSQL, one statement per call; references group-committed, one statement in flight per node. */
 export class PgObjects implements ObjectIndex {
   readonly #sql: Sql;
   #pending: PendingReference[] = [];
@@ -40,7 +35,6 @@ export class PgObjects implements ObjectIndex {
       if (row !== null) found.set(row.oid, row);
       return found;
     }
-    // One round trip for a whole batch request.
     const rows = await this.#sql<{ oid: Oid; size: number; stored_size: number }[]>`
       SELECT r.oid, o.size, o.stored_size FROM repo_objects r JOIN objects o ON o.oid = r.oid
       WHERE r.repo = ${repo} AND r.oid = ANY(${oids as Oid[]}::text[]) AND NOT EXISTS (SELECT 1 FROM quarantine q WHERE q.oid = r.oid)`;
@@ -67,8 +61,7 @@ export class PgObjects implements ObjectIndex {
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });
-      // Uploads finishing in this turn of the event loop join the same statement; while one is
-      // being committed, those finishing meanwhile wait for it and go together in the next.
+      // Uploads finishing while a statement commits go together in the next.
       if (this.#pending.length === 1 && !this.#committing) setImmediate(() => void this.#flush());
     });
   }
@@ -86,8 +79,7 @@ export class PgObjects implements ObjectIndex {
   async #flushPending(): Promise<void> {
     const pending = this.#pending;
     this.#pending = [];
-    // One statement per sweep acknowledged and setting checked (one in practice: a node's uploads
-    // carry the same, unless a sweep or a saved setting arrived among them).
+    // One statement per sweep acknowledged and setting checked (one in practice).
     const groups = new Map<string, PendingReference[]>();
     for (const r of pending) {
       const c = r.commit ?? TRUSTED_COMMIT;
@@ -122,10 +114,7 @@ export class PgObjects implements ObjectIndex {
     }
   }
 
-  /**
-   * Objects (if new), references and the uploads' in-flight rows ended, for `rows`: one statement,
-   * one transaction (stowage_add_references, migration 002). Returns each row's outcome, in order.
-   */
+  /** Objects, references and ended in-flight rows for `rows` in one statement (stowage_add_references, migration 002). */
   async #insertReferences(rows: readonly PendingReference[]): Promise<ReferenceOutcome[]> {
     const commits = rows.map((r) => r.commit ?? TRUSTED_COMMIT);
     const { ackedSweep, setting } = commits[0]!; // alike across the group (#flush)

@@ -6,9 +6,8 @@ import { connect, type Sql } from './pg-client.js';
 const SCHEMA_TABLE = 'schema_version';
 
 /**
- * Table-level access to the PostgreSQL index (index-tables.ts). A page of rows is written in one
- * statement (the rows as one JSON parameter, json_populate_recordset), so a table of a million rows
- * is a few hundred round trips. Table and column names come from COPIED_TABLES only, never from input.
+ * Table-level access to the PostgreSQL index (index-tables.ts): a page of rows per statement (one
+ * JSON parameter, json_populate_recordset). Table and column names come from COPIED_TABLES only.
  */
 export class PostgresTables implements IndexTables {
   readonly kind = 'postgres' as const;
@@ -19,9 +18,8 @@ export class PostgresTables implements IndexTables {
   }
 
   /**
-   * Connects to `url`; with `migrateFirst` brings the schema up to date as a node starting would
-   * (under the same lock). Without it (a dry run) nothing is written, and a database never
-   * migrated has no tables yet (see hasSchema).
+   * Connects to `url`; with `migrateFirst` brings the schema up to date under the nodes' lock. Without
+   * it (a dry run) nothing is written (see hasSchema).
    */
   static async open(url: string, migrateFirst: boolean): Promise<PostgresTables> {
     // No per-call deadline: a page copy may take long; connecting is bounded all the same.

@@ -4,21 +4,15 @@ import { MIGRATIONS } from './migrations/index.js';
 
 export type Db = Database.Database;
 
-/**
- * Opens the index with the pragmas every connection needs and brings the schema up to date.
- * WAL lets readers run beside the single writer; a busy timeout absorbs short write contention
- * (CLI jobs open the same file). Transactions are short and never span a byte stream.
- */
+/** Opens the index with the pragmas every connection needs and migrates it; WAL, a busy timeout, short transactions. */
 export function openDatabase(file: string, log?: (msg: string, fields: object) => void, durableCommits = false): Db {
   try {
     return open(file, false, durableCommits, log);
   } catch (e) {
     if (storageFault(e) === null) throw e;
-    // A full disk: WAL mode's shared-memory index (the -shm file, 32 KiB) cannot be created, so
-    // not even a read works (SQLITE_IOERR_SHMSIZE). In exclusive locking mode SQLite keeps that index
-    // in this process's memory instead (https://www.sqlite.org/wal.html#noshm): the index can be read
-    // (downloads, batch) and written once space is back, without a restart. Other processes cannot
-    // open the file meanwhile; the server is the only one that should (the CLI goes through HTTP).
+    // A full disk: WAL's -shm file cannot be created, so not even a read works. In exclusive locking
+    // mode SQLite keeps that index in memory (https://www.sqlite.org/wal.html#noshm): reads work and
+    // writes resume once space is back. Only the server opens the file.
     log?.('index opened in exclusive mode: no room for its shared-memory file', { err: String(e) });
     return open(file, true, durableCommits, log);
   }
@@ -35,23 +29,13 @@ function open(file: string, exclusive: boolean, durableCommits: boolean, log?: (
   }
 }
 
-/**
- * Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000: 4 MiB). A
- * checkpoint runs inside the commit that crosses the mark, on the event loop, and writes and fsyncs
- * the database file; with the default, a burst of small uploads (3–4 pages each) paid one every
- * 250–300 uploads, each holding every request meanwhile. With 16,000 (64 MiB of WAL at most) a burst
- * of a few thousand uploads runs without one, and the journal's retirement checkpoints the index in
- * the lull after it anyway (ReferenceLog.checkpoint); a longer burst pays fewer, larger ones, which
- * also write each hot B-tree page once instead of once per small window. Measured with 8 curl
- * processes (docs/performance.md): 1,955–2,162 → 2,307–2,625 objects/s.
- */
+/** Pages the WAL may hold before a commit checkpoints it on the event loop: a burst runs without one, and retirement checkpoints in the lull after. */
 const WAL_AUTOCHECKPOINT_PAGES = 16_000;
 
 /**
- * WAL + NORMAL is durable across process crashes and fsyncs at checkpoints only: enough beside the
- * disk store, whose journal holds every acknowledged reference until a checkpoint. Without that
- * journal (objects in a bucket), `durableCommits`: FULL, a commit waits for its WAL fsync, so a
- * reference acknowledged with a 200 survives a power cut (group commit shares one fsync).
+ * WAL + NORMAL survives process crashes and fsyncs at checkpoints only: enough beside the disk store's
+ * journal. Without it (objects in a bucket), `durableCommits`: FULL, so a reference acknowledged with
+ * a 200 survives a power cut.
  */
 function setUp(db: Db, durableCommits: boolean, log?: (msg: string, fields: object) => void): Db {
   db.pragma('journal_mode = WAL');

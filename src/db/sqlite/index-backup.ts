@@ -4,11 +4,9 @@ import Database from 'better-sqlite3';
 const ALL_PAGES = 0x7fffffff;
 
 /**
- * Copies the live index into `destFile` with SQLite's online backup API: a consistent snapshot of
- * every committed transaction (WAL included) while the server keeps writing. The copy is made in
- * one step: a step-by-step backup restarts whenever another connection writes between steps, which
- * under steady uploads could never finish. In WAL mode the one long read blocks no writer.
- * Returns the pages copied.
+ * Copies the live index into `destFile` with SQLite's online backup API, a consistent snapshot while
+ * the server writes. One step: a stepped backup restarts whenever another connection writes between
+ * steps, so under steady uploads it might never finish. Returns the pages copied.
  */
 export async function backupIndex(sourceFile: string, destFile: string): Promise<number> {
   // Read-only, and no migrations: a backup never changes the index it reads.

@@ -84,10 +84,9 @@ export class JobsRepo implements JobIndex {
 }
 
 /**
- * The index side of the maintenance jobs: a repository's references, dropping one (and the object
- * row when it was the last), quarantine marks, deletion intents, and uploads in flight. Every
- * statement prepared once. Writers are serialised by SQLite's one write lock (IMMEDIATE
- * transactions), which is the per-oid lock the upload/delete handshake needs.
+ * The index side of the maintenance jobs: references, quarantine marks, deletion intents, uploads in
+ * flight. SQLite's one write lock (IMMEDIATE transactions) is the per-oid lock the upload/delete
+ * handshake needs.
  */
 export class MaintenanceRepo implements MaintenanceIndex {
   readonly #list: Statement<[string], { oid: string; size: number; stored_size: number; ref_at: number; obj_at: number; q: number }>;

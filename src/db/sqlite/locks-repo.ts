@@ -10,10 +10,7 @@ function isUniqueViolation(e: unknown): boolean {
   return (e as { code?: unknown })?.code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
-/**
- * Locks per repository. Every statement is prepared once, in the constructor. Every lookup by id also
- * names the repository, so an id from another repository is simply not found.
- */
+/** Locks per repository. Every lookup by id also names the repository, so another's id is not found. */
 export class LocksRepo implements LockIndex {
   readonly #byPath: Statement<[string, string], RawLock>;
   readonly #byId: Statement<[string, string], RawLock>;
@@ -41,15 +38,11 @@ export class LocksRepo implements LockIndex {
       this.#deleteById.run(previous.repo, previous.id);
       return { kind: 'taken_over', lock: insert(lock), previous };
     });
-    // IMMEDIATE takes the write lock before the read, so check-then-insert is atomic even against
-    // another process on the same file (the unique index is the last word either way).
+    // IMMEDIATE takes the write lock before the read: check-then-insert is atomic across processes too.
     this.#create = (lock, staleBefore) => tx.immediate(lock, staleBefore);
   }
 
-  /**
-   * Takes the lock unless (repo, path) is held. A held lock whose `lockedAt` is before `staleBefore`
-   * (ms; null = locks never go stale) is replaced in the same transaction.
-   */
+  /** Takes the lock unless (repo, path) is held; a lock older than `staleBefore` is replaced in the same transaction. */
   async create(lock: NewLock, staleBefore: number | null): Promise<CreateOutcome> {
     try {
       return this.#create(lock, staleBefore);
@@ -62,19 +55,16 @@ export class LocksRepo implements LockIndex {
     }
   }
 
-  /** The lock `id` of `repo`, or null (also for another repository's id). */
   async findById(repo: string, id: string): Promise<LockRow | null> {
     const r = this.#byId.get(repo, id);
     return r === undefined ? null : toLock(r);
   }
 
-  /** The lock on `path` in `repo`, or null. */
   async findByPath(repo: string, path: string): Promise<LockRow | null> {
     const r = this.#byPath.get(repo, path);
     return r === undefined ? null : toLock(r);
   }
 
-  /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
   async page(repo: string, after: number, limit: number): Promise<LockRow[]> {
     return this.#page.all(repo, after, limit).map(toLock);
   }
@@ -84,7 +74,6 @@ export class LocksRepo implements LockIndex {
     return this.#deleteById.run(repo, id).changes > 0;
   }
 
-  /** Locks held in `repo` (for the repository page and stats). */
   async count(repo: string): Promise<number> {
     return this.#count.get(repo)!.n;
   }

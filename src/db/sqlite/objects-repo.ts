@@ -5,7 +5,6 @@ import { NO_SWEEPS, type ObjectIndex, type ObjectRow, type UploadCommit } from '
 import type { Db } from './database.js';
 import type { QuarantineHint } from './quarantine-hint.js';
 
-/** Objects and per-repository references in SQLite. Every statement prepared once. */
 export class ObjectsRepo implements ObjectIndex {
   readonly #getInRepo: Statement<[string, string], { size: number; stored_size: number }>;
   readonly #getObject: Statement<[string], { size: number; stored_size: number }>;
@@ -49,8 +48,7 @@ export class ObjectsRepo implements ObjectIndex {
       if (!c.storedVerified && this.#isQuarantined.get(r.oid)!.n > 0) return 'quarantined';
       this.#insertObject.run(r.oid, r.size, r.storedSize, now);
       this.#insertRef.run(r.repo, r.oid, now);
-      // Good bytes of a quarantined object just arrived (verified by the writer): it is healed. (An
-      // upload asks isQuarantined first, so the hint is usually fresh: no statement while none is.)
+      // Good bytes of a quarantined object just arrived (verified by the writer): it is healed.
       if (!this.#quarantine.knownEmpty && this.#unquarantine.run(r.oid).changes > 0) {
         this.#refresh.run(r.size, r.storedSize, r.oid);
         this.#quarantine.changed();
@@ -62,9 +60,8 @@ export class ObjectsRepo implements ObjectIndex {
       const now = Date.now();
       return rows.map((r) => addRow(r, now));
     });
-    // SQLite answers each lookup in microseconds in this process: no need for one IN (...) query. One
-    // read transaction for them all: on its own each lookup takes and drops WAL read locks (two
-    // fcntl calls), a hundred times per batch.
+    // Lookups take microseconds in process, so no IN (...) query; one read transaction for them all
+    // saves taking and dropping WAL read locks per lookup.
     this.#findMany = db.transaction((repo: string, oids: readonly Oid[]) => {
       const found = new Map<Oid, ObjectRow>();
       for (const oid of oids) {
@@ -102,33 +99,23 @@ export class ObjectsRepo implements ObjectIndex {
     return this.#anyObject.get()!.n === 1;
   }
 
-  /** True when an audit found the stored bytes bad and no good copy has arrived since. */
   async isQuarantined(oid: Oid): Promise<boolean> {
     return this.#quarantine.maybeAny && this.#isQuarantined.get(oid)!.n > 0;
   }
 
-  /**
-   * Journal replay: puts back a reference the index may have lost. Unlike addReference it proves
-   * nothing about the bytes now, so it never lifts a quarantine.
-   */
+  /** Journal replay: puts back a reference the index may have lost; it proves nothing about the bytes now, so never lifts a quarantine. */
   async restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void> {
-    // Read first: a reference the index holds needs no write, so a start on a full disk (where
-    // reads work and writes do not) only has to defer what the index really lost.
+    // Read first: a reference already held needs no write, so a start on a full disk only defers
+    // what the index really lost.
     if (this.#hasRef.get(repo, oid)!.n > 0) return;
     this.#restoreRef(repo, oid, size, storedSize);
   }
 
-  /** The object's bytes now take `storedSize` in the store (written out of the journal, re-encoded). */
   async setStoredSize(oid: Oid, storedSize: number): Promise<void> {
     this.#setStoredSize.run(storedSize, oid);
   }
 
-  /**
-   * Records the object (if new) and this repository's reference. Uploads finishing together (one
-   * group commit of the journal acknowledges several in the same tick) share one transaction: one
-   * WAL commit instead of one each. Resolves once the row is in; nothing else runs in between, so a
-   * request that follows the acknowledgement always sees it.
-   */
+  /** Records the object (if new) and the reference; uploads finishing together share one transaction. Resolves once the row is in. */
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });

@@ -8,10 +8,8 @@ function after(key: readonly string[]): string {
 }
 
 /**
- * Table-level access to the SQLite index (index-tables.ts). As the source of a migration it opens
- * the file read-only, so the copy cannot change what it copies; as a target it opens it as the
- * server does (migrated to the current schema). Table and column names come from COPIED_TABLES
- * only, never from input.
+ * Table-level access to the SQLite index (index-tables.ts): a migration source is opened read-only,
+ * a target as the server opens it. Table and column names come from COPIED_TABLES only.
  */
 export class SqliteTables implements IndexTables {
   readonly kind = 'sqlite' as const;

@@ -13,10 +13,7 @@ import {
 import { fullHistogram, SIZE_BUCKET_SQL, toSample, type RawSample } from '../index-rows.js';
 import type { Db } from './database.js';
 
-/**
- * Read-only figures over objects, references, locks and audits, plus the stats time series and
- * the audit results. Every statement prepared once, in the constructor.
- */
+/** Read-only figures over objects, references, locks and audits, the stats time series and audit results. */
 export class StatsRepo implements StatsIndex {
   readonly #summary: Statement<[string], { objects: number; logical: number | null; stored: number | null }>;
   readonly #largest: Statement<[string, number], { oid: string; size: number; stored_size: number; created_at: number }>;

@@ -5,12 +5,7 @@ import { auditBadge, card, cell as td, esc, formatBytes, formatRatio, htmlPage }
 import { jobOutcome, jobProblems, type JobOutcome } from '../../service/maintenance/job-outcome.js';
 import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
 
-/**
- * The dashboard's only script: sign in and out, save and reset the access settings, all through
- * the JSON API, then reload so the server renders the new state; redraw the jobs section while a
- * job runs. Same-origin fetches carry the
- * Origin header the API checks for cookie sessions.
- */
+/** The dashboard's only script: sign-in, access settings through the JSON API (same-origin, so the Origin header the API checks is sent), job redraws. */
 const SCRIPT = `
 const $ = (id) => document.getElementById(id);
 const say = (text, ok) => { const m = $('msg'); if (m) { m.textContent = text; m.className = ok ? 'ok' : 'error'; } };
@@ -57,7 +52,6 @@ if ($('overview')) setInterval(() => { if (!document.querySelector('form :focus'
 
 const HEADER_TITLE = '<h1>Stowage</h1><span class="muted">dashboard</span>';
 
-/** The sign-in form shown without a session. */
 export function renderSignIn(): { html: string; headers: Record<string, string> } {
   const body =
     `<h2>Sign in</h2><form id="signin-form" class="panel" autocomplete="off">` +
@@ -79,7 +73,6 @@ const OUTCOME_TEXT: Record<JobOutcome, string> = {
 };
 const OUTCOME_TONE: Record<JobOutcome, string> = { clean: 'good', problems: 'bad', failed: 'bad', cancelled: '', interrupted: 'warn' };
 
-/** A repository's page, /{org}/{repo}. */
 const repoHref = (key: string): string => `/${key.split('/').map(encodeURIComponent).join('/')}`;
 const repoLink = (key: string): string => `<a href="${esc(repoHref(key))}">${esc(key)}</a>`;
 
@@ -116,17 +109,13 @@ function finishedRow(j: JobRow): string {
   return `<tr data-job="${esc(j.id)}">${td('Job', `${esc(j.kind)} <code>${esc(j.id)}</code>`)}${td('Repository', repoLink(j.repository))}${td('Outcome', badge)}${td('Objects', objects!, 'num')}${td('Bytes', bytes!, 'num')}${td('Finished', j.finished_at === null ? '' : esc(utc(j.finished_at)))}</tr>`;
 }
 
-/** Columns of figures, right-aligned. */
 const NUMERIC = new Set(['Objects', 'Bytes', 'Held']);
 
 function table(head: readonly string[], rows: string, cls: string): string {
   return `<table class="stack ${cls}"><thead><tr>${head.map((h) => `<th${NUMERIC.has(h) ? ' class="num"' : ''}>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-/**
- * The jobs section: running jobs with live progress, then recent ones with their outcome. Served
- * alone at /-/jobs too, which the page's script fetches while a job runs to redraw just this part.
- */
+/** The jobs section, also served alone at /-/jobs for the script to redraw while a job runs. */
 export function renderJobs(jobs: { readonly running: readonly JobRow[]; readonly recent: readonly JobRow[] }): string {
   const running =
     jobs.running.length === 0 ? '<p class="muted">No job is running.</p>' : table(['Job', 'Repository', 'State', 'Progress', 'Objects', 'Bytes'], jobs.running.map(runningRow).join(''), 'jobs');
@@ -148,7 +137,6 @@ function repositoryList(repos: readonly RepoListItem[], total: number): string {
   );
 }
 
-/** The signed-in dashboard: figures, plots, jobs and the access-settings form. */
 export function renderDashboard(session: Session, o: Overview, access: AccessSettingsView, repos: readonly RepoListItem[]): { html: string; headers: Record<string, string> } {
   const t = (iso: string): number => Date.parse(iso);
   const series = o.series;

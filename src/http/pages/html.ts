@@ -1,13 +1,9 @@
 import { createHash } from 'node:crypto';
 
-/**
- * Small helpers for the server-rendered pages: escaping, human figures and the page shell. The pages
- * carry no external resources; inline style and script are allowed by hash in a strict CSP.
- */
+/** Helpers for the server-rendered pages: no external resources; inline style and script allowed by hash in a strict CSP. */
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** Escapes text for HTML element content and double- or single-quoted attributes. */
 export function esc(value: string | number): string {
   return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
@@ -65,15 +61,13 @@ export function auditBadge(ok: boolean): string {
   return ok ? '<span class="badge good">clean</span>' : '<span class="badge bad">problems found</span>';
 }
 
-/** A labelled figure card. */
 export function card(label: string, field: string, value: number, text: string, note = ''): string {
   return `<div class="card"><div class="label">${esc(label)}</div><div class="value">${figure(field, value, text)}</div>${note === '' ? '' : `<div class="note">${note}</div>`}</div>`;
 }
 
 /*
- * Light and dark themes through prefers-color-scheme (colours as variables, plots included); on a
- * screen under 640 px, tables stack each row as a card and the plots take the full width, so
- * nothing is wider than the viewport. Header text is at least 4.5:1 on its background (WCAG AA).
+ * Light and dark themes through prefers-color-scheme; under 640 px, tables stack rows as cards and
+ * plots take the full width. Header text is at least 4.5:1 on its background (WCAG AA).
  */
 const STYLE = `
 :root{color-scheme:light dark;--fg:#1d2330;--muted:#566070;--line:#dfe3ea;--bg:#f6f7f9;--card:#fff;--th:#eef1f5;--grid:#e3e7ee;--input:#c3c9d4;

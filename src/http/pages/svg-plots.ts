@@ -1,19 +1,15 @@
 import { esc } from './html.js';
 
 /**
- * Inline SVG plots drawn on the server: no script, no library. They carry no style attributes (the
- * pages' strict CSP allows none); colours and text size come from the page's stylesheet through
- * classes, so dark mode restyles them too.
+ * Inline SVG plots drawn on the server: no script, no library, no style attributes (the pages'
+ * strict CSP allows none); colours and text size come from the stylesheet through classes.
  *
- * The SVG has no viewBox: one user unit is one CSS pixel, so text is drawn at the stylesheet's size
- * at any width instead of shrinking with the plot. Across, positions are percentages of the plot
- * area; the value axis sits in the SVG's left margin (negative x, `svg.chart` in html.ts). The
- * lines themselves go in a nested SVG stretched to the plot area, with strokes that do not scale.
+ * No viewBox: one user unit is one CSS pixel, so text keeps the stylesheet's size at any width.
+ * Across, positions are percentages; the value axis sits in the left margin (negative x, `svg.chart`
+ * in html.ts); the lines go in a nested SVG stretched to the plot area, with non-scaling strokes.
  */
 
-/** Height of a line or bar plot's drawing area, in px; text lines are added around it. */
 const PLOT_H = 170;
-/** Room above the drawing area for the value axis's title. */
 const TOP = 26;
 /** The value axis's labels and title sit left of x = 0, in the margin `svg.chart` has in html.ts. */
 const AXIS_W = 66;
@@ -28,14 +24,12 @@ const pct = (f: number): string => `${n(f * 100)}%`;
 
 const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
-/** Axis ticks: evenly spaced values from 0 to `top`, each with its label. */
 export interface Ticks {
   readonly top: number;
   readonly values: readonly number[];
   readonly labels: readonly string[];
 }
 
-/** The smallest of 1, 2, 5 × 10^k at or above `raw` (a "round" step). */
 function roundStep(raw: number, min: number): number {
   if (raw <= min) return min;
   const p = 10 ** Math.floor(Math.log10(raw));
@@ -50,9 +44,8 @@ function ticksOf(step: number, top: number, label: (v: number) => string): Ticks
 }
 
 /**
- * Ticks for a byte (or byte rate) axis at round values of one binary unit: 3.49 GiB gives
- * 0, 1, 2, 3, 4 GiB; 71 KiB gives 0, 20, 40, 60, 80 KiB. The unit is the largest that keeps the
- * maximum at or above 1; bytes never get fractional steps. `suffix` follows the unit ("/s").
+ * Ticks for a byte (or byte rate) axis at round values of the largest binary unit that keeps the
+ * maximum at or above 1 (3.49 GiB: 0..4 GiB); never fractional bytes. `suffix` follows the unit.
  */
 export function byteTicks(max: number, suffix = '', target = 4): Ticks {
   let u = 0;
@@ -67,7 +60,6 @@ export function byteTicks(max: number, suffix = '', target = 4): Ticks {
   };
 }
 
-/** Ticks for a count axis: whole numbers, at least 0..4. */
 export function countTicks(max: number, target = 4): Ticks {
   const step = roundStep(max / target, 1);
   return ticksOf(step, Math.max(target, Math.ceil(max / step) * step), String);
@@ -76,10 +68,7 @@ export function countTicks(max: number, target = 4): Ticks {
 const MIN = 60_000;
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440].map((m) => m * MIN);
 
-/**
- * Time-axis ticks: every multiple (in UTC) of the smallest round step that gives at most `max`
- * ticks in [t0, t1]; labels HH:MM.
- */
+/** Time-axis ticks: UTC multiples of the smallest round step giving at most `max` ticks in [t0, t1]. */
 export function timeTicks(t0: number, t1: number, max = 6): { at: number; label: string }[] {
   const step = TIME_STEPS.find((s) => (t1 - t0) / s <= max) ?? TIME_STEPS[TIME_STEPS.length - 1]!;
   const out: { at: number; label: string }[] = [];
@@ -87,14 +76,12 @@ export function timeTicks(t0: number, t1: number, max = 6): { at: number; label:
   return out;
 }
 
-/** A line of the legend: a short sample of the series' stroke and its name. */
 function legend(names: readonly string[]): string {
   return `<ul class="legend">${names
     .map((name, i) => `<li><svg width="28" height="12" aria-hidden="true"><line x1="2" x2="26" y1="6" y2="6" class="${SERIES[i % SERIES.length]}"/></svg>${esc(name)}</li>`)
     .join('')}</ul>`;
 }
 
-/** Horizontal grid lines and value labels (in the left margin), with the axis title above them. */
 function valueAxis(ticks: Ticks, title: string): string {
   let out = `<text class="axis-title" x="${-AXIS_W}" y="13">${esc(title)}</text>`;
   ticks.values.forEach((v, i) => {
@@ -104,7 +91,6 @@ function valueAxis(ticks: Ticks, title: string): string {
   return out;
 }
 
-/** The outer SVG; `axis` gives it the left margin the value axis is drawn in. */
 function chart(title: string, height: number, inner: string, axis = false): string {
   return `<svg class="chart${axis ? ' axis' : ''}" width="100%" height="${height}" role="img" aria-label="${esc(title)}" xmlns="http://www.w3.org/2000/svg">${inner}</svg>`;
 }
@@ -112,15 +98,12 @@ function chart(title: string, height: number, inner: string, axis = false): stri
 export interface Bar {
   readonly label: string;
   readonly value: number;
-  /** Text over the bar; defaults to the value. */
   readonly text?: string;
-  /** Tooltip name; defaults to the label. */
   readonly title?: string;
-  /** Colour class (c0…c3); defaults to the palette in order. */
   readonly tone?: number;
 }
 
-/** Vertical bars with labels below and values above (the size histogram); every second label hides on a narrow screen. */
+/** Vertical bars with labels below and values above; every second label hides on a narrow screen. */
 export function barChart(title: string, bars: readonly Bar[], axisTitle: string): string {
   const ticks = countTicks(Math.max(0, ...bars.map((b) => b.value)));
   const slot = 1 / Math.max(1, bars.length);
@@ -136,7 +119,6 @@ export function barChart(title: string, bars: readonly Bar[], axisTitle: string)
   return chart(title, TOP + PLOT_H + X_LABELS_H, out, true);
 }
 
-/** Horizontal bars, one per row with its label above it (rejections by cause, savings breakdown). */
 export function hBarChart(title: string, bars: readonly Bar[], fmt: (v: number) => string = String, empty = 'none'): string {
   const rowH = 40;
   if (bars.length === 0) return chart(title, 40, `<text x="50%" y="24" text-anchor="middle">${esc(empty)}</text>`);
@@ -155,17 +137,13 @@ export function hBarChart(title: string, bars: readonly Bar[], fmt: (v: number) 
 
 export interface Line {
   readonly name: string;
-  /** [ms since epoch, value], oldest first. */
   readonly points: readonly (readonly [number, number])[];
 }
 
 /** The time axis spans at least this much, so a fresh server's first minutes still get round ticks. */
 const MIN_SPAN = 15 * MIN;
 
-/**
- * Lines over time with a legend and both axes titled (storage over time, transfer rates); times
- * in UTC. `ticksFor` picks the value axis from the largest value.
- */
+/** Lines over time with a legend and titled axes; times in UTC; `ticksFor` picks the value axis. */
 export function lineChart(title: string, lines: readonly Line[], ticksFor: (max: number) => Ticks, axisTitle: string): string {
   const all = lines.flatMap((l) => l.points);
   const names = legend(lines.map((l) => l.name));

@@ -7,11 +7,7 @@ import type { HttpServer } from '../server.js';
 import { lfsError } from '../../errors/errors.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-/**
- * Probes and the Prometheus exposition: open to all, except the store-wide series of /metrics
- * (STORE_WIDE_SERIES), which need `metricsToken` as a bearer token: they would tell an uploader
- * whether another repository holds an oid.
- */
+/** Probes and /metrics, open to all but the store-wide series, which need `metricsToken`: they would tell whether another repository holds an oid. */
 export function registerHealthRoutes(http: HttpServer, guard: RouteGuard, deps: { store: BlobStore; index: Index; metrics: Metrics; metricsToken: string | null }): void {
   const digest = (s: string): Buffer => createHash('sha256').update(s, 'latin1').digest();
   const wanted = deps.metricsToken === null ? null : digest(`Bearer ${deps.metricsToken}`);

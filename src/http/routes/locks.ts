@@ -10,7 +10,6 @@ import { sendJson } from '../respond.js';
 import type { GuardedCall, RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
-/** What the lock routes need. */
 export interface LockRoutesDeps {
   readonly locks: LockService;
 }
@@ -25,22 +24,14 @@ function tokenOf(ctx: RequestContext): string | null {
   return tokenFromAuthorization(ctx.header('authorization'));
 }
 
-/**
- * "All File Locking requests require … Accept: application/vnd.git-lfs+json" and that Content-Type
- * (locking.md), which the route guard requires of every POST, an empty body included (a form could
- * send one). Push is checked before the body is read; an empty body (a hand-written unlock) is `{}`.
- */
+/** Locking POSTs carry `application/vnd.git-lfs+json` (locking.md), checked by the route guard even for an empty body; push before the body is read. */
 async function jsonBody(ctx: RequestContext, call: GuardedCall, repo: RepoName): Promise<unknown> {
   if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
   await call.authorize(repo);
   return call.json();
 }
 
-/**
- * The File Locking API routes, thin: authorize → parse → LockService → respond. Every answer,
- * errors included, is `application/vnd.git-lfs+json` (respond.ts). The service checks the
- * permission again (a cached answer) and what the body adds to it (force needs admin).
- */
+/** The File Locking API routes, thin: authorize → parse → LockService → respond, every answer `application/vnd.git-lfs+json`. */
 export function registerLockRoutes(http: HttpServer, guard: RouteGuard, deps: LockRoutesDeps): void {
   const { locks } = deps;
 

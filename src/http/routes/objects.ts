@@ -23,9 +23,7 @@ export interface ObjectRoutesDeps {
   readonly access: AccessService;
   readonly batch: BatchService;
   readonly transfers: TransferService;
-  /** Access settings: max object size and repository quota. */
   readonly limits?: UploadLimits;
-  /** SVC_S3_PRESIGN (docs/s3.md): signed verify links of presigned uploads. */
   readonly presign?: PresignService;
 }
 
@@ -46,7 +44,6 @@ function checkAccept(ctx: RequestContext): void {
   if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
 }
 
-/** A size from a header: digits only, exact in a double. */
 function parseSizeHeader(value: string): number | null {
   if (!/^\d{1,16}$/.test(value)) return null;
   return Number(value);
@@ -68,9 +65,8 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
   guard.route(http, 'verify', async (ctx, call) => {
     const repo = repoOf(ctx);
     checkAccept(ctx);
-    // A presigned upload's verify link is signed for one object (see PresignService); it is checked
-    // instead of forge credentials, which the client does not send for authenticated objects. The
-    // body (4 KiB at most) is read to know the object; the signature is checked against it below.
+    // A presigned upload's verify link is signed for one object (PresignService) and checked in place
+    // of forge credentials, which the client does not send for authenticated objects.
     const signed = deps.presign?.isSignedVerify(ctx.query) ?? false;
     if (signed) call.admit();
     else await call.authorize(repo);
@@ -134,7 +130,7 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
     const token = tokenFromAuthorization(ctx.header('authorization'));
     const authorized = access.authorizedInLine(token, repo, 'pull') !== null;
     // A clone's GET right after its batch, of a small object, with the token's answer cached: answered
-    // before this handler returns, with no await (docs/performance.md, "A small GET in line").
+    // before this handler returns, with no await.
     if (authorized && ctx.header('range') === '') {
       const held = transfers.openInLine(repo, oid);
       if (held !== undefined) {
@@ -153,10 +149,7 @@ export function registerObjectRoutes(http: HttpServer, guard: RouteGuard, deps: 
     return download(ctx, repo, oid, token, authorized);
   });
 
-  /**
-   * A GET through the store's readers: ranges, large objects, and whatever could not be answered in
-   * line. `authorized`: authorizedInLine granted it already (authorize would only repeat that).
-   */
+  /** A GET through the store's readers; `authorized` when authorizedInLine granted it already. */
   const download = async (ctx: RequestContext, repo: RepoName, oid: Oid, token: string | null, authorized: boolean): Promise<void> => {
     if (!authorized) await access.authorize(token, repo, 'pull', ctx);
     const reader = await transfers.openForDownload(repo, oid);

@@ -6,7 +6,6 @@ import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { digestOf, withObjectPull } from './object-io.js';
 import { forEachLimited } from './worker-tasks.js';
 
-/** One object an audit found wrong. */
 export interface AuditProblem {
   readonly oid: string;
   /** Where it is stored: the shared store, or the repository's legacy folder. */
@@ -14,10 +13,8 @@ export interface AuditProblem {
   readonly detail: string;
 }
 
-/** POST /{org}/{repo}/objects/audit's answer. */
 export interface AuditReport {
   [key: string]: unknown;
-  /** Objects read back (shared and legacy). */
   readonly objects: number;
   readonly bytes: number;
   readonly ok: number;
@@ -25,7 +22,6 @@ export interface AuditReport {
   readonly corrupt: number;
   /** Could not be read as a download would: missing file, I/O error, a damaged frame. */
   readonly unreadable: number;
-  /** True when every object of the repository was read back. */
   readonly complete: boolean;
   /** Objects quarantined by this audit (0 unless it was asked to quarantine). */
   readonly quarantined: number;
@@ -38,15 +34,10 @@ export interface AuditReport {
 }
 
 /**
- * Audit: reads every object of the repository back the way a download does, through the store
- * stack (`store.open`: on a framed object the compress layer checks each frame's BLAKE3 and decodes
- * it; on S3 the bytes come from the bucket), and checks the sha256 of what comes out against the oid
- * and its size against the index; the sha256 runs off the event loop (object-io.ts). Legacy files
- * (disk only) are hashed on the maintenance pool. Read-only unless asked to quarantine (which needs
- * admin; restic's `check` is read-only too); then each bad object is quarantined: the index mark
- * goes first (batch then reports it missing so the next push uploads good bytes, and downloads
- * 404), then `store.quarantine` moves its bytes aside (disk: `quarantine/`; S3: the `quarantine/`
- * prefix); a legacy file is renamed `<oid>.corrupt`. The result is recorded for the repository page.
+ * Audit: reads every object back as a download does (frames checked and decoded) and checks sha256
+ * and size. Read-only unless asked to quarantine (admin): the index mark first (batch reports the
+ * object missing, so the next push uploads good bytes), then `store.quarantine` moves the bytes
+ * aside; a legacy file is renamed `<oid>.corrupt`.
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;
@@ -74,8 +65,8 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
     // An operator must know: clients cannot fetch this object until someone pushes it again.
     deps.log('object quarantined', { level: 'warn', repo: repo.key, oid, layout, problem: kind, detail });
     if (layout === 'shared') {
-      // Mark first: from this instant batch reports it missing and nothing serves it; the file move
-      // after it is repeated by the next upload of the oid if this process dies in between.
+      // Mark first: batch reports it missing from now on; the file move is repeated by the next
+      // upload of the oid if this process dies in between.
       deps.uploads.withdrawGrants(oid);
       await maint.quarantine(oid, repo.key, `${kind}: ${detail}`);
       await store.quarantine(oid);
@@ -127,16 +118,13 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
   };
 }
 
-/** One object read back: its digest and size, or why it could not be read as a download would be. */
 type ReadBack = { readonly outcome: 'ok'; readonly sha256: string; readonly size: number; readonly detail: null } | { readonly outcome: 'unreadable'; readonly sha256: null; readonly size: number; readonly detail: string };
 
-/** Reads an object through the store stack as a download does and hashes what comes out. */
 async function readBack(deps: MaintenanceDeps, oid: Oid, meter: ByteMeter): Promise<ReadBack> {
   const unreadable = (detail: string, size = 0): ReadBack => ({ outcome: 'unreadable', sha256: null, size, detail });
   let reader;
   try {
-    // From the backend, framed objects decoded on the maintenance pool; a small object still only in
-    // the journal is read through the whole stack.
+    // A small object still only in the journal is read through the whole stack.
     reader = (await deps.reader.open(oid)) ?? (await deps.store.open(oid));
   } catch (e) {
     return unreadable((e as Error).message);

@@ -10,11 +10,9 @@ import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { pumpInto, withObjectPull } from './object-io.js';
 import { forEachLimited } from './worker-tasks.js';
 
-/** POST /{org}/{repo}/objects/compress's answer. */
 export interface CompressReport {
   [key: string]: unknown;
   readonly objects: number;
-  /** Re-encoded into the framed form (or, in a dry run, would be). */
   readonly compressed: number;
   readonly already_compressed: number;
   /** Framing would not make them smaller (random data): left as they are. */
@@ -23,7 +21,6 @@ export interface CompressReport {
   readonly skipped: number;
   /** Did not hash to their oid or could not be read: left alone (run an audit). */
   readonly refused: number;
-  /** Stored bytes of the objects considered, before and after (after = as measured in a dry run). */
   readonly bytes_before: number;
   readonly bytes_after: number;
   readonly saved: number;
@@ -33,15 +30,10 @@ export interface CompressReport {
 }
 
 /**
- * Compress: re-encodes the repository's plain objects into the framed zstd form with the one frame
- * encoder (the store's compress layer), whatever the backend. Each object is read through the store
- * stack as a download reads it and written through `compressingStore(backend)` with `replace: true`,
- * its frames compressed on the low-priority maintenance pool: the verify layer checks sha256 and
- * size on the way, so bytes that do not match their oid are refused and never replace anything (run
- * an audit); the framed copy replaces the plain one only once complete and verified (disk: rename
- * over; S3: complete over the key), and only when it is smaller; then the index learns its stored
- * size. A dry run writes the same way into a backend that only counts (measuringStore), so the
- * saving it reports is the one a real run makes.
+ * Compress: re-encodes the repository's plain objects into the framed zstd form through
+ * `compressingStore(backend)` with `replace: true`, frames on the low-priority maintenance pool. The
+ * verify layer refuses bytes that do not match their oid; the framed copy replaces the plain one only
+ * once complete, verified and smaller. A dry run writes into a backend that only counts (measuringStore).
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
   const { store, backend, maint, objects, tasks } = deps;
@@ -133,17 +125,10 @@ export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun:
   };
 }
 
-/**
- * The backend as the compress job writes to it: a re-encoded copy replaces the stored plain one only
- * when it takes fewer bytes (random data framed is larger: rewriting it would cost a write and save
- * nothing), so a writer that was handed as many bytes as the plain object has is aborted at finish
- * and reports what it would have stored. Everything else goes straight to the backend.
- */
+/** The backend as the compress job writes it: a copy replaces the plain one only if it takes fewer bytes, else it is aborted at finish and reports its size. */
 class SmallerOnly extends ForwardingBlobStore {
-  /** Plain size of each object being re-encoded (expect()), whenever the layers above create its writer. */
   readonly #limits = new Map<string, number>();
 
-  /** The plain size of `oid`, which is being re-encoded; call the returned function when it is done. */
   expect(oid: Oid, plainSize: number): () => void {
     this.#limits.set(oid, plainSize);
     return () => this.#limits.delete(oid);

@@ -4,7 +4,6 @@ import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { forEachLimited } from './worker-tasks.js';
 import { adoptVerifiedFile } from './adopt-object.js';
 
-/** POST /{org}/{repo}/objects/dedupe's answer. */
 export interface DedupeReport {
   [key: string]: unknown;
   /** Legacy files found (named as an oid, in their shard folders). */
@@ -17,12 +16,7 @@ export interface DedupeReport {
   readonly already_shared: number;
   /** Bytes freed by dropping duplicates of shared objects. */
   readonly bytes_freed: number;
-  /**
-   * Files refused: those that do not hash to their name (never enter the shared store; renamed
-   * `<oid>.refused`, listed in refused_objects), and files that are not named `ab/cd/<oid>` at all
-   * (another server's layout copied in as is, such as Gitea's `ab/cd/<oid[4:]>`: left where they
-   * are and listed in refused_files; `import` reads those layouts).
-   */
+  /** Files refused: not hashing to their name (renamed `<oid>.refused`), or not named `ab/cd/<oid>` (left in place). */
   readonly refused: number;
   /** Files that could not be read: left where they are. */
   readonly unreadable: number;
@@ -35,14 +29,9 @@ export interface DedupeReport {
 }
 
 /**
- * Dedupe: folds the repository's legacy files (`repos/{org}/{repo}/ab/cd/<oid>`, docs/maintenance.md) into the
- * shared store (disk only: on a backend without a legacy layout it reports an empty folder). Each
- * file is hashed on the worker pool; one that does not match its name never
- * enters the shared store. Files not named so at all are reported as refused, never passed over. A
- * matching one is hard-linked under `objects/` (no copy) when the store
- * does not hold the oid yet, its directory fsync'd, then the reference recorded, and only then the
- * legacy name removed — so at every instant the object is served from one place or the other, and a
- * second run finishes whatever a killed one left.
+ * Dedupe: folds the repository's legacy files (docs/maintenance.md) into the shared store (disk only).
+ * A file that does not hash to its name never enters it; a match is hard-linked under `objects/`, the
+ * reference recorded, and only then the legacy name removed, so a killed run loses nothing.
  */
 export async function runDedupe(deps: MaintenanceDeps, repo: RepoName, ctx: JobContext): Promise<DedupeReport> {
   const { tasks } = deps;

@@ -9,64 +9,43 @@ import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { pumpInto } from './object-io.js';
 import { forEachLimitedAsync } from './worker-tasks.js';
 
-/** Source files are read in chunks of this size (one buffer per file being imported). */
 const READ_CHUNK = 1 << 20;
 
 /** Why an import refused a file: a StrayReason, or the two found by reading it. */
 export type RefusedReason = Exclude<StrayReason, 'set_aside'> | 'digest_mismatch' | 'unreadable';
 
-/** POST /{org}/{repo}/objects/import's answer. */
 export interface ImportReport {
   [key: string]: unknown;
   readonly layout: ImportLayout;
-  /** The folder read, as named relative to SVC_IMPORT_DIR ('' for the folder itself). */
   readonly source: string;
   readonly dry_run: boolean;
-  /** Every file met under the source folder: imported + refused + vanished. */
   readonly files: number;
-  /** Files removed from the source folder between its listing and their reading. */
   readonly vanished: number;
-  /** Objects now referenced by the repository (dry run: that would be). */
   readonly imported: number;
-  /** Of those, copied into the shared store because it did not hold the oid. */
   readonly copied: number;
-  /** Of those, already in the shared store: only the repository's reference was recorded. */
   readonly already_stored: number;
-  /** Logical bytes of the objects imported. */
   readonly bytes: number;
-  /** Bytes copied into the shared store. */
   readonly bytes_copied: number;
   /** Files not imported: never silently passed over. */
   readonly refused: number;
   /** Refused files by reason (the counts are complete; the list stops at LISTED_MAX). */
   readonly refused_by_reason: Partial<Record<RefusedReason, number>>;
   readonly refused_files: readonly { readonly path: string; readonly reason: RefusedReason; readonly oid?: string }[];
-  /** False when the server stopped the job before every file was read. */
   readonly complete: boolean;
 }
 
-/** What to import: the source folder (already resolved inside SVC_IMPORT_DIR) and how it is laid out. */
 export interface ImportRequest {
   readonly layout: ImportLayout;
-  /** Real path of the folder, from resolveImportSource. */
   readonly path: string;
-  /** The folder as the request named it, for the report. */
   readonly source: string;
   readonly dryRun: boolean;
 }
 
 /**
- * Import: reads another LFS server's content folder (Gitea/Forgejo, GitLab, lfs-test-server, or a
- * git-lfs client's `.git/lfs/objects`) and records every object in it for `repo`. The source is
- * only read. Each file is written through the store stack exactly as an upload is (every backend:
- * the verify layer hashes the bytes as they go, the compress layer frames them when compression is
- * on), so what is checked is what is stored, and it becomes visible under its oid only when its
- * sha256 is the oid its path names; then the reference is recorded. When the store already holds the
- * oid the file is still hashed (on the maintenance pool), and only the reference is recorded. A file
- * that is not named as an object of the layout, does not hash to its name or cannot be read is
- * refused and reported, never passed over. The folder is walked twice (first to count files and
- * bytes for the progress, then to import), one folder at a time, so memory stays bounded whatever
- * its size. Running it again is safe: what is already imported is found already stored.
+ * Import: reads another LFS server's content folder (read only) and records every object for `repo`.
+ * Each file goes through the store stack as an upload does, so it is visible only when its sha256 is
+ * the oid its path names; a bad file is refused and reported, never passed over. Walked twice (count,
+ * then import), one folder at a time, so memory stays bounded; safe to run again.
  */
 export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: ImportRequest, ctx: JobContext): Promise<ImportReport> {
   const { objects, tasks } = deps;
@@ -100,7 +79,6 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
     files++;
     ctx.progress.objectDone(e.kind === 'object' ? e.size : 0);
   };
-  /** The store holds good bytes of `oid` now (a hint: what decides is the check inside asUpload below). */
   const held = async (oid: Oid): Promise<boolean> => (await objects.findShared(oid)) !== null && !(await objects.isQuarantined(oid));
 
   const complete = await forEachLimitedAsync(walkLayout(req.path, form), tasks.parallelism, ctx.signal, async (e) => {
@@ -173,11 +151,7 @@ export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: Impo
   };
 }
 
-/**
- * Writes a source file through the store stack as an upload of `oid` (the uploads' deletion gate:
- * retain neither deletes the oid meanwhile nor is raced by it), then records the reference. A full
- * store or any other write failure fails the job; what is wrong with the source file is returned.
- */
+/** Writes a source file as an upload of `oid`, then records the reference; a write failure fails the job, a bad file is returned. */
 async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: string): Promise<PutResult | 'missing' | 'unreadable' | 'digest_mismatch'> {
   let fh;
   try {
@@ -199,12 +173,11 @@ async function storeFile(deps: MaintenanceDeps, repo: RepoName, oid: Oid, path: 
     }
   };
   try {
-    // New object bytes, as an upload's: refused (the job fails with 507) where they would enter the disk's reserve.
+    // New object bytes, as an upload's: refused (507) where they would enter the disk's reserve.
     deps.uploads.admitBytes((await fh.stat()).size);
     return await deps.uploads.asUpload(oid, async (upload) => {
-      // As an upload does: a quarantined oid's bad bytes go aside so these are stored, not "already held".
+      // As an upload: a quarantined oid's bad bytes go aside so these are stored.
       if (await deps.objects.isQuarantined(oid)) await deps.store.quarantine(oid);
-      // As an upload's, its reference goes into the journal with the bytes where the store keeps one.
       const journal = deps.store.journal;
       const writer = journal === null ? await deps.store.createWriter(oid, { expectedSize: null }) : await journal.createWriter(repo.key, oid, { expectedSize: null });
       const put = await pumpInto(pull, writer, () => undefined);

@@ -5,24 +5,15 @@ import type { BlobReader, ObjectWriter, PutResult } from '../../store/types.js';
 /** Pulls the next chunk (valid until the next pull), null at the end. */
 export type Pull = () => Promise<Uint8Array | null>;
 
-/**
- * Objects up to this size are hashed on the calling thread: a round trip to the hasher costs
- * more than hashing a MiB (~0.5 ms).
- */
+/** Objects up to this size are hashed on the calling thread: cheaper than a round trip to the hasher. */
 const INLINE_MAX = 1 << 20;
 /** Shared blocks handed to the hasher, and how many one object may have there at once. */
 const BLOCK = 1 << 20;
 const DEPTH = 4;
-/** Idle blocks kept for the next object (a few jobs' worth); more are left to the GC. */
 const KEEP = 32;
 const idle: Buffer[] = [];
 
-/**
- * sha256 of everything `pull` yields, without putting the hash on this thread for large objects:
- * chunks are copied (one memcpy each) into blocks of shared memory, and each full block is hashed in
- * place by the `Hasher` port (off this thread), at most DEPTH blocks per object at a time, so memory
- * is bounded whatever the object's size. `onBytes` gets the running count after every chunk.
- */
+/** sha256 of what `pull` yields; large objects hashed off this thread in shared blocks, at most DEPTH per object, so memory stays bounded. */
 export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {
   let count = 0;
   if (size <= INLINE_MAX) {
@@ -78,7 +69,6 @@ export async function digestOf(pull: Pull, size: number, hasher: Hasher, onBytes
   }
 }
 
-/** A whole object read as a download reads it (ranged read of every byte), pulled chunk by chunk. */
 export async function withObjectPull<T>(reader: BlobReader, use: (pull: Pull) => Promise<T>): Promise<T> {
   if (reader.size === 0) return use(async () => null);
   const src = reader.read(0, reader.size - 1);
@@ -89,11 +79,7 @@ export async function withObjectPull<T>(reader: BlobReader, use: (pull: Pull) =>
   }
 }
 
-/**
- * Streams everything `pull` yields into `writer` with backpressure (waits for onDrain when write
- * says so), then finishes it; aborts it on any failure. The writer copies each chunk (no release
- * callback), since a pulled chunk is only valid until the next pull.
- */
+/** Streams what `pull` yields into `writer` with backpressure, then finishes it (aborts on failure); the writer copies each chunk, valid only until the next pull. */
 export async function pumpInto(pull: Pull, writer: ObjectWriter, onBytes: (n: number) => void): Promise<PutResult> {
   let drained: (() => void) | null = null;
   writer.onDrain(() => {

@@ -6,16 +6,9 @@ import type { HashFileResult } from '../../workers/maintenance.worker.js';
 const WORKER_FILE = new URL('../../workers/maintenance.worker.js', import.meta.url);
 
 /**
- * The maintenance jobs' whole-file tasks, on a pool of their own whose threads run at a lower OS
- * priority (maintenance.worker.ts lowers its thread's priority when it loads). Measured on 2 cores:
- * sharing the upload pool and leaving it one thread capped an audit at one core and still doubled
- * the HTTP thread's p99, because the audit thread competed with it at equal priority; a low-priority
- * pool can use every core when the server is idle and yields them to requests and to upload frame
- * work the moment they need CPU. At most `threads` whole-file tasks are queued at once.
- *
- * It is also the compress job's `FrameCodec`: the one frame encoder (the store's compress layer)
- * runs its frames here, at the lower priority, instead of on the transfer pool. Frame tasks are not
- * gated: the compress layer bounds its own frames in flight. The composition root owns and closes it.
+ * The maintenance jobs' whole-file tasks, on a pool whose threads run at a lower OS priority
+ * (maintenance.worker.ts): every core when idle, yielded at once to requests and upload frame work.
+ * Also the compress job's `FrameCodec`; frame tasks are not gated (the compress layer bounds its own).
  */
 export class WorkerTasks implements FrameCodec {
   readonly #pool: WorkerPool;
@@ -28,7 +21,6 @@ export class WorkerTasks implements FrameCodec {
     this.#permits = Math.max(1, threads);
   }
 
-  /** Load of the maintenance pool, for the dashboard. */
   get stats(): WorkerPool['stats'] {
     return this.#pool.stats;
   }
@@ -59,21 +51,16 @@ export class WorkerTasks implements FrameCodec {
     return this.#gated(() => this.#pool.run<HashFileResult>('hashFile', { path, meter: meter?.buffer }));
   }
 
-  /** One frame compressed on the maintenance pool (maintenance.worker.ts re-exports compressFrame). */
   compress(task: CompressTask): Promise<CompressResult> {
     return this.#pool.compress(task);
   }
 
-  /** One frame checked and decoded on the maintenance pool. */
   decode(task: DecodeTask): Promise<DecodeResult> {
     return this.#pool.decode(task);
   }
 }
 
-/**
- * Runs `fn` over `items` with at most `limit` at once, in order of start. Stops starting new items
- * once `signal` is aborted; returns false when it stopped early.
- */
+/** Runs `fn` over `items`, at most `limit` at once; stops starting new ones once `signal` aborts (then returns false). */
 export async function forEachLimited<T>(items: readonly T[], limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
   let next = 0;
   const lane = async (): Promise<void> => {
@@ -83,10 +70,7 @@ export async function forEachLimited<T>(items: readonly T[], limit: number, sign
   return next >= items.length && !signal.aborted;
 }
 
-/**
- * forEachLimited over items that arrive one by one (a folder walk), so they are never all in memory.
- * The iterator is closed at the end, also when the signal stopped the work early.
- */
+/** forEachLimited over items that arrive one by one (a folder walk); the iterator is closed at the end. */
 export async function forEachLimitedAsync<T>(items: AsyncIterable<T>, limit: number, signal: AbortSignal, fn: (item: T) => Promise<void>): Promise<boolean> {
   const it = items[Symbol.asyncIterator]();
   let ended = false;

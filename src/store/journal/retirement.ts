@@ -1,13 +1,10 @@
 /** A retirement round running longer than this is reported (it holds segments on disk meanwhile). */
 const RETIRE_STALL_MS = 60_000;
-/** How often a round is started (none while one runs). */
 const RETIRE_EVERY_MS = 1000;
 
 type Log = (msg: string, fields: object) => void;
 
-/** What the scheduler drives: the journaling store (JournalingBlobStore). */
 export interface Retirable {
-  /** One round; see JournalingBlobStore.retire. */
   retire(): Promise<number>;
   /** What the running round is doing, for the warning of one that does not finish. */
   readonly retireStep: string;
@@ -16,9 +13,8 @@ export interface Retirable {
 }
 
 /**
- * Runs the journal's retirement every second, one round at a time, from construction until `stop`:
- * a round that fails (a full disk) is retried the next second, said once and again when it
- * recovers; one that runs past RETIRE_STALL_MS is reported with the step it is in.
+ * Runs the journal's retirement every second, one round at a time, until `stop`: a failed round (a
+ * full disk) is retried, said once and again on recovery; one past RETIRE_STALL_MS is reported.
  */
 export class RetirementScheduler {
   readonly #journal: Retirable;
@@ -26,9 +22,7 @@ export class RetirementScheduler {
   readonly #timer: NodeJS.Timeout;
   #running: Promise<void> | null = null;
   #started = 0;
-  /** A round that has not finished in RETIRE_STALL_MS: said once, and again when it ends. */
   #stalled = false;
-  /** A full disk fails every try: said once, and again when it recovers. */
   #failing = false;
   #deferred: number;
 
@@ -72,7 +66,6 @@ export class RetirementScheduler {
       });
   }
 
-  /** Starts no more rounds and waits for the running one to end. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     await this.#running;

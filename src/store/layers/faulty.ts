@@ -17,14 +17,10 @@ export type FaultPoint = 'createWriter' | 'finish' | 'open' | 'stat' | 'delete' 
 
 /** What FaultyBlobStore breaks. Faults hold for every call until `heal()`; an empty plan forwards everything. */
 export interface FaultPlan {
-  /** These operations reject (or throw) instead of reaching the store below. */
   readonly fail?: readonly FaultPoint[];
   /** A writer fails at the write() that takes it past this many bytes (that chunk is not forwarded). */
   readonly writeAfter?: number;
-  /**
-   * Where that failure shows: thrown by the write() itself ('write', the default), or held and
-   * returned by finish() ('finish'), the way a disk's queued write error surfaces only later.
-   */
+  /** Thrown by write() itself ('write', the default) or held for finish() ('finish'), as a disk's queued write error surfaces later. */
   readonly writeFailsAt?: 'write' | 'finish';
   /** A chunk source fails at the next() that would take it past this many bytes. */
   readonly readAfter?: number;
@@ -32,14 +28,10 @@ export interface FaultPlan {
   readonly code?: string;
 }
 
-/**
- * The error the faulty layer throws: shaped like a failed system call (`code`, `syscall`), so the
- * layers above and the HTTP boundary treat it as they would a real I/O error.
- */
+/** Shaped like a failed system call (`code`, `syscall`), so the layers above treat it as a real I/O error. */
 export class InjectedFault extends Error {
   readonly code: string;
   readonly syscall: string;
-  /** Brand that survives a wrapping layer's `cause` (see isInjectedFault). */
   readonly injected = true;
 
   constructor(point: string, code: string) {
@@ -50,7 +42,7 @@ export class InjectedFault extends Error {
   }
 }
 
-/** Whether `e`, or an error it wraps (`cause`, as a layer above may wrap it), was injected by FaultyBlobStore. */
+/** Whether `e`, or an error it wraps (`cause`), was injected by FaultyBlobStore. */
 export function isInjectedFault(e: unknown): e is InjectedFault {
   for (let at = e, depth = 0; typeof at === 'object' && at !== null && depth < 8; depth++) {
     if ((at as { injected?: unknown }).injected === true) return true;
@@ -60,13 +52,11 @@ export function isInjectedFault(e: unknown): e is InjectedFault {
 }
 
 /**
- * Test-only fault injection as a store layer (docs/storage-contract.md; after
- * https://github.com/jasonwhite/rudolfs/blob/master/src/storage/faulty.rs):
- * wraps any BlobStore and, where its plan says so, fails an operation with an InjectedFault instead
- * of reaching the store below; everything else, capabilities included, is forwarded untouched. A
- * write that fails aborts the writer below at once, so the store below is left as clean as after
- * any other failed upload: a stack such as verify(faulty(disk)) can then be checked for "nothing
- * left behind", and for being usable again once healed. Never part of a production stack.
+ * Test-only fault injection as a store layer (after
+ * https://github.com/jasonwhite/rudolfs/blob/master/src/storage/faulty.rs): fails an operation with
+ * an InjectedFault where its plan says so; everything else is forwarded. A failed write aborts the
+ * writer below at once, so a stack such as verify(faulty(disk)) can be checked for "nothing left
+ * behind" and for working again once healed. Never part of a production stack.
  */
 export class FaultyBlobStore implements BlobStore {
   readonly #inner: BlobStore;
@@ -78,7 +68,7 @@ export class FaultyBlobStore implements BlobStore {
     this.#plan = plan;
   }
 
-  /** The plan in force (read live: a fault set while a writer or reader is open applies to it). */
+  /** Read live: a fault set while a writer or reader is open applies to it. */
   get plan(): FaultPlan {
     return this.#plan;
   }
@@ -88,27 +78,22 @@ export class FaultyBlobStore implements BlobStore {
     return this.#injected;
   }
 
-  /** Replaces the whole plan. */
   setPlan(plan: FaultPlan): void {
     this.#plan = plan;
   }
 
-  /** Forgets every fault: the store forwards everything again. */
   heal(): void {
     this.#plan = {};
   }
 
-  /** Writers fail at the write() that takes them past `bytes` (see FaultPlan.writeFailsAt). */
   failWriteAfter(bytes: number, at: 'write' | 'finish' = 'write'): void {
     this.#plan = { ...this.#plan, writeAfter: bytes, writeFailsAt: at };
   }
 
-  /** Chunk sources fail once they would return more than `bytes`. */
   failReadAfter(bytes: number): void {
     this.#plan = { ...this.#plan, readAfter: bytes };
   }
 
-  /** `point` fails on every call until healed. */
   fail(point: FaultPoint): void {
     this.#plan = { ...this.#plan, fail: [...(this.#plan.fail ?? []), point] };
   }
@@ -118,12 +103,10 @@ export class FaultyBlobStore implements BlobStore {
     this.fail('finish');
   }
 
-  /** open() rejects. */
   failOpen(): void {
     this.fail('open');
   }
 
-  /** delete() rejects, and the object stays. */
   failDelete(): void {
     this.fail('delete');
   }
@@ -145,7 +128,6 @@ export class FaultyBlobStore implements BlobStore {
     return null;
   }
 
-  /** Throws the planned fault for `point`, if any. */
   #check(point: FaultPoint): void {
     if (this.#plan.fail?.includes(point) === true) throw this.#fault(point);
   }
@@ -200,7 +182,6 @@ export class FaultyBlobStore implements BlobStore {
   }
 }
 
-/** What a writer or reader needs of its store: the live plan, and a way to count a fault it throws. */
 interface FaultSource {
   plan(): FaultPlan;
   fault(point: string): InjectedFault;
@@ -211,7 +192,6 @@ class FaultyWriter implements ObjectWriter {
   readonly #faults: FaultSource;
   #given = 0;
   #failure: InjectedFault | null = null;
-  /** The abort of the writer below, started the moment a write failed. */
   #aborting: Promise<void> | null = null;
 
   constructor(inner: ObjectWriter, faults: FaultSource) {

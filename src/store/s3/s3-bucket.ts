@@ -3,33 +3,26 @@ import { discard, S3ResponseError, type S3Client } from './s3-client.js';
 /** Object metadata marking framed bytes (WriterOptions.framed): readers need not probe for a trailer. */
 export const FORMAT_META = { name: 'x-amz-meta-stowage-format', value: 'frames-v1' } as const;
 
-/**
- * Object metadata of a trash copy: the ETag the copied key had. A reader that opened that version
- * falls back to the trash copy only when it is the same version (not a later one of the same oid).
- */
+/** A trash copy's metadata: the ETag the copied key had, so a reader falls back to it only for the version it opened. */
 export const SOURCE_ETAG_META = 'x-amz-meta-stowage-etag';
 
 /** S3's largest CopyObject and largest part of UploadPartCopy (CopyObject API reference). */
 export const MAX_COPY_SIZE = 5 * 1024 ** 3;
 const MAX_PARTS = 10_000;
 
-/** A key as HEAD sees it. */
 export interface KeyHead {
   readonly size: number;
   /** Without quotes; null when the store sends none. */
   readonly etag: string | null;
-  /** The key holds framed bytes (FORMAT_META). */
   readonly framed: boolean;
 }
 
-/** A key as ListObjectsV2 lists it. */
 export interface ListedKey {
   readonly key: string;
   readonly size: number;
   readonly lastModifiedMs: number;
 }
 
-/** A multipart upload as ListMultipartUploads lists it. */
 export interface ListedUpload {
   readonly key: string;
   readonly uploadId: string;
@@ -44,11 +37,7 @@ export interface S3BucketOptions {
   readonly copyPartSize?: number;
 }
 
-/**
- * Key-level operations on the bucket that the store, the presigner and the sweep share: HEAD,
- * DELETE, server-side copy (one CopyObject, or UploadPartCopy for keys over the copy limit),
- * and paginated listings of keys and of multipart uploads.
- */
+/** Key-level bucket operations shared by the store, the presigner and the sweep. */
 export class S3Bucket {
   readonly #client: S3Client;
   readonly #pageSize: number;
@@ -60,7 +49,6 @@ export class S3Bucket {
     this.#copyPartSize = Math.min(options.copyPartSize ?? MAX_COPY_SIZE, MAX_COPY_SIZE);
   }
 
-  /** Null when the key does not exist. */
   async head(key: string, headers?: Record<string, string>): Promise<(KeyHead & { readonly headers: Record<string, string | string[] | undefined> }) | null> {
     const r = await this.#client.send({ method: 'HEAD', key, accept: [404], headers });
     await discard(r.body);
@@ -74,11 +62,7 @@ export class S3Bucket {
     await discard(r.body);
   }
 
-  /**
-   * Server-side copy of `from` (of `size` bytes) to `to`, with exactly `metadata` (x-amz-meta-*)
-   * on the copy; with `ifMatch`, only of that version of `from`. Throws S3ResponseError 404 when
-   * `from` does not exist, 412 when it is another version.
-   */
+  /** Server-side copy with exactly `metadata`; with `ifMatch`, only of that version (404 when gone, 412 when another). */
   async copy(from: string, to: string, size: number, metadata: Readonly<Record<string, string>>, ifMatch: string | null = null): Promise<void> {
     const source: Record<string, string> = { 'x-amz-copy-source': `/${this.#client.bucket}/${from.split('/').map(encodeURIComponent).join('/')}` };
     if (ifMatch !== null) source['x-amz-copy-source-if-match'] = `"${ifMatch}"`;
@@ -114,7 +98,6 @@ export class S3Bucket {
     }
   }
 
-  /** CompleteMultipartUpload with the parts' ETags in order. */
   async completeUpload(key: string, uploadId: string, etags: readonly string[]): Promise<void> {
     const xml = `<CompleteMultipartUpload>${etags.map((e, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${escapeXml(e)}</ETag></Part>`).join('')}</CompleteMultipartUpload>`;
     const r = await this.#client.sendText({ method: 'POST', key, query: [['uploadId', uploadId]], headers: { 'content-type': 'application/xml' }, body: xml });
@@ -127,7 +110,7 @@ export class S3Bucket {
     await discard(r.body);
   }
 
-  /** Every key under `prefix`, page by page (ListObjectsV2 continuation tokens): memory per page only. */
+  /** Every key under `prefix`, page by page: memory per page only. */
   async *list(prefix: string): AsyncGenerator<ListedKey> {
     let token: string | null = null;
     do {
@@ -143,7 +126,6 @@ export class S3Bucket {
     } while (token !== null);
   }
 
-  /** Multipart uploads under `prefix` (ListMultipartUploads, key and upload-id markers). */
   async *listUploads(prefix: string): AsyncGenerator<ListedUpload> {
     let markers: [string, string] | null = null;
     do {
@@ -163,12 +145,10 @@ export class S3Bucket {
   }
 }
 
-/** True for the S3 "no such key" answer (a copy or read of a key that is gone). */
 export function isNotFound(e: unknown): boolean {
   return e instanceof S3ResponseError && e.status === 404;
 }
 
-/** True for S3's 412: a conditional request (If-Match) found another version. */
 export function isPreconditionFailed(e: unknown): boolean {
   return e instanceof S3ResponseError && e.status === 412;
 }

@@ -2,23 +2,17 @@ import { createHash, randomBytes } from 'node:crypto';
 import { parseOid, shardPath, type Oid } from '../../protocol/oid.js';
 
 /**
- * The bucket layout under the configured prefix (docs/s3.md). Every key is built here from an Oid
- * (64 hex digits, by its brand) or a hash, so no client-supplied text ever becomes part of a key.
- * - `objects/ab/cd/<oid>`: the shared, content-addressed keyspace (what `list()` walks);
- * - `incoming/<repo hash>/<oid>`: presigned uploads, unverified, until promoteIncoming();
- * - `staging/<name>.<random>`: promotion copies and probes, never visible as objects;
- * - `trash/ab/cd/<oid>`: the last deleted (or replaced) copy, kept for readers opened before;
- * - `quarantine/<oid>.<ms>`: bad copies moved aside by an audit, kept for inspection.
+ * The bucket layout under the prefix (docs/s3.md). Every key is built from an Oid or a hash, never
+ * from client text: `objects/` (shared), `incoming/` (presigned, unverified), `staging/`, `trash/`
+ * (the last replaced copy, for open readers) and `quarantine/`.
  */
 export class S3Keys {
-  /** '' or ending with '/'. */
   readonly prefix: string;
 
   constructor(prefix: string) {
     this.prefix = prefix;
   }
 
-  /** The folders, as key prefixes (see the class comment for what each holds). */
   get objects(): string {
     return `${this.prefix}objects/`;
   }
@@ -35,7 +29,6 @@ export class S3Keys {
     return `${this.prefix}quarantine/`;
   }
 
-  /** Final key of an oid. */
   object(oid: Oid): string {
     return `${this.objects}${shardPath(oid)}`;
   }
@@ -55,12 +48,10 @@ export class S3Keys {
     return `${this.incoming}${repo}/${oid}`;
   }
 
-  /** A fresh key no link can write (random suffix). */
   stagingOf(name: string): string {
     return `${this.staging}${name}.${randomBytes(8).toString('hex')}`;
   }
 
-  /** The oid of an `objects/ab/cd/<oid>` key with a matching shard, or null for anything else in that folder. */
   oidOfObjectKey(key: string): Oid | null {
     if (!key.startsWith(this.objects)) return null;
     const m = /^([0-9a-f]{2})\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key.slice(this.objects.length));

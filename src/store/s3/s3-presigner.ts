@@ -10,12 +10,7 @@ import { MAX_PRESIGN_SECONDS } from './sigv4.js';
 /** Largest object one presigned PUT may carry (S3's single-PUT limit); larger ones are proxied. */
 export const MAX_PRESIGNED_PUT = 5 * 1024 ** 3;
 
-/**
- * The S3 store's Presigner capability (docs/behaviour.md, "Object storage (S3)"): presigned GETs of shared keys,
- * presigned PUTs to per-repository landing keys, and the promotion of a landing object into the
- * shared keyspace once the server has confirmed its size and sha256. compressFrom is null here:
- * the backend stores bytes as given; a compress layer wrapping it reports its own threshold.
- */
+/** The S3 store's Presigner (docs/behaviour.md, "Object storage (S3)"): presigned GETs, PUTs to landing keys, and promotion once size and sha256 are confirmed. */
 export class S3Presigner implements Presigner {
   readonly compressFrom = null;
   readonly maxPresignedPut = MAX_PRESIGNED_PUT;
@@ -23,7 +18,6 @@ export class S3Presigner implements Presigner {
   readonly #client: S3Client;
   readonly #bucket: S3Bucket;
   readonly #keys: S3Keys;
-  /** True when the bucket refuses a PUT whose body does not match x-amz-checksum-sha256 (probed). */
   #checksumEnforced = false;
 
   constructor(client: S3Client, bucket: S3Bucket, keys: S3Keys) {
@@ -36,12 +30,7 @@ export class S3Presigner implements Presigner {
     return this.#checksumEnforced;
   }
 
-  /**
-   * Start-up probe: does the bucket refuse a body that does not match `x-amz-checksum-sha256`?
-   * AWS S3 does; several S3-compatible stores ignore the header. Only when it does is the header
-   * bound into presigned PUTs and trusted at promotion; otherwise promotion hashes the bytes itself.
-   * An unreachable bucket counts as "not enforced", the safe side.
-   */
+  /** Start-up probe: does the bucket enforce `x-amz-checksum-sha256`? Some S3-compatible stores do not; then promotion hashes. Unreachable counts as no. */
   async probeChecksumEnforcement(): Promise<boolean> {
     const key = this.#keys.stagingOf('.checksum-probe');
     const wrong = createHash('sha256').update('not the body').digest('base64');
@@ -92,7 +81,6 @@ export class S3Presigner implements Presigner {
     try {
       await this.#bucket.copy(incoming, staging, size, {});
     } catch (e) {
-      // A concurrent verify of the same upload took it first.
       if (isNotFound(e)) throw lfsError('LFS_ERR_OBJECT_NOT_FOUND');
       throw e;
     }

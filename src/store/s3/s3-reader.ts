@@ -8,18 +8,13 @@ export interface ReadTarget {
   readonly key: string;
   /** The trash key: delete() and a replacing write copy the key there before it changes. */
   readonly fallbackKey: string;
-  /** ETag of the opened version (without quotes); null when the store sends none. */
   readonly etag: string | null;
 }
 
 /**
- * Bytes [start, end] of one object version through a ranged GET. The body is pulled chunk by chunk,
- * so undici stops reading the socket while the client is slow (read-ahead bounded by the stream's
- * high-water mark); close() destroys the body, ending the request.
- *
- * A read never observes a later delete or replacement (types.ts BlobReader): the GET carries
- * `If-Match` with the opened ETag, and when the key is gone (404) or holds another version (412),
- * the same range is read from the trash copy, provided that copy is of the opened version.
+ * Bytes [start, end] of one object version by ranged GET, pulled so undici stops reading while the
+ * client is slow. A read never sees a later delete or replacement (types.ts BlobReader): the GET
+ * carries `If-Match`, and on 404 or 412 reads the trash copy if it is the opened version.
  */
 export class S3ChunkSource implements ChunkSource {
   readonly #client: S3Client;
@@ -46,8 +41,7 @@ export class S3ChunkSource implements ChunkSource {
     if (this.#closed || this.#received >= this.#length) return null;
     if (this.#iter === null) {
       this.#reply = await this.#get();
-      // Some S3-compatible stores answer a one-byte Range (`bytes=0-0`) with the whole object (as a
-      // 200, or as a 206 whose Content-Range says so): what was sent is read from where it starts.
+      // Some S3-compatible stores answer a one-byte Range with the whole object: read from where it starts.
       const sent = sentRange(this.#reply, this.#start);
       if (sent.start > this.#start || sent.end < this.#start + this.#length - 1) throw new Error(`the bucket sent bytes ${sent.start}-${sent.end}, not the range asked for (${this.#range})`);
       this.#skip = this.#start - sent.start;
@@ -69,7 +63,6 @@ export class S3ChunkSource implements ChunkSource {
         chunk = chunk.subarray(drop);
         if (chunk.byteLength === 0) continue;
       }
-      // More than asked for (a wider answer, see above): the rest is not wanted; close() ends the request.
       if (this.#received + chunk.byteLength > this.#length) chunk = chunk.subarray(0, this.#length - this.#received);
       this.#received += chunk.byteLength;
       return chunk;
@@ -97,7 +90,6 @@ export class S3ChunkSource implements ChunkSource {
   }
 }
 
-/** The bytes an answer to a ranged GET carries: its Content-Range, or the whole object for a 200. */
 function sentRange(reply: S3Reply, asked: number): { start: number; end: number } {
   const length = Number(reply.headers['content-length']);
   if (reply.status === 200) return { start: 0, end: length - 1 };

@@ -11,21 +11,15 @@ const MAX_PARTS = 10_000;
 export const MAX_PARTS_IN_FLIGHT = 2;
 /** Pauses between attempts at aborting a given-up multipart upload (about 5 minutes in all). */
 const ABORT_PAUSES_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000, 60_000, 60_000, 60_000, 60_000];
-/** Part buffers are reused across uploads; a few idle ones are kept. */
 const partBuffers = new BufferPool(PART_SIZE, 6);
 
-/** How an upload treats a key that already exists when it completes. */
 export interface UploadOptions {
   /** Sent with the PUT or CreateMultipartUpload (x-amz-meta-*). */
   readonly headers?: Readonly<Record<string, string>>;
-  /**
-   * Absent: an existing key is kept and this content dropped (content-addressed: same bytes).
-   * Given: the content overwrites the key, after this has put the existing copy aside (for readers).
-   */
+  /** Absent: an existing key is kept (same content-addressed bytes). Given: the existing copy is put aside for readers, then overwritten. */
   readonly retire?: () => Promise<void>;
 }
 
-/** What a completed upload left in the bucket. */
 export interface UploadResult {
   readonly storedSize: number;
   /** False when the key already existed (same content-addressed bytes) and this copy was dropped. */
@@ -33,13 +27,10 @@ export interface UploadResult {
 }
 
 /**
- * Sequential bytes into one bucket key, never visible there until complete():
- * - content that fits one part is held (at most PART_SIZE) and sent as a single PUT by complete(),
- *   signed with its sha256 so the bucket checks the bytes once more;
- * - larger content goes up as a multipart upload, parts of PART_SIZE from a small pool with at most
- *   MAX_PARTS_IN_FLIGHT uploading; parts stay invisible until CompleteMultipartUpload, which only
- *   complete() sends, and abort() aborts the upload.
- * Memory per upload is bounded by (MAX_PARTS_IN_FLIGHT + 1) × PART_SIZE, whatever the size.
+ * Sequential bytes into one bucket key, never visible there until complete(): content that fits one
+ * part is sent as a single PUT signed with its sha256; larger content goes as a multipart upload
+ * with at most MAX_PARTS_IN_FLIGHT parts uploading. Memory per upload is bounded by
+ * (MAX_PARTS_IN_FLIGHT + 1) × PART_SIZE, whatever the size.
  */
 export class S3Upload {
   readonly #client: S3Client;
@@ -48,7 +39,6 @@ export class S3Upload {
   readonly #headers: Readonly<Record<string, string>>;
   readonly #retire: (() => Promise<void>) | null;
   readonly #partSize: number;
-  /** Size of the whole content when known and smaller than a part: the buffer is sized to it. */
   readonly #smallSize: number | null;
   #buf: ArrayBuffer | null = null;
   #fill = 0;
@@ -58,7 +48,6 @@ export class S3Upload {
   readonly #parts: Promise<void>[] = [];
   #inFlight = 0;
   #listener: (() => void) | null = null;
-  /** ready() callers waiting for a part to settle. */
   #waiters: (() => void)[] = [];
   #failed: unknown = null;
   #done = false;
@@ -75,12 +64,10 @@ export class S3Upload {
     this.#smallSize = expected !== null && expected < this.#partSize ? expected : null;
   }
 
-  /** Parts uploading now. */
   get inFlight(): number {
     return this.#inFlight;
   }
 
-  /** The first failure of a part, if any. */
   get failed(): unknown {
     return this.#failed;
   }
@@ -89,12 +76,10 @@ export class S3Upload {
     return this.#total;
   }
 
-  /** Called each time a part settles (the caller checks inFlight and failed). */
   onSettle(listener: () => void): void {
     this.#listener = listener;
   }
 
-  /** Resolves once fewer than MAX_PARTS_IN_FLIGHT parts are uploading, or one failed. */
   async ready(): Promise<void> {
     while (this.#inFlight >= MAX_PARTS_IN_FLIGHT && this.#failed === null) await new Promise<void>((resolve) => this.#waiters.push(resolve));
     if (this.#failed !== null) throw this.#failed;
@@ -106,7 +91,6 @@ export class S3Upload {
     return this.#partSize === PART_SIZE ? partBuffers.take() : new ArrayBuffer(this.#partSize);
   }
 
-  /** Appends bytes (copied before returning); starts a part whenever one is full. */
   push(bytes: Uint8Array): void {
     if (this.#failed !== null) throw this.#failed;
     this.#total += bytes.byteLength;
@@ -127,7 +111,6 @@ export class S3Upload {
     }
   }
 
-  /** Uploads the current buffer as the next part (creating the multipart upload on the first). */
   #startPart(): void {
     const buf = this.#buf!;
     const len = this.#fill;
@@ -172,10 +155,7 @@ export class S3Upload {
     this.#parts.push(part);
   }
 
-  /**
-   * Makes the content visible under the key. Without `retire`, an existing key is kept (another
-   * repository's upload, a concurrent one: one copy per oid) and `created` is false.
-   */
+  /** Makes the content visible; without `retire` an existing key is kept (one copy per oid) and `created` is false. */
   async complete(): Promise<UploadResult> {
     if (this.#done) throw this.#failed ?? new Error('upload already completed');
     try {
@@ -199,9 +179,8 @@ export class S3Upload {
       await this.#bucket.completeUpload(this.#key, uploadId, this.#etags);
       return { storedSize: this.#total, created: true };
     } catch (e) {
-      // A failed finish leaves nothing either (types.ts ObjectWriter): parts settled, upload aborted.
-      // When the bucket is what failed, the abort goes on in the background: the client gets its
-      // 503 now, not after one more deadline spent on a bucket that does not answer.
+      // A failed finish leaves nothing either (types.ts ObjectWriter). When the bucket failed, the
+      // abort goes on in the background: the client gets its 503 now.
       await Promise.all(this.#parts);
       const aborted = this.#abortUpload();
       if (!isOutage(e)) await aborted;
@@ -212,7 +191,6 @@ export class S3Upload {
     }
   }
 
-  /** False when the key exists and is to be kept; with `retire`, puts the existing copy aside first. */
   async #mayWrite(): Promise<boolean> {
     if (this.#retire !== null) {
       await this.#retire();
@@ -221,12 +199,7 @@ export class S3Upload {
     return (await this.#bucket.head(this.#key)) === null;
   }
 
-  /**
-   * Aborts the multipart upload (if one was created); when the bucket cannot be reached, tried
-   * again in the background with growing pauses, so the parts of an upload given up during an
-   * outage do not wait for the sweep (MIN_SWEEP_AGE_MS). Stores without AbortMultipartUpload keep
-   * them for the sweep or a lifecycle rule. Never rejects.
-   */
+  /** Aborts the multipart upload, if any; an unreachable bucket is retried in the background with growing pauses. Never rejects. */
   async #abortUpload(): Promise<void> {
     if (this.#uploadId === null) return;
     const uploadId = await this.#uploadId.catch(() => null);
@@ -238,7 +211,6 @@ export class S3Upload {
     }
   }
 
-  /** Further attempts at an abort that failed, in the background. Never rejects; holds no process open. */
   async #abortLater(uploadId: string): Promise<void> {
     for (const pause of ABORT_PAUSES_MS) {
       await new Promise((r) => setTimeout(r, pause).unref());
@@ -257,7 +229,6 @@ export class S3Upload {
     }
   }
 
-  /** Gives up: the multipart upload (if any) is aborted, nothing becomes visible. Idempotent. */
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     this.#release();
@@ -268,7 +239,6 @@ export class S3Upload {
   }
 }
 
-/** The bucket did not answer (a 503 from the client, or a connection failure): not worth waiting on now. */
 function isOutage(e: unknown): boolean {
   return (isLfsError(e) && e.code === 'LFS_ERR_NOT_READY') || isTransportError(e);
 }

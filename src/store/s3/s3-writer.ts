@@ -2,10 +2,9 @@ import type { ObjectWriter, PutResult } from '../types.js';
 import { MAX_PARTS_IN_FLIGHT, type S3Upload } from './s3-upload.js';
 
 /**
- * The backend writer of the S3 store: the bytes go to their final key exactly as given (the verify
- * and compress layers above decide what they are), through an S3Upload that makes the key visible
- * only in finish(). Chunks are copied into part buffers, so a `release` is called at once; the
- * caller is paused (write() returns false) while MAX_PARTS_IN_FLIGHT parts upload (docs/architecture.md, "Conventions").
+ * The S3 store's backend writer: bytes exactly as given, through an S3Upload that makes the key
+ * visible only in finish(). Chunks are copied into part buffers (`release` is called at once); write()
+ * returns false while MAX_PARTS_IN_FLIGHT parts upload.
  */
 export class S3Writer implements ObjectWriter {
   readonly #upload: S3Upload;

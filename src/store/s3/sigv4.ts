@@ -1,6 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
 
-/** The keys one request is signed with (from whichever source the credential chain used). */
 export interface S3Credentials {
   readonly accessKeyId: string;
   readonly secretAccessKey: string;
@@ -9,7 +8,6 @@ export interface S3Credentials {
 
 /** Payload hash value that tells S3 the body is not part of the signature (the server hashes it itself). */
 export const UNSIGNED_PAYLOAD = 'UNSIGNED-PAYLOAD';
-/** SHA-256 of the empty body. */
 export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 /** Longest lifetime S3 accepts for a presigned URL (X-Amz-Expires ≤ 604800). */
 export const MAX_PRESIGN_SECONDS = 604_800;
@@ -32,7 +30,6 @@ function sha256Hex(data: string): string {
   return createHash('sha256').update(data, 'utf8').digest('hex');
 }
 
-/** 20240101T000000Z and 20240101 from one instant. */
 function stamps(now: Date): { amzDate: string; day: string } {
   const amzDate = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
   return { amzDate, day: amzDate.slice(0, 8) };
@@ -52,20 +49,15 @@ export interface SignInput {
   readonly host: string;
   readonly path: string;
   readonly query: ReadonlyArray<readonly [string, string]>;
-  /** Headers to sign besides host (names in any case). */
   readonly headers: Readonly<Record<string, string>>;
 }
 
-/** The signing context shared by every request of one client. */
 export interface SignContext {
   readonly credentials: S3Credentials;
   readonly region: string;
 }
 
-/**
- * Signature Version 4 core (https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html):
- * canonical request → string to sign → HMAC chain over date, region, service.
- */
+/** SigV4 (https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html). */
 function signature(ctx: SignContext, input: SignInput, query: ReadonlyArray<readonly [string, string]>, headers: Record<string, string>, payloadHash: string, now: Date): { signedHeaders: string; signature: string; scope: string } {
   const { amzDate, day } = stamps(now);
   const names = Object.keys(headers).sort();
@@ -84,10 +76,6 @@ function lowerHeaders(input: SignInput): Record<string, string> {
   return out;
 }
 
-/**
- * Signs a request with an Authorization header. Returns the headers to send (the given ones plus
- * x-amz-date, x-amz-content-sha256, the session token and Authorization; host is set by undici).
- */
 export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: string, now = new Date()): Record<string, string> {
   const { amzDate } = stamps(now);
   const headers = lowerHeaders(input);
@@ -100,11 +88,7 @@ export function signHeaders(ctx: SignContext, input: SignInput, payloadHash: str
   return headers;
 }
 
-/**
- * A presigned URL (query-string authentication): it carries its own credentials, so whoever holds
- * it may make exactly this request, with exactly the signed headers, until it expires.
- * https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
- */
+/** A presigned URL (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). */
 export function presign(ctx: SignContext, input: SignInput, origin: string, expiresIn: number, now = new Date()): string {
   const { amzDate, day } = stamps(now);
   const headers = lowerHeaders(input);

@@ -1,8 +1,4 @@
-/**
- * What every credential source hands over, and how a source is driven. The sources follow the AWS
- * SDKs' default chain (https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html):
- * environment, web identity, shared files, container endpoint, instance metadata.
- */
+/** Credential sources, in the AWS SDKs' default chain (https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html). */
 
 /** One set of bucket credentials. `expiration` null: they do not expire (static keys). */
 export interface AwsCredentials {
@@ -12,21 +8,14 @@ export interface AwsCredentials {
   readonly expiration: Date | null;
 }
 
-/** One place credentials come from. */
 export interface CredentialSource {
   /** Short name for logs ("environment", "web identity", "instance metadata" …); never a secret. */
   readonly name: string;
-  /**
-   * Fetches the current credentials. Null: this source is not set up here (the chain moves on).
-   * Throws when it is set up but cannot answer; the message never holds a secret or a token.
-   */
+  /** The current credentials; null when not set up here. Throws when set up but failing, never with a secret in the message. */
   load(signal: AbortSignal): Promise<AwsCredentials | null>;
 }
 
-/**
- * A source set up by its part of the configuration (null: not set up here, so load() answers null
- * and the chain moves on); subclasses fetch with the settings.
- */
+/** A source set up by its part of the configuration (null: not set up, so load() answers null). */
 export abstract class ConfiguredSource<C> implements CredentialSource {
   abstract readonly name: string;
   readonly #config: C | null;
@@ -39,19 +28,14 @@ export abstract class ConfiguredSource<C> implements CredentialSource {
     return this.#config === null ? Promise.resolve(null) : this.fetch(this.#config, signal);
   }
 
-  /** Fetches with this source's settings; throws CredentialsError when it cannot. */
   protected abstract fetch(config: C, signal: AbortSignal): Promise<AwsCredentials>;
 }
 
-/** A source that is set up but failed (endpoint down, refusal, malformed answer). */
 export class CredentialsError extends Error {
   override name = 'CredentialsError';
 }
 
-/**
- * Checks the fields every AWS credential answer carries (the IMDS and container JSON use
- * `Token`, STS `SessionToken`); `expiration` must be an ISO 8601 instant when present.
- */
+/** Checks the fields every AWS credential answer carries (`Token` or `SessionToken`; `expiration` ISO 8601). */
 export function credentialsFrom(source: string, accessKeyId: unknown, secretAccessKey: unknown, sessionToken: unknown, expiration: unknown): AwsCredentials {
   if (typeof accessKeyId !== 'string' || accessKeyId === '' || typeof secretAccessKey !== 'string' || secretAccessKey === '') {
     throw new CredentialsError(`${source}: the answer holds no AccessKeyId and SecretAccessKey`);

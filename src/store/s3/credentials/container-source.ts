@@ -7,11 +7,10 @@ import { fetchCredentialText, parseJsonAnswer } from './credential-http.js';
 const CONTAINER_TIMEOUT_MS = 1_000;
 
 /**
- * The container credentials endpoint: ECS task roles (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI against
- * 169.254.170.2) and EKS Pod Identity or other agents (AWS_CONTAINER_CREDENTIALS_FULL_URI, with
- * AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or _TOKEN sent as Authorization). The token file is read at
- * each load, since the agent rotates it. Answer (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html):
- * `{"AccessKeyId","SecretAccessKey","Token","Expiration","RoleArn"}`.
+ * The container credentials endpoint (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html):
+ * ECS task roles (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI) and EKS Pod Identity or other agents
+ * (AWS_CONTAINER_CREDENTIALS_FULL_URI, with the authorization token or token file, read at each load
+ * since the agent rotates it).
  */
 export class ContainerSource extends ConfiguredSource<AwsContainerConfig> {
   readonly name = 'container endpoint';

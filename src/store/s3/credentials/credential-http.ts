@@ -5,22 +5,16 @@ import { CredentialsError } from './aws-credentials.js';
 /** Credential answers are a few KiB; anything larger is not one. */
 const MAX_ANSWER = 64 << 10;
 
-/** One request to a credential endpoint. */
 export interface CredentialRequest {
   readonly method: 'GET' | 'PUT' | 'POST';
   readonly headers?: Readonly<Record<string, string>>;
   readonly body?: string;
   /** Whole request, connect to last byte. */
   readonly timeoutMs: number;
-  /** Aborted when the store closes. */
   readonly signal: AbortSignal;
 }
 
-/**
- * Sends one request to a credential endpoint and returns status and body text. Connections are
- * not kept: these calls come hours apart. Errors name the source and the failure, never a header
- * (the headers carry tokens).
- */
+/** One request to a credential endpoint (no keep-alive: calls come hours apart); errors never name a header, which carries tokens. */
 export async function fetchCredentialText(source: string, url: string, init: CredentialRequest): Promise<{ status: number; text: string }> {
   try {
     const res = await request(url, {
@@ -40,7 +34,6 @@ export async function fetchCredentialText(source: string, url: string, init: Cre
   }
 }
 
-/** Parses a JSON answer into an object, or says which source sent something else. */
 export function parseJsonAnswer(source: string, text: string): Record<string, unknown> {
   try {
     const v = JSON.parse(text) as unknown;

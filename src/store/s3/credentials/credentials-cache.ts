@@ -1,7 +1,6 @@
 import { LfsError } from '../../../errors/errors.js';
 import { CredentialsError, type AwsCredentials, type CredentialSource } from './aws-credentials.js';
 
-/** What the S3 client signs with: current credentials, cheap when held. */
 export interface CredentialsProvider {
   /** Valid credentials; waits for a load when none are held. Throws a 503 LfsError when none can be had. */
   current(): Promise<AwsCredentials>;
@@ -12,10 +11,8 @@ export interface CredentialsProvider {
   close(): void;
 }
 
-/** A logger as util/log.ts has it. */
 export type CredentialsLog = (msg: string, fields?: object) => void;
 
-/** Options of a cache (the defaults are the AWS SDKs' habits). */
 export interface CredentialsCacheOptions {
   readonly log: CredentialsLog;
   /** How long before expiry a refresh starts; half the remaining life when that is shorter. */
@@ -26,7 +23,6 @@ export interface CredentialsCacheOptions {
 const REFRESH_AHEAD_MS = 5 * 60_000;
 /** Credentials are not used in their last moments (a request signed then may arrive after expiry): 5 s, or a tenth of a short life. */
 const EXPIRY_SKEW_MS = 5_000;
-/** Bounds between retries of a failing refresh. */
 const RETRY_MIN_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
 
@@ -34,12 +30,9 @@ const RETRY_MAX_MS = 60_000;
 const RETRY_AFTER = '10';
 
 /**
- * Holds the current credentials of one source and renews them before they expire: ahead of expiry
- * by five minutes, or half the remaining life if shorter; one load in flight at a time. A failed
- * renewal keeps the old credentials in use until they expire (said once in the log, and again
- * when renewal recovers), retried meanwhile; past expiry, requests to the bucket fail with a 503
- * and Retry-After, a storage fault, until a load succeeds. Timers are unref'd: an idle server
- * still renews, and never stays up for it.
+ * Holds the current credentials of one source and renews them ahead of expiry, one load at a time. A
+ * failed renewal keeps the old ones until they expire; then bucket requests get 503 with Retry-After
+ * until a load succeeds.
  */
 export class CredentialsCache implements CredentialsProvider {
   readonly #source: CredentialSource;
@@ -82,7 +75,6 @@ export class CredentialsCache implements CredentialsProvider {
     this.refresh().catch(() => undefined);
   }
 
-  /** Loads new credentials now (the timer's work; joins a load already in flight). */
   refresh(): Promise<AwsCredentials> {
     this.#inflight ??= this.#load().finally(() => (this.#inflight = null));
     return this.#inflight;
@@ -135,7 +127,6 @@ export class CredentialsCache implements CredentialsProvider {
     if (this.#refreshAt !== Infinity) this.#schedule(Math.max(RETRY_MIN_MS, this.#refreshAt - now), () => this.refresh());
   }
 
-  /** Logs the first failure of a run; retries while old credentials last, then lets them expire. */
   #failed(e: unknown): void {
     const held = this.#held !== null && Date.now() < this.#usableUntil;
     if (!held) this.#expire();
@@ -172,7 +163,6 @@ export class CredentialsCache implements CredentialsProvider {
   }
 }
 
-/** No usable credentials: a storage fault the client retries (503, Retry-After), never a 500. */
 function storageFault(cause: unknown): LfsError {
   return new LfsError('LFS_ERR_NOT_READY', 'The object store cannot be used right now: its credentials could not be obtained; retry later', {
     cause: cause ?? undefined,

@@ -11,12 +11,10 @@ const TOKEN_TTL_SECONDS = '21600';
 const ROLES_PATH = '/latest/meta-data/iam/security-credentials/';
 
 /**
- * EC2 instance metadata, version 2 only
- * (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html):
- * `PUT /latest/api/token` with `X-aws-ec2-metadata-token-ttl-seconds` gives a session token; with it
- * in `X-aws-ec2-metadata-token`, `GET …/iam/security-credentials/` names the instance profile's role
- * and `GET …/{role}` answers `{"Code":"Success","AccessKeyId","SecretAccessKey","Token","Expiration"}`.
- * IMDSv1 (no token) is not used.
+ * EC2 instance metadata, IMDSv2 only
+ * (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html): a session
+ * token from `PUT /latest/api/token`, then `GET …/iam/security-credentials/` for the role and
+ * `GET …/{role}` for its credentials.
  */
 export class ImdsSource extends ConfiguredSource<AwsImdsConfig> {
   readonly name = 'instance metadata';

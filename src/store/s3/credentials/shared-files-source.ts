@@ -8,11 +8,9 @@ type Profile = Record<string, string>;
 const UNSUPPORTED = ['role_arn', 'credential_process', 'sso_session', 'sso_start_url', 'web_identity_token_file'] as const;
 
 /**
- * The shared files (https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html): static keys
- * of one profile (AWS_PROFILE, else `default`) from the credentials file and the config file, the
- * credentials file winning where both set a key. Assumed roles (`role_arn` + `source_profile`),
- * `credential_process` and SSO are not followed: such a profile is refused with its setting named.
- * Files are read at each load, so keys rotated in the file are picked up at the next refresh.
+ * The shared files (https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html): static keys of
+ * one profile (AWS_PROFILE, else `default`); assumed roles, `credential_process` and SSO are refused
+ * by name. Read at each load, so rotated keys are picked up.
  */
 export class SharedFilesSource implements CredentialSource {
   readonly name = 'shared files';
@@ -45,7 +43,6 @@ export class SharedFilesSource implements CredentialSource {
   }
 }
 
-/** A file's text, or '' when it does not exist. */
 async function readOptional(path: string | null): Promise<string> {
   if (path === null) return '';
   try {
@@ -57,11 +54,7 @@ async function readOptional(path: string | null): Promise<string> {
   }
 }
 
-/**
- * The AWS INI dialect: `[name]` sections (in the config file `[profile name]`, and `[default]`),
- * `key = value` lines, `#` and `;` comments; indented lines continue a nested setting and are skipped.
- * Other config-file sections (`[sso-session x]`, `[services x]`) are ignored.
- */
+/** The AWS INI dialect: `[name]` / `[profile name]` sections, `key = value`, `#` and `;` comments; nested settings and other sections skipped. */
 export function parseIni(text: string, configFile: boolean): Record<string, Profile> {
   const out: Record<string, Profile> = Object.create(null) as Record<string, Profile>;
   let current: Profile | null = null;

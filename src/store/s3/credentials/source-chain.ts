@@ -11,11 +11,9 @@ const NO_CREDENTIALS =
   'or a profile with keys in the shared credentials file, or run where a container or instance role is available';
 
 /**
- * The AWS SDKs' default order (fromNodeProviderChain): the first source that is set up here is
- * used, and kept for every later refresh, as the SDKs memoise it. A source that is set up but
- * failing is kept too (its error is the one worth seeing). Instance metadata, last and always
- * tried unless AWS_EC2_METADATA_DISABLED=true, is kept only once it answered: until then its
- * failure reads as "no credentials", naming what to set.
+ * The AWS SDKs' default order (fromNodeProviderChain): the first source set up here is kept for every
+ * later refresh, failing or not (its error is the one worth seeing). Instance metadata, tried last
+ * unless AWS_EC2_METADATA_DISABLED=true, is kept only once it answered.
  */
 export class SourceChain implements CredentialSource {
   readonly #sources: readonly CredentialSource[];

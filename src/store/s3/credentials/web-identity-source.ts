@@ -6,14 +6,12 @@ import { fetchCredentialText } from './credential-http.js';
 /** STS answers within a few hundred ms; the SDKs give it seconds. */
 const STS_TIMEOUT_MS = 5_000;
 
-/** The API version the AssumeRoleWithWebIdentity query API is served under. */
 const STS_VERSION = '2011-06-15';
 
 /**
- * Web identity (EKS IAM roles for service accounts, GitHub OIDC …): the token in
- * AWS_WEB_IDENTITY_TOKEN_FILE is exchanged for role credentials with STS AssumeRoleWithWebIdentity,
- * an unsigned call (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html).
- * The file is read again at every refresh: the kubelet rotates the projected token.
+ * Web identity (EKS service accounts, GitHub OIDC …): the token file is exchanged with STS, unsigned
+ * (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html); read again
+ * at every refresh, since the kubelet rotates it.
  */
 export class WebIdentitySource extends ConfiguredSource<AwsWebIdentityConfig> {
   readonly name = 'web identity';
@@ -57,12 +55,11 @@ export class WebIdentitySource extends ConfiguredSource<AwsWebIdentityConfig> {
 
 const ENTITIES: Readonly<Record<string, string>> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
 
-/** Raw content of the first <tag>…</tag> (STS answers use no prefixes; the namespace is on the root). */
+/** Raw content of the first <tag>…</tag> (STS answers use no prefixes). */
 function xmlBlock(xml: string, tag: string): string | null {
   return new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(xml)?.[1] ?? null;
 }
 
-/** Text of the first <tag>…</tag>, entities decoded. */
 function xmlText(xml: string, tag: string): string | null {
   const raw = xmlBlock(xml, tag);
   if (raw === null) return null;
