@@ -308,6 +308,12 @@ class DecryptingSource implements ChunkSource {
       this.#src = this.#stored.read(frameOffset(g, i), frameOffset(g, to + 1) - 1);
     }
     const need = framePlainLength(g, i) + TAG_SIZE;
+    if (this.#rest !== null && this.#rest.byteLength - this.#restAt >= need) {
+      // The whole frame is in the chunk at hand (most are: the backend reads in 1 MiB pieces): no copy.
+      const stored = this.#rest.subarray(this.#restAt, this.#restAt + need);
+      this.#restAt += need;
+      return openFrame(this.#c.key, this.#c.header, this.#c.oid, g, i, stored);
+    }
     const buf = (this.#frame ??= Buffer.allocUnsafe(g.frameSize + TAG_SIZE));
     for (let have = 0; have < need; ) {
       if (this.#rest === null || this.#restAt === this.#rest.byteLength) {
