@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,8 +22,11 @@ import type { JobKind } from './service/maintenance/job-runner.js';
 import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard.js';
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { registerTusRoutes } from './http/routes/tus.js';
+import { registerCacheRoutes } from './http/routes/cache.js';
+import { openCacheMode } from './cache/cache-mode.js';
 import type { TusFront } from './http/tus-front.js';
-import { ResumableUploads } from './service/resumable-uploads.js';
+import { ResumableUploads, type TusUploads } from './service/resumable-uploads.js';
+import { SharedResumableUploads } from './service/shared-resumable-uploads.js';
 import { RouteGuard } from './http/route-policy.js';
 import { parseRepoName } from './protocol/repo-name.js';
 import { SessionService } from './service/session-service.js';
@@ -119,7 +123,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   }
   if (s3 !== null) void s3.sweepStaging(config.stagingMaxAge * 1000).catch(() => 0);
 
-  const metrics = new Metrics();
+  // What /metrics reads at scrape time: metricSources below, once what it reads is built.
+  const metrics = new Metrics(() => metricSources);
   // Every forge call, whichever adapter makes it, spends from the one server-wide budget (docs/behaviour.md, "Caches and budget").
   const lookupBudget = new LookupBudget(config.auth.lookupBudget);
   const forgeHttp = new ForgeHttpClient(config.auth.forgeTimeout, lookupBudget);
@@ -163,18 +168,35 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
         };
   const cluster = node === null ? null : await ClusterUploads.start(node, db.maintenance, log);
   const transfers = new TransferService(blobs, objects, metrics, { cluster, reserve, grants, promoter: presign, log });
-  // Resumable (tus) uploads keep their partial bytes in this node's data directory: one node with the
-  // disk store only. A bucket or a shared index answers basic, as if SVC_TUS_PORT were unset.
-  const resumable =
-    config.tusPort === null || disk === null || node !== null || config.encryption.encryptNew
+  // Resumable (tus) uploads keep their partial bytes in this node's data directory with the disk
+  // store on one node, and in the index and the bucket with a bucket (any number of nodes). The disk
+  // store with a shared index (not a supported cluster) answers basic, as if SVC_TUS_PORT were unset.
+  // Partial uploads are kept in the clear (files, or parts in the bucket): not with encryption on.
+  const resumable: TusUploads | null =
+    config.tusPort === null || config.encryption.encryptNew
       ? null
-      : await ResumableUploads.open(config.dataDir, { objects, transfers, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
-          const [org, repo, ...rest] = key.split('/');
-          return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
-        });
-  if (config.tusPort !== null && resumable === null && !config.encryption.encryptNew) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
-  // Partial resumable uploads are kept in the clear: not with encryption on.
+      : s3 !== null
+        ? new SharedResumableUploads({
+            index: db.resumable,
+            objects,
+            transfers,
+            hasher,
+            parts: s3.partStore(),
+            // One node on its own: no heartbeats, so a hold a previous run left is no live node's.
+            node: node ?? { id: randomBytes(9).toString('base64url'), liveSince: () => Number.MAX_SAFE_INTEGER },
+            limits: settings,
+            ttlSeconds: config.uploadResumeTtl,
+            log,
+          })
+        : disk === null || node !== null
+          ? null
+          : await ResumableUploads.open(config.dataDir, { objects, transfers, hasher, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
+              const [org, repo, ...rest] = key.split('/');
+              return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
+            });
+  if (resumable !== null) settings.countPartialBytes(async (repoKey, except) => resumable.bytesOf(repoKey, except));
   if (config.tusPort !== null && config.encryption.encryptNew) log('SVC_TUS_PORT is set, but partial uploads would be kept unencrypted: with encryption on uploads stay basic', { level: 'warn' });
+  else if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but the disk store on several nodes keeps no resumable uploads: uploads stay basic', { level: 'warn' });
   const tusLinks = { baseUrl: config.baseUrl ?? '' };
   // The disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, {
@@ -200,6 +222,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
+    partials: resumable,
     log,
   });
 
@@ -210,16 +233,27 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Every route's permission, body cap and cross-site rules: one table (route-policy.ts).
   const guard = new RouteGuard({ access, sessions, baseUrl: () => links.baseUrl });
   registerHealthRoutes(http, guard, { store: blobs, index: db, metrics, metricsToken: config.metricsToken });
-  registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
-  if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
+  // SVC_UPSTREAM_LFS_URL: a cache in front of another LFS server (docs/cache.md), whose object and
+  // lock routes take the place of this server's own.
+  const cacheMode =
+    config.cache === null
+      ? null
+      : await openCacheMode({ config: config.cache, dataDir: config.dataDir, directIo: config.directIo, hasher, reserve, metrics, baseUrl: () => links.baseUrl, chunkedUploadThreshold: config.chunkedUploadThreshold });
+  if (cacheMode === null) {
+    registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
+    if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
+    registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
+  } else {
+    registerCacheRoutes(http, guard, { cache: cacheMode.cache, upstream: cacheMode.upstream, served: (source, bytes) => cacheMode.metrics.served(source, bytes), countUploadBytes: transfers.countUploadBytes });
+    log('cache mode: objects and locks come from the upstream', { maxSize: config.cache!.maxSize, linkSecret: config.cache!.linkSecret === null ? 'per process' : 'SVC_CACHE_LINK_SECRET' });
+  }
   registerMaintenanceRoutes(http, guard, { access, maintenance });
-  registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
   const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
   registerRepoPageRoutes(http, guard, { access, stats });
   registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
   stats.start();
   // What /metrics reads at scrape time (store figures at most once a minute).
-  metrics.useSources({
+  const metricSources = {
     lookupBudget: () => ({ used: lookupBudget.used(), limit: lookupBudget.limit }),
     storeFigures: async () => {
       const [t, locks] = await Promise.all([statsRepo.serverTotals(), statsRepo.lockTotal()]);
@@ -239,7 +273,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     partialUploads: () => resumable?.figures() ?? { count: 0, bytes: 0 },
     reserve: () => (reserve === null ? { bytes: 0, reached: false } : { bytes: reserve.bytes, reached: reserve.reached() }),
     ready: () => Promise.all([blobs.checkWritable(), db.ping()]).then(() => true, () => false),
-  });
+  };
   http.route('any', '/*', 'not_found', (ctx) => {
     refuseBody(ctx);
     const known = http.knownPath(ctx.url);
@@ -283,6 +317,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
       await front?.close();
       await http.close(config.shutdownGrace * 1000);
       await forgeHttp.close();
+      await cacheMode?.close();
       await s3?.close();
       await retired;
       await journal?.close();

@@ -94,10 +94,11 @@ async function main(argv: string[]): Promise<number> {
 
   // The repository: named, or the clone's. For `jobs`, a sub-command and a job id may come around it.
   const words = [...parsed.positionals];
-  const sub = first === 'jobs' && ['list', 'follow', 'cancel'].includes(words[0] ?? '') ? words.shift() : undefined;
+  const sub =
+    (first === 'jobs' && ['list', 'follow', 'cancel'].includes(words[0] ?? '')) || (first === 'cache' && words[0] !== undefined && !words[0].includes('/')) ? words.shift() : undefined;
   const named = words[0] !== undefined && words[0].includes('/') ? words.shift()! : undefined;
   if (named !== undefined && !REPO_NAME.test(named)) throw new CliError(`${first}: not a repository name: ${named} (org/repo)`, EXIT.usage);
-  if (first !== 'jobs' && words.length > 0) throw new CliError(`${first}: unexpected argument ${words[0]} (stowage ${first} --help)`, EXIT.usage);
+  if (first !== 'jobs' && first !== 'cache' && words.length > 0) throw new CliError(`${first}: unexpected argument ${words[0]} (stowage ${first} --help)`, EXIT.usage);
   const cwd = process.cwd();
   const clone = named === undefined || (parsed.values.server ?? process.env.STOWAGE_URL) === undefined ? await lfsEndpoint(cwd) : null;
   const repo = named ?? clone?.repo;

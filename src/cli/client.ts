@@ -107,4 +107,23 @@ export class Client {
     }
     return { status: res.status, json };
   }
+
+  /** GET of a transfer link the server handed out, with this client's credentials; the body is read and dropped. Returns its length. */
+  async download(href: string): Promise<number> {
+    const headers: Record<string, string> = {};
+    if (this.#token !== null) headers.authorization = `Basic ${Buffer.from(`stowage:${this.#token}`).toString('base64')}`;
+    let res: Response;
+    try {
+      res = await fetch(href, { headers });
+    } catch (e) {
+      throw new CliError(`cannot reach ${new URL(href).origin}: ${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message}`, EXIT.failed);
+    }
+    if (res.status !== 200 || res.body === null) {
+      await res.body?.cancel();
+      throw new CliError(`GET of an object link: ${res.status}`, res.status < 500 ? EXIT.usage : EXIT.failed);
+    }
+    let n = 0;
+    for await (const chunk of res.body) n += (chunk as Uint8Array).byteLength;
+    return n;
+  }
 }

@@ -4,6 +4,7 @@ import { CliError, EXIT, type Client } from './client.js';
 import { cancelJob, finalStatus, follow, jobId, listJobs, startAndFollow, type Io, type JobJson } from './jobs.js';
 import { runMigrate, type LocalContext } from './migrate-command.js';
 import { bytes, duration } from './output.js';
+import { warmCache } from './cache-warm.js';
 
 const exec = promisify(execFile);
 
@@ -232,6 +233,22 @@ export const COMMANDS: Record<string, CommandSpec> = {
       quiet: REMOTE_OPTIONS.quiet!,
     },
     local: runMigrate,
+  },
+  cache: {
+    usage: 'stowage cache warm [org/repo] [--ref REF] [--server URL]',
+    summary: 'a cache node (docs/cache.md): fetch the LFS objects of a ref into it ahead of clones',
+    details:
+      "Run inside a clone of the repository (its history need not have the objects): reads the LFS pointers\nin the tree of REF (default HEAD) with git, asks the cache for them (batch) and downloads each once,\nso the cache fetches what it lacks from the upstream. The token must be one the upstream accepts.",
+    options: {
+      ref: { type: 'string', arg: 'REF', help: 'the ref, branch, tag or commit whose files to warm (default HEAD)' },
+      ...REMOTE_OPTIONS,
+    },
+    run: async ({ client, values, rest, io, cwd }) => {
+      const [sub, extra] = rest;
+      if (sub !== 'warm') throw new CliError(`cache: unknown sub-command ${sub ?? '(none)'} (warm)`, EXIT.usage);
+      if (extra !== undefined) throw new CliError(`cache: unexpected argument ${extra}`, EXIT.usage);
+      return warmCache(client, cwd, (values.ref as string | undefined) ?? 'HEAD', io);
+    },
   },
   jobs: {
     usage: 'stowage jobs [org/repo]\n       stowage jobs follow [org/repo] ID\n       stowage jobs cancel [org/repo] ID',

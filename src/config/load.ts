@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parseRepoName } from '../protocol/repo-name.js';
-import { DEFAULTS, PROVIDER_ALIASES, type AwsContainerConfig, type AwsCredentialsConfig, type AwsWebIdentityConfig, type Config, type ConfigVariable, type EncryptionConfig, type ForgeProvider, type S3Config } from './schema.js';
+import { DEFAULTS, PROVIDER_ALIASES, type AwsContainerConfig, type AwsCredentialsConfig, type AwsWebIdentityConfig, type Config, type ConfigVariable, type EncryptionConfig, type ForgeProvider, type S3Config, type CacheConfig } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
 export class ConfigError extends Error {
@@ -73,6 +73,26 @@ export function parseBoolean(name: string, value: string): boolean {
 }
 
 /** An absolute http(s) URL without query or fragment; returned without a trailing slash. */
+/** Cache mode's settings, or null when SVC_UPSTREAM_LFS_URL is unset (docs/cache.md). */
+function loadCache(env: Env): CacheConfig | null {
+  const template = raw(env, 'SVC_UPSTREAM_LFS_URL');
+  if (template === null) return null;
+  if (!template.includes('{org}') || !template.includes('{repo}')) {
+    throw new ConfigError(`SVC_UPSTREAM_LFS_URL must contain both {org} and {repo}, got "${template}"`);
+  }
+  // Checked as a URL with the placeholders filled in: the braces themselves are no URL characters.
+  parseHttpUrl('SVC_UPSTREAM_LFS_URL', template.replaceAll('{org}', 'org').replaceAll('{repo}', 'repo'));
+  const secret = raw(env, 'SVC_CACHE_LINK_SECRET');
+  if (secret !== null && !/^[\x21-\x7e]{32,}$/.test(secret)) {
+    throw new ConfigError('SVC_CACHE_LINK_SECRET must be at least 32 visible ASCII characters (no spaces), such as the output of openssl rand -hex 32');
+  }
+  return {
+    upstreamTemplate: template.replace(/\/+$/, ''),
+    maxSize: parseSize('SVC_CACHE_MAX_SIZE', raw(env, 'SVC_CACHE_MAX_SIZE')!, 1, 2 ** 50),
+    linkSecret: secret,
+  };
+}
+
 export function parseHttpUrl(name: string, value: string): string {
   let url: URL;
   try {
@@ -439,6 +459,7 @@ export function loadConfig(env: Env): Config {
     importDir: importDirRaw === null ? null : resolve(importDirRaw),
     tusPort: tusPortRaw === null ? null : parseInteger('SVC_TUS_PORT', tusPortRaw, 0, 65535),
     uploadResumeTtl: parseDuration('SVC_UPLOAD_RESUME_TTL', raw(env, 'SVC_UPLOAD_RESUME_TTL')!, 1, 365 * 86400),
+    cache: loadCache(env),
   };
   return deepFreeze(config);
 }

@@ -1,13 +1,11 @@
 /**
  * The node options the server is started with: package.json's `start` and `start:prod`, the systemd
- * unit, the Docker image, and the tests' and the bench's servers (test/unit/node-flags.test.ts holds
- * them to this list).
+ * unit, the Docker image, and the tests' and the bench's servers
+ * (test/unit/config/node-flags.test.ts holds them to this list).
  *
  * `--max-semi-space-size=4`: V8's young generation grows under load to two 8 MiB semi-spaces and
- * stays resident until about 10 s of rest. Capped at 4 MiB, a server measured up to 24 MiB less at
- * its peak after bursts of small uploads (93 against 117 MiB), with no cost that alternating runs
- * could show on small uploads or clones (docs/performance.md "The young generation capped at
- * start"). It can only be given at start: V8 reads it when it sets up the heap.
+ * stays resident until about 10 s of rest; capped, the peak after bursts of small uploads is lower
+ * at no measurable cost. Only given at start: V8 reads it when it sets up the heap.
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4'];
 

@@ -118,6 +118,18 @@ export interface Config {
   readonly tusPort: number | null;
   /** Seconds a partial resumable upload is kept after its last byte arrived (SVC_UPLOAD_RESUME_TTL). */
   readonly uploadResumeTtl: number;
+  /** Cache mode (docs/cache.md): the upstream LFS endpoint and the cache's bounds; null: an ordinary server. */
+  readonly cache: CacheConfig | null;
+}
+
+/** SVC_UPSTREAM_LFS_URL and SVC_CACHE_* (docs/cache.md). */
+export interface CacheConfig {
+  /** The upstream's LFS endpoint, with `{org}` and `{repo}` where the repository's names go. */
+  readonly upstreamTemplate: string;
+  /** Bytes of objects the cache keeps before it evicts the least recently used. */
+  readonly maxSize: number;
+  /** Signs the cache's links; null: a random secret per process (links die with a restart). */
+  readonly linkSecret: string | null;
 }
 
 /** SVC_S3_* and the standard AWS credential variables (docs/s3.md). */
@@ -261,6 +273,9 @@ export const DEFAULTS = {
   SVC_IMPORT_DIR: null, // imports are off
   SVC_TUS_PORT: null, // resumable (tus) uploads are off
   SVC_UPLOAD_RESUME_TTL: '3d',
+  SVC_UPSTREAM_LFS_URL: null, // an ordinary server, not a cache
+  SVC_CACHE_MAX_SIZE: '10GiB',
+  SVC_CACHE_LINK_SECRET: null, // a random secret per process
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof DEFAULTS;

@@ -46,7 +46,7 @@ export type CopiedTable =
  * What an operator would miss after the move, in copy order (objects before the references that
  * point at them). Runtime state of the running nodes is not copied: nodes (heartbeats),
  * job_leases, uploads_in_flight and sweeps describe processes that are stopped, and each new node
- * writes its own.
+ * writes its own; resumable_uploads are partial uploads, which a client sends again after the move.
  */
 export const COPIED_TABLES: readonly TableSpec[] = [
   { name: 'objects', key: ['oid'], columns: ['oid', 'size', 'stored_size', 'created_at'], rewritten: ['stored_size'] },
@@ -78,7 +78,7 @@ export const COPIED_TABLES: readonly TableSpec[] = [
 ];
 
 /** Tables of the schema that are deliberately not copied (see COPIED_TABLES). */
-export const RUNTIME_TABLES: readonly string[] = ['nodes', 'job_leases', 'uploads_in_flight', 'sweeps'];
+export const RUNTIME_TABLES: readonly string[] = ['nodes', 'job_leases', 'uploads_in_flight', 'sweeps', 'resumable_uploads'];
 
 /** The spec of a copied table. */
 export function tableSpec(name: CopiedTable): TableSpec {

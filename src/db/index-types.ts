@@ -21,6 +21,7 @@ export interface Index {
   readonly maintenance: MaintenanceIndex;
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
+  readonly resumable: ResumableIndex;
   readonly dataKeys: DataKeyIndex;
   /** Answers when the database is reachable and migrated; throws (a storage fault) otherwise. */
   ping(): Promise<void>;
@@ -441,6 +442,47 @@ export interface SweepState {
  * reference is refused when a sweep the node never acknowledged has started deleting. So retain
  * always sees every upload a delete could hurt, and without a sweep an upload is one statement.
  */
+/** A partial resumable upload shared by the nodes of a cluster (docs/resumable-uploads.md, "On several nodes"). */
+export interface ResumableRow {
+  readonly repo: string;
+  readonly oid: Oid;
+  /** The size the batch announced. */
+  readonly size: number;
+  /** Bytes in one part; every durable point is a whole number of parts. */
+  readonly partSize: number;
+  /** Durable bytes: whole parts in the bucket. */
+  readonly received: number;
+  /** The saved sha256 state after each whole part, in order (40 bytes each: a part ends on a 64-byte block). */
+  readonly states: Uint8Array;
+  /** The node appending to it now, or null. */
+  readonly holder: string | null;
+  /** When it was announced or last took bytes (ms): the TTL sweep's clock. */
+  readonly touchedAt: number;
+}
+
+/**
+ * Partial resumable uploads in the index, so a HEAD or PATCH on any node continues the same upload:
+ * the row holds the durable offset and hash states, the bytes are parts in the bucket. A node
+ * appends only while it holds the row (`holder`); a holder whose node is not live (no heartbeat
+ * since `liveSince`) holds nothing.
+ */
+export interface ResumableIndex {
+  /** A batch offered the upload: the row is made (offset 0) or, if there, touched. */
+  announce(repo: string, oid: Oid, size: number, partSize: number, now: number): Promise<void>;
+  get(repo: string, oid: Oid): Promise<ResumableRow | null>;
+  /** Takes the row for `node` unless a live other node holds it; false then, or when there is no row. */
+  claim(repo: string, oid: Oid, node: string, liveSince: number, now: number): Promise<boolean>;
+  /** Moves the durable offset to `received` with its `states`, while `node` holds the row; false when it does not. */
+  advance(repo: string, oid: Oid, node: string, received: number, states: Uint8Array, now: number): Promise<boolean>;
+  /** Lets go of the row if `node` holds it. */
+  release(repo: string, oid: Oid, node: string): Promise<void>;
+  remove(repo: string, oid: Oid): Promise<void>;
+  /** Rows of `repo` (retain, and its quota), or of every repository when null, untouched since `before` and held by no live node when given. */
+  list(repo: string | null, idleBefore: number | null, liveSince: number): Promise<ResumableRow[]>;
+  /** Rows and their durable bytes (metrics). */
+  figures(): Promise<{ count: number; bytes: number }>;
+}
+
 export interface NodeIndex {
   /** Writes the node's heartbeat and the newest sweep it acknowledged; nodes live since `liveSince` keep a sweep open. */
   heartbeat(node: string, now: number, ackedSweep: number, liveSince: number): Promise<SweepState>;

@@ -41,6 +41,8 @@ export const ERROR_CODES = {
   LFS_ERR_SHUTTING_DOWN: { status: 503, message: 'Server is shutting down; retry shortly' },
   // Resumable uploads (tus): a PATCH whose Upload-Offset is not the offset this server holds; the answer's Upload-Offset says which.
   LFS_ERR_UPLOAD_OFFSET_MISMATCH: { status: 409, message: 'Upload-Offset does not match the bytes this server holds of the upload' },
+  // Resumable uploads on several nodes: another node appends to this upload now (docs/resumable-uploads.md).
+  LFS_ERR_UPLOAD_BUSY: { status: 423, message: 'Another request appends to this upload now; ask where it stands (HEAD) and resume' },
   LFS_ERR_TUS_VERSION: { status: 412, message: 'Tus-Resumable must be 1.0.0, the tus version spoken here' },
   LFS_ERR_UPLOAD_ABORTED: { status: 400, message: 'Upload ended before the whole object arrived' },
   LFS_ERR_NOT_READY: { status: 503, message: 'Storage is not writable' },
@@ -59,6 +61,10 @@ export const ERROR_CODES = {
   LFS_ERR_ORIGIN_MISMATCH: { status: 403, message: "Origin does not match this server's SVC_BASE_URL" },
   LFS_ERR_REPO_NOT_ALLOWED: { status: 403, message: 'This server does not serve this repository' },
   LFS_ERR_OBJECT_TOO_LARGE: { status: 413, message: 'Object is larger than this server accepts' },
+  // Cache mode (docs/cache.md).
+  LFS_ERR_LINK_REFUSED: { status: 403, message: 'This link was not issued to these credentials for this repository, or has expired; run the batch again' },
+  LFS_ERR_UPSTREAM_UNREACHABLE: { status: 502, message: 'The upstream LFS server could not be reached' },
+  LFS_ERR_UPSTREAM_FAILED: { status: 502, message: 'The upstream LFS server failed this transfer' },
   LFS_ERR_QUOTA_EXCEEDED: { status: 507, message: "The repository's storage quota is reached" },
 } as const satisfies Record<string, { status: number; message: string }>;
 

@@ -12,9 +12,12 @@ const WINDOW_MS = 60_000;
 export class LookupBudget {
   readonly limit: number;
   readonly #times: number[] = [];
+  /** The clock the minute slides on (ms since the epoch); Date.now unless a test moves it. */
+  readonly #now: () => number;
 
-  constructor(limit: number) {
+  constructor(limit: number, now: () => number = Date.now) {
     this.limit = limit;
+    this.#now = now;
   }
 
   #slide(now: number): void {
@@ -23,13 +26,13 @@ export class LookupBudget {
   }
 
   /** Calls spent in the minute up to `now`. */
-  used(now: number = Date.now()): number {
+  used(now: number = this.#now()): number {
     this.#slide(now);
     return this.#times.length;
   }
 
   /** True when one more call fits (nothing is spent). */
-  left(now: number = Date.now()): boolean {
+  left(now: number = this.#now()): boolean {
     return this.used(now) < this.limit;
   }
 
@@ -37,7 +40,7 @@ export class LookupBudget {
    * Spends one call, or throws 503 LFS_ERR_LOOKUP_BUDGET_SPENT with a Retry-After of our own: when
    * the oldest call in the window leaves it, one more fits.
    */
-  spend(now: number = Date.now()): void {
+  spend(now: number = this.#now()): void {
     this.#slide(now);
     if (this.#times.length >= this.limit) {
       const retry = Math.max(1, Math.ceil((this.#times[0]! + WINDOW_MS - now) / 1000));

@@ -4,9 +4,8 @@ import type { LookupBudget } from './budget.js';
 import { lazyModule } from '../util/lazy-module.js';
 import { readCappedText } from '../util/read-capped.js';
 
-// Node's own HTTP client, loaded with the first forge request. Forge calls are few (answers are
-// cached) and small, so undici's speed buys nothing here, while loading and warming it costs a
-// server 17–28 MiB of RSS against 2 for node:http (docs/performance.md, "Memory").
+// Node's own HTTP client, loaded with the first forge request: forge calls are few and small, so
+// undici's speed buys nothing here, and loading it costs far more memory.
 const http = lazyModule<typeof import('node:http')>('node:http');
 const https = lazyModule<typeof import('node:https')>('node:https');
 

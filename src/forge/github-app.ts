@@ -48,13 +48,16 @@ export class GitHubAppIdentity {
   readonly #minting = new Map<string, Promise<string | null>>();
   /** Bound on remembered owners; the oldest is forgotten first. */
   readonly #maxOrgs: number;
+  /** The clock the cached tokens' lifetimes are read against; the JWT itself is signed on the real one. */
+  readonly #now: () => number;
 
-  constructor(apiUrl: string, http: ForgeHttpClient, appId: string, key: KeyObject, maxOrgs = 10_000) {
+  constructor(apiUrl: string, http: ForgeHttpClient, appId: string, key: KeyObject, { maxOrgs = 10_000, now = Date.now }: { maxOrgs?: number; now?: () => number } = {}) {
     this.#api = apiUrl;
     this.#http = http;
     this.#appId = appId;
     this.#key = key;
     this.#maxOrgs = maxOrgs;
+    this.#now = now;
   }
 
   /** Reads and parses the PEM key file; throws (a start-up refusal) when it is unreadable or not a private key. */
@@ -79,7 +82,7 @@ export class GitHubAppIdentity {
   async tokenFor(repo: RepoName, signal: AbortSignal): Promise<string | null> {
     const org = repo.org.toLowerCase();
     const state = this.#orgs.get(org);
-    const now = Date.now();
+    const now = this.#now();
     if (state?.kind === 'token' && state.refreshAt > now) return state.token;
     if (state?.kind === 'not_installed' && state.until > now) return null;
     const pending = this.#minting.get(org);
@@ -105,20 +108,20 @@ export class GitHubAppIdentity {
       // 404: not installed (or this repository is outside a selected-repositories install). A
       // broken app (401 on the JWT) also falls back to the plain anonymous lookup rather than
       // refusing public reads.
-      this.#set(org, { kind: 'not_installed', until: Date.now() + NOT_INSTALLED_TTL_MS });
+      this.#set(org, { kind: 'not_installed', until: this.#now() + NOT_INSTALLED_TTL_MS });
       return null;
     }
     const minted = await this.#http.post(`${this.#api}/app/installations/${encodeURIComponent(String(id))}/access_tokens`, auth, {}, signal);
     throwIfRateLimited(minted);
     const body = minted.body as { token?: unknown; expires_at?: unknown } | null;
     if ((minted.status !== 201 && minted.status !== 200) || typeof body?.token !== 'string') {
-      this.#set(org, { kind: 'not_installed', until: Date.now() + NOT_INSTALLED_TTL_MS });
+      this.#set(org, { kind: 'not_installed', until: this.#now() + NOT_INSTALLED_TTL_MS });
       return null;
     }
     // Tokens live an hour; trust expires_at, and never assume the 40-char format (GitHub's
     // installation tokens may be longer since 2026: https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app).
     const expiresAt = typeof body.expires_at === 'string' ? Date.parse(body.expires_at) : NaN;
-    const refreshAt = (Number.isNaN(expiresAt) ? Date.now() + 3600_000 : expiresAt) - TOKEN_REFRESH_MARGIN_MS;
+    const refreshAt = (Number.isNaN(expiresAt) ? this.#now() + 3600_000 : expiresAt) - TOKEN_REFRESH_MARGIN_MS;
     this.#set(org, { kind: 'token', token: body.token, refreshAt });
     return body.token;
   }

@@ -65,6 +65,20 @@ export interface Hasher {
   warm(): Promise<void>;
 }
 
+/**
+ * A Hasher whose streams can be saved and taken up again (resumable uploads): both implementations
+ * are, in one portable format (src/native/sha256.cc), so either goes on from the other's state.
+ */
+export interface ResumableHasher extends Hasher {
+  /** A stream that can be saved, going on from `saved` when given; throws RangeError on bytes that are not a saved state. */
+  openResumable(saved?: Uint8Array): ResumableStreamHasher;
+}
+
+export interface ResumableStreamHasher extends StreamHasher {
+  /** The saved state after every buffer given to update before this call, and none given after. */
+  snapshot(): Promise<Uint8Array>;
+}
+
 export interface StreamHasher {
   /** Hashes `data` next; `done` runs once the hasher no longer reads it (the buffer may be reused). */
   update(data: Uint8Array, done: () => void): void;

@@ -15,10 +15,9 @@ let scratch: Uint8Array | null = null;
 /**
  * A quick guess whether a frame is worth compressing, on the thread that gathers it: SAMPLES slices
  * of SAMPLE_SIZE bytes compressed at level 1 must save SAMPLE_MIN_SAVING; the real try then applies
- * MIN_FRAME_SAVING. On incompressible bytes zstd gives up fast (~20 µs), far cheaper than a round
- * trip to the pool and a full attempt there (zstd:3 on a 2 MiB frame: ~1 ms of a worker); on
- * compressible bytes it costs ~120 µs, which is why a caller that has just seen frames compress
- * skips it. A frame no bigger than the samples is simply tried.
+ * MIN_FRAME_SAVING. zstd gives up on incompressible bytes fast, far cheaper than a full attempt on
+ * the pool; on compressible bytes the samples cost more, so a caller that has just seen frames
+ * compress skips them. A frame no bigger than the samples is simply tried.
  */
 export function samplesShrink(frame: Uint8Array): boolean {
   if (frame.byteLength <= SAMPLES * SAMPLE_SIZE) return true;

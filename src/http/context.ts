@@ -1,6 +1,7 @@
 import type { HttpRequest, HttpResponse } from '@trufflesuite/uws-js-unofficial';
 import type { LfsError } from '../errors/errors.js';
 import { framingError } from './framing.js';
+import type { Linger } from './request-body.js';
 
 /**
  * What a handler knows of one request. uWS's HttpRequest lives only during the synchronous part of
@@ -40,6 +41,15 @@ export interface RequestContext {
   /** Request body bytes received, and response body bytes handed to uWS (the request line's figures). */
   bytesIn: number;
   bytesOut: number;
+  /** Body bytes read and thrown away: of a refused body, or of one no reader takes. */
+  bytesDiscarded: number;
+  /**
+   * The client said the connection closes after this request (uWS's test: a Connection header of
+   * five characters), so uWS closes it the moment a response ends.
+   */
+  readonly clientCloses: boolean;
+  /** Set once a refusal was answered mid-body to such a client: the rest of the body is discarded, then the connection closed. */
+  linger: Linger | null;
 }
 
 const HEADERS_KEPT = new Set([
@@ -84,6 +94,9 @@ export class UwsRequestContext implements RequestContext {
   readonly framing: LfsError | null;
   bytesIn = 0;
   bytesOut = 0;
+  bytesDiscarded = 0;
+  readonly clientCloses: boolean;
+  linger: Linger | null = null;
 
   constructor(res: HttpResponse, req: HttpRequest, route: string, paramCount: number) {
     this.res = res;
@@ -97,12 +110,15 @@ export class UwsRequestContext implements RequestContext {
     // values, first occurrence wins as with getHeader, and each framing header however often it came.
     const lengths: string[] = [];
     const codings: string[] = [];
+    const connection: string[] = [];
     req.forEach((name, value) => {
+      if (name === 'connection') connection.push(value);
       if (name === 'content-length') lengths.push(value);
       else if (name === 'transfer-encoding') codings.push(value);
       if (value !== '' && HEADERS_KEPT.has(name) && !this.#headers.has(name)) this.#headers.set(name, value);
     });
     this.framing = lengths.length + codings.length === 0 ? null : framingError(lengths, codings);
+    this.clientCloses = connection[0]?.length === 5;
     this.requestId = `${prefix}-${(++counter).toString(16)}`;
     res.onAborted(() => {
       this.#aborted = true;

@@ -27,6 +27,98 @@ const REARM_EVERY_MS = 1000;
  */
 const COUNT_EVERY = 1 << 20;
 
+/**
+ * After a refusal answered mid-body to a client that said `Connection: close`, at most this many
+ * more body bytes are read (and thrown away) before the connection is closed: more than a client's
+ * socket buffers hold (Linux autotunes the send buffer up to 4 MiB) plus what is in flight, so a
+ * client that stops sending once it has read the answer is not cut before it could.
+ */
+export const LINGER_BYTES = 8 << 20;
+/** ... and for at most this long after the answer, whichever comes first. */
+export const LINGER_MS = 5000;
+
+/**
+ * A lingering close (nginx's): the answer to a refusal went out while a client that said
+ * `Connection: close` was still sending its body. uWS closes such a connection the moment its
+ * response ends, and closing with body bytes unread in the receive buffer makes the kernel send a
+ * reset, which throws away the answer waiting in the client's receive buffer before the client
+ * reads it (EPIPE or ECONNRESET rather than its 401, 413 or 507). So the answer is written without
+ * ending the response (respond.ts), the rest of the body is read and discarded (never held, never
+ * parsed), and the connection is closed once the body has ended (nothing is left unread, so the
+ * close is a FIN), the client closed it, LINGER_BYTES were discarded or LINGER_MS passed.
+ *
+ * Nothing after the body is run as a next request: uWS closes a connection on which a request
+ * comes while the one before is unanswered, as it sees this one.
+ */
+export class Linger {
+  readonly #ctx: RequestContext;
+  readonly #timer: NodeJS.Timeout;
+  /** bytesDiscarded when the answer went out: LINGER_BYTES counts from there. */
+  readonly #from: number;
+  #closing = false;
+  #over = false;
+  #resolve!: () => void;
+  /** Resolves once the connection is closed (by the server or the client). */
+  readonly done = new Promise<void>((resolve) => (this.#resolve = resolve));
+
+  constructor(ctx: RequestContext) {
+    this.#ctx = ctx;
+    this.#from = ctx.bytesDiscarded;
+    this.#timer = setTimeout(() => this.close(), LINGER_MS);
+    ctx.onAbort(() => this.#finish());
+    // Paused by the body's reader or the refusal, or not: read on either way. Pause first: uWS's
+    // resume restores the poll events the last pause saved, whichever socket that was.
+    ctx.res.pause();
+    ctx.res.resume();
+  }
+
+  /** Body bytes that came after the answer: thrown away; at the body's end or past the bound the connection is closed. */
+  data(bytes: number, isLast: boolean): void {
+    this.#ctx.bytesDiscarded += bytes;
+    if (isLast) this.#ctx.bodyPending = false;
+    if (isLast || this.#ctx.bytesDiscarded - this.#from > LINGER_BYTES) this.close();
+  }
+
+  /**
+   * Closes the connection (the body ended, a bound was hit, or the server shuts down) once uWS has
+   * sent what it holds: an answer given inside one of its callbacks waits in its cork buffer until
+   * the read that callback handles is done, and closing before that would throw the answer away.
+   */
+  close(): void {
+    if (this.#closing) return;
+    this.#closing = true;
+    setImmediate(() => {
+      // uWS runs onAborted from inside close(): #finish runs there.
+      if (!this.#ctx.aborted) this.#ctx.res.close();
+      this.#finish();
+    });
+  }
+
+  #finish(): void {
+    if (this.#over) return;
+    this.#over = true;
+    clearTimeout(this.#timer);
+    this.#resolve();
+  }
+}
+
+/**
+ * Body bytes no reader takes: of a refused body, or of a body the route does not read. After a
+ * lingering answer they go to its Linger; before any answer they are counted and dropped. When
+ * the client said `Connection: close`, a body that ended before the answer leaves nothing to
+ * linger for: uWS's close after the answer finds nothing unread. On a connection the client keeps,
+ * the answer still closes it (respond.ts): the socket may be paused, and the next request on it
+ * would never be read.
+ */
+function discard(ctx: RequestContext, bytes: number, isLast: boolean): void {
+  if (ctx.linger !== null) {
+    ctx.linger.data(bytes, isLast);
+    return;
+  }
+  ctx.bytesDiscarded += bytes;
+  if (isLast && ctx.clientCloses) ctx.bodyPending = false;
+}
+
 /** Rearms uWS's idle timer of one request while its body keeps arriving. */
 class IdleRearm {
   readonly #ctx: RequestContext;
@@ -108,8 +200,11 @@ export class BodyPump {
   }
 
   #onData(chunk: Uint8Array, isLast: boolean): void {
+    if (this.#failure !== null || this.#ctx.linger !== null) {
+      discard(this.#ctx, chunk.byteLength, isLast);
+      return;
+    }
     this.#ctx.bytesIn += chunk.byteLength;
-    if (this.#failure !== null) return;
     this.#received += chunk.byteLength;
     if (this.#cap !== null && this.#received > this.#cap.bytes) {
       this.#fail(this.#cap.error());
@@ -250,8 +345,11 @@ export class HeldBody {
   }
 
   #onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.#failure !== null || this.#ctx.linger !== null) {
+      discard(this.#ctx, chunk.byteLength, isLast);
+      return;
+    }
     this.#ctx.bytesIn += chunk.byteLength;
-    if (this.#failure !== null) return;
     this.#size += chunk.byteLength;
     if (this.#size > this.#cap) {
       this.#fail(lfsError('LFS_ERR_BODY_TOO_LARGE', `Request body is larger than ${this.#cap} bytes`));
@@ -278,7 +376,7 @@ export class HeldBody {
   #fail(e: unknown): void {
     if (this.#failure !== null) return;
     this.#failure = e;
-    // Nothing more is read: the answer (413) closes the connection (respond.ts).
+    // Nothing more is read until the answer (413): see respond.ts for what happens to the rest.
     this.#pause();
     this.#chunks.length = 0;
     this.#settle();
@@ -341,18 +439,25 @@ export function jsonTooDeep(json: Uint8Array, max: number): boolean {
 
 /**
  * True when the request announces a body. A route that takes none answers such a request and closes
- * the connection (respond.ts), rather than reading the body and throwing it away at the sender's pace.
+ * the connection (respond.ts), rather than reading the body to its end at the sender's pace.
  */
 export function carriesBody(ctx: RequestContext): boolean {
   const length = ctx.header('content-length');
   return ctx.header('transfer-encoding') !== '' || (length !== '' && length !== '0');
 }
 
-/** For a route that takes no body: stop reading one at once; the answer then closes the connection. */
+/**
+ * For a route that takes no body, or a request refused before its body's reader exists: stop
+ * reading the body at once; the answer then closes the connection (respond.ts).
+ */
 export function refuseBody(ctx: RequestContext): void {
   if (!carriesBody(ctx)) return;
   ctx.bodyPending = true;
   ctx.res.pause();
+  // A lingering answer must learn where the body ends, and uWS hands data only to an onData
+  // registered now. Not on a connection the client keeps: uWS turns its idle timer off at the end
+  // of a body it hands over, and that connection, paused after its answer, must still time out.
+  if (ctx.clientCloses) ctx.res.onData((chunk, isLast) => discard(ctx, chunk.byteLength, isLast));
 }
 
 /** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */

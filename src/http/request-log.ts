@@ -47,6 +47,7 @@ export class RequestLog {
       client: this.#client(ctx),
       bytes_in: ctx.bytesIn,
       bytes_out: ctx.bytesOut,
+      bytes_discarded: ctx.bytesDiscarded,
     });
   }
 

@@ -4,6 +4,7 @@ import { storageFault } from '../errors/storage-fault.js';
 import { LFS_JSON } from '../protocol/media-types.js';
 import type { ChunkSource } from '../store/types.js';
 import type { RequestContext } from './context.js';
+import { Linger } from './request-body.js';
 import { lazyModule } from '../util/lazy-module.js';
 
 // Node's reason phrases; node:http (and node:net beneath it, ~1 MiB) loads with the first answer.
@@ -56,9 +57,15 @@ export function send(
   contentType: string | null = LFS_JSON,
 ): void {
   answer(ctx, status, headers, contentType, (res) => {
+    const lingering = ctx.bodyPending && ctx.clientCloses;
     if (ctx.method === 'head') {
       // RFC 9110 §9.3.2: the head GET would send (Content-Length included), never the body.
-      endHead(res, Buffer.byteLength(body));
+      if (lingering) endLingering(ctx, Buffer.byteLength(body));
+      else endHead(ctx, Buffer.byteLength(body));
+      return;
+    }
+    if (lingering) {
+      endLingering(ctx, WITHOUT_BODY.has(status) ? null : body);
       return;
     }
     ctx.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
@@ -66,22 +73,52 @@ export function send(
       res.end(body);
       return;
     }
-    // Answered before the body was read (a refusal): the rest of the body must not be parsed as the
-    // next request, but cutting the connection at once would reset it while the client is still
-    // sending, and a reset throws away the answer waiting in the client's receive buffer. git-lfs
-    // then sees only "connection reset" and retries with backoff, never learning that the 401 asked
-    // for credentials (measured: 1 GiB pushes of 1.1 s took 9–28 s now and then). So the socket
-    // stops being read, the answer says the connection will close, and the client closes it (Go,
-    // curl and undici do once they have the answer) or uWS's idle timeout does (~10 s).
+    // Answered before the body was read (a refusal), on a connection the client means to keep: the
+    // rest of the body must not be parsed as the next request, but cutting the connection at once
+    // would reset it while the client is still sending, and a reset throws away the answer waiting
+    // in the client's receive buffer. git-lfs then sees only "connection reset" and retries with
+    // backoff, never learning that the 401 asked for credentials (measured: 1 GiB pushes of 1.1 s
+    // took 9–28 s now and then). So the socket stops being read, the answer says the connection
+    // will close, and the client closes it (Go, curl and undici do once they have the answer) or
+    // uWS's idle timeout does (~10 s).
     res.pause();
     res.writeHeader('Connection', 'close');
     res.end(body, false);
   });
 }
 
+/** Statuses whose answers never carry a body (RFC 9110 §15.3.5, §15.4.5). */
+const WITHOUT_BODY: ReadonlySet<number> = new Set([204, 304]);
+
+/**
+ * Ends, inside `answer`'s cork, an answer given before the body was read to a client that said
+ * `Connection: close`. uWS closes such a connection the moment a response ends, and with body bytes
+ * still unread that close is a reset which throws the answer away before the client reads it. So
+ * the response is never ended in uWS's terms: the end of the head and the body are written as the
+ * value of its last header, and a Linger discards the rest of the body, then closes.
+ *
+ * The CRLF uWS writes after a header value then ends the body (whitespace after the JSON, counted
+ * in Content-Length). A number is a HEAD answer's Content-Length; null is an answer without a body
+ * (204, 304), whose head ends with the Connection header.
+ */
+function endLingering(ctx: RequestContext, body: string | Buffer | number | null): void {
+  if (body === null) {
+    ctx.res.writeHeader('Connection', 'close\r\n');
+  } else if (typeof body === 'number') {
+    ctx.res.writeHeader('Connection', 'close');
+    ctx.res.writeHeader('Content-Length', `${body}\r\n`);
+  } else {
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    ctx.res.writeHeader('Connection', 'close');
+    ctx.res.writeHeader('Content-Length', Buffer.concat([Buffer.from(`${bytes.byteLength + 2}\r\n\r\n`), bytes]));
+    ctx.bytesOut += bytes.byteLength + 2;
+  }
+  ctx.linger = new Linger(ctx);
+}
+
 /** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
 export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
-  answer(ctx, status, headers, null, (res) => endHead(res, length));
+  answer(ctx, status, headers, null, () => (ctx.bodyPending && ctx.clientCloses ? endLingering(ctx, length) : endHead(ctx, length)));
 }
 
 /**
@@ -90,9 +127,14 @@ export function sendHead(ctx: RequestContext, status: number, headers: Readonly<
  * the connection is closed under it (behind nginx's keep-alive pool: a 502 or a 504 for whatever
  * request comes next). The header written by hand, endWithoutBody() completes the response.
  */
-function endHead(res: RequestContext['res'], length: number): void {
-  res.writeHeader('Content-Length', String(length));
-  res.endWithoutBody();
+function endHead(ctx: RequestContext, length: number): void {
+  if (ctx.bodyPending) {
+    // A HEAD that sent a body, answered before it was read: as any such refusal (see send).
+    ctx.res.pause();
+    ctx.res.writeHeader('Connection', 'close');
+  }
+  ctx.res.writeHeader('Content-Length', String(length));
+  ctx.res.endWithoutBody();
 }
 
 /**

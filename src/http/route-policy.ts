@@ -112,6 +112,17 @@ export const ROUTES = {
   repo_stats: { method: 'get', pattern: '/:org/:repo/objects/stats', needs: 'pull', body: NONE, changesState: false },
   repo_page: { method: 'get', pattern: '/:org/:repo', needs: 'pull', body: NONE, changesState: false },
 
+  // Cache mode (docs/cache.md): the same paths, registered instead of the routes above. The upstream
+  // authorizes batches and lock calls (the client's Authorization is relayed to it); a transfer is
+  // admitted by the signed link a batch handed out, checked before any body is read past PRE_AUTH_BYTES.
+  cache_batch: { method: 'post', pattern: '/:org/:repo/objects/batch', needs: 'anyone', body: { kind: 'json', cap: BATCH_CAP, depth: 3, required: true }, changesState: true },
+  cache_upload: { method: 'put', pattern: '/:org/:repo/objects/:oid', needs: 'anyone', body: { kind: 'stream' }, changesState: true },
+  cache_download: { method: 'get', pattern: '/:org/:repo/objects/:oid', needs: 'anyone', body: NONE, changesState: false },
+  cache_lock_create: { method: 'post', pattern: '/:org/:repo/locks', needs: 'anyone', body: LOCK_BODY, changesState: true },
+  cache_lock_list: { method: 'get', pattern: '/:org/:repo/locks', needs: 'anyone', body: NONE, changesState: false },
+  cache_lock_verify: { method: 'post', pattern: '/:org/:repo/locks/verify', needs: 'anyone', body: LOCK_BODY, changesState: true },
+  cache_lock_unlock: { method: 'post', pattern: '/:org/:repo/locks/:id/unlock', needs: 'anyone', body: LOCK_BODY, changesState: true },
+
   dashboard_redirect: { method: 'get', pattern: '/-', needs: 'anyone', body: NONE, changesState: false },
   // The page shows the sign-in form to anyone, the dashboard to a signed-in server admin.
   dashboard: { method: 'get', pattern: '/-/', needs: 'anyone', body: NONE, changesState: false },
@@ -193,7 +204,7 @@ export class GuardedCall {
  * call must carry a JSON Content-Type (JSON body routes) and no foreign Origin, a Content-Length
  * over the route's cap is refused at once, and the body is held at PRE_AUTH_BYTES until the
  * handler authorized the caller (GuardedCall.authorize or admit). Refusals go out with the body
- * unread: respond.ts stops reading the socket and closes the connection after the answer.
+ * unread, and the connection closes after the answer (respond.ts says how).
  */
 export class RouteGuard {
   readonly access: AccessService;
@@ -238,8 +249,8 @@ export class RouteGuard {
       try {
         this.#admit(ctx, policy);
       } catch (e) {
-        // The upload's pump is not attached yet: the answer must still stop reading the socket.
-        if (policy.body.kind === 'stream') ctx.bodyPending = true;
+        // The upload's pump is not attached yet: its body is refused as a route without one's is.
+        if (policy.body.kind === 'stream') refuseBody(ctx);
         throw e;
       }
       return handler(ctx, new GuardedCall(ctx, name, policy, this, body));

@@ -28,6 +28,8 @@ export class HttpServer {
   /** SVC_LOG_REQUESTS: the request line writer, or null when request lines are off. */
   readonly #requestLog: RequestLog | null;
   readonly #inFlight = new Set<UwsRequestContext>();
+  /** Answered mid-body, their connections still discarding the rest of the body (Linger). */
+  readonly #lingering = new Set<RequestContext>();
   #listenSocket: us_listen_socket | null = null;
   /** Route shapes with their methods, to answer 405 (with Allow) rather than 404 for a known path. */
   readonly #patterns: { re: RegExp; methods: string[] }[] = [];
@@ -82,7 +84,21 @@ export class HttpServer {
         const series = this.#seriesOf(ctx.route, status);
         series.count.inc();
         series.seconds.observe(ms / 1000);
-        this.#requestLog?.end(ctx, status, ms);
+        const linger = ctx.linger;
+        if (linger === null) {
+          this.#requestLog?.end(ctx, status, ms);
+        } else {
+          // The request line waits for the discarded bytes; its time is still the answer's.
+          this.#lingering.add(ctx);
+          void linger.done.then(() => {
+            this.#lingering.delete(ctx);
+            try {
+              this.#requestLog?.end(ctx, status, ms);
+            } catch (e) {
+              this.#afterAnswer(ctx, e);
+            }
+          });
+        }
       } catch (e) {
         this.#afterAnswer(ctx, e);
       }
@@ -181,6 +197,7 @@ export class HttpServer {
     }
     await this.#waitIdle(graceMs);
     for (const ctx of this.#inFlight) ctx.forceClose();
+    for (const ctx of this.#lingering) ctx.linger?.close();
     // Cut transfers clean up after themselves (staging files removed); give that a moment.
     await this.#waitIdle(2000);
   }

@@ -85,7 +85,7 @@ export interface MetricSources {
   /** The forge lookup budget: calls spent in the current minute and its size (absent: no series). */
   lookupBudget?(): { readonly used: number; readonly limit: number };
   /** Partial resumable (tus) uploads kept now and the bytes they hold (absent: 0). */
-  partialUploads?(): { readonly count: number; readonly bytes: number };
+  partialUploads?(): { readonly count: number; readonly bytes: number } | Promise<{ readonly count: number; readonly bytes: number }>;
 }
 
 export interface JournalFlushes {
@@ -106,9 +106,17 @@ export interface JournalFlushes {
 /**
  * Series that move differently when an upload brings bytes the store already held for another
  * repository (no new object, no new file, no journaled data): together they tell anyone who can
- * upload whether some repository holds a guessed oid. /metrics shows them only with SVC_METRICS_TOKEN.
+ * upload whether some repository holds a guessed oid. A cache's per-repository series name the
+ * repositories its clients use. /metrics shows them only with SVC_METRICS_TOKEN.
  */
-export const STORE_WIDE_SERIES: ReadonlySet<string> = new Set(['svc_store_objects', 'svc_store_stored_bytes', 'svc_data_dir_free_bytes', 'svc_journal_segments_total']);
+export const STORE_WIDE_SERIES: ReadonlySet<string> = new Set([
+  'svc_store_objects',
+  'svc_store_stored_bytes',
+  'svc_data_dir_free_bytes',
+  'svc_journal_segments_total',
+  'svc_cache_repository_hits_total',
+  'svc_cache_repository_misses_total',
+]);
 
 /** Store figures are read from SQLite at most this often, however many scrapes arrive (docs/metrics.md). */
 export const STORE_FIGURES_MAX_AGE_MS = 60_000;
@@ -154,15 +162,19 @@ const noSources: MetricSources = {
  */
 export class Metrics {
   #series: Series | null = null;
-  #sources: MetricSources = noSources;
+  readonly #sources: () => MetricSources;
 
-  #use(): Series {
-    return (this.#series ??= new Series(() => this.#sources));
+  /**
+   * `sources`: what the gauges read at scrape time; without it they report an empty server. A
+   * function, because what it reads (the maintenance service, for one) counts into these metrics
+   * and so is built after them.
+   */
+  constructor(sources: () => MetricSources = () => noSources) {
+    this.#sources = sources;
   }
 
-  /** Wires the gauges read at scrape time (app.ts); until then they report an empty server. */
-  useSources(sources: MetricSources): void {
-    this.#sources = sources;
+  #use(): Series {
+    return (this.#series ??= new Series(this.#sources));
   }
 
   /** False until a series was first used: until then every counter is still at zero. */
@@ -247,7 +259,7 @@ export class Metrics {
 class Series {
   readonly #prom = promClient();
   readonly registry = new this.#prom.Registry();
-  /** Where the scrape-time gauges read (Metrics.useSources may change it after this is built). */
+  /** Where the scrape-time gauges read (see the Metrics constructor). */
   readonly #sources: () => MetricSources;
   #store = new CachedFigures(() => this.#sources().storeFigures(), STORE_FIGURES_MAX_AGE_MS);
   #jobs = new CachedFigures(() => this.#sources().jobs(), LIVE_FIGURES_MAX_AGE_MS);
@@ -501,14 +513,14 @@ class Series {
     name: 'svc_partial_uploads',
     help: 'Partial resumable (tus) uploads kept for their client to resume (removed when they finish, are terminated, or after SVC_UPLOAD_RESUME_TTL)',
     registers: [this.registry],
-    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().count ?? 0)),
+    collect: this.#sourced(async (s, g) => g.set((await s.partialUploads?.())?.count ?? 0)),
   });
 
   readonly partialUploadBytes = new this.#prom.Gauge({
     name: 'svc_partial_upload_bytes',
-    help: 'Bytes held by partial resumable (tus) uploads on the data directory\'s file system',
+    help: 'Durable bytes held by partial resumable (tus) uploads (the data directory, or the bucket\'s uploads/ parts)',
     registers: [this.registry],
-    collect: this.#sourced(async (s, g) => g.set(s.partialUploads?.().bytes ?? 0)),
+    collect: this.#sourced(async (s, g) => g.set((await s.partialUploads?.())?.bytes ?? 0)),
   });
 
   /** GET /ready's answer as a series, so an alert needs no separate HTTP probe. */
@@ -561,7 +573,7 @@ class Series {
     }
   }
 
-  /** A collect() that reads the wired sources at scrape time (they change after construction). */
+  /** A collect() that reads the sources at scrape time. */
   #sourced(read: (sources: MetricSources, gauge: Gauge) => void | Promise<void>): (this: Gauge) => Promise<void> {
     const sources = (): MetricSources => this.#sources();
     return async function (this: Gauge) {

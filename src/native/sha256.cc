@@ -2,15 +2,18 @@
 //
 // A running hash per stream, fed buffers in order; each is hashed on the addon's own thread and its
 // callback runs on the event loop once the bytes are no longer read. A plain native thread, not a
-// worker: no V8 isolate (a hash worker thread held 11-16 MiB resident and took ~30 ms to start after
-// each rest: docs/performance.md); it starts with the first buffer and then waits on a condition
-// variable, costing only its stack.
+// worker: no V8 isolate to hold memory or to start after each rest; it starts with the first buffer
+// and then waits on a condition variable, costing only its stack.
 //
-// Why not libuv's pool: both ways tried there (a task per buffer, a task per run of queued buffers)
-// made 1 GiB through curl 15-30% slower than a thread of its own; its four threads also run the
-// O_DIRECT writes of the same uploads (0.5-6 ms each on this shared disk), and a hash queued behind
-// them waits (the likely cause). Each buffer's callback goes to the event loop through a thread-safe
-// function.
+// Why not libuv's pool: its four threads also run the O_DIRECT writes of the same uploads, and a
+// hash queued behind them waits (measured slower: native-bench/NOTES.md). Each buffer's callback
+// goes to the event loop through a thread-safe function.
+//
+// A stream's state can be saved (snapshot) and a stream opened from a saved state, so a resumable
+// upload's hash goes on after a restart, or on another node, without reading its prefix again. The
+// saved state is OpenSSL-independent: the eight chaining words (big-endian), the count of bytes
+// hashed (big-endian u64), then the bytes of the unfinished 64-byte block; the worker thread's
+// JavaScript sha256 (src/workers/sha256-state.ts) reads and writes the same.
 //
 // The sha256 is OpenSSL's, linked from the node binary itself (node exports its OpenSSL; the headers
 // come with node's own), so it is the code node:crypto runs, SHA-NI included.
@@ -29,6 +32,9 @@
 
 namespace {
 
+constexpr size_t kStateHead = 8 * 4 + 8;  // chaining words, byte count
+constexpr size_t kStateMax = kStateHead + 63;
+
 struct Stream {
   SHA256_CTX ctx;
   size_t outstanding = 0;  // buffers given whose callback has not run (event loop only)
@@ -43,7 +49,45 @@ struct Item {
   napi_ref callback_ref = nullptr;
   const uint8_t* bytes = nullptr;
   size_t length = 0;
+  bool snapshot = false;          // no bytes: the state after every buffer given before is saved
+  uint8_t state[kStateMax] = {};  // the saved state (snapshot), written on the thread
+  size_t state_length = 0;
 };
+
+void PutBig(uint8_t* out, uint64_t value, int bytes) {
+  for (int i = bytes - 1; i >= 0; i--, value >>= 8) out[i] = static_cast<uint8_t>(value);
+}
+
+uint64_t GetBig(const uint8_t* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; i++) value = (value << 8) | in[i];
+  return value;
+}
+
+// The context's state in the portable format; returns its length.
+size_t SaveState(const SHA256_CTX& ctx, uint8_t* out) {
+  for (int i = 0; i < 8; i++) PutBig(out + 4 * i, ctx.h[i], 4);
+  uint64_t bits = (static_cast<uint64_t>(ctx.Nh) << 32) | ctx.Nl;
+  PutBig(out + 32, bits >> 3, 8);
+  std::memcpy(out + kStateHead, ctx.data, ctx.num);  // OpenSSL keeps the unfinished block as bytes
+  return kStateHead + ctx.num;
+}
+
+// A context from a saved state; false when the bytes are not one.
+bool LoadState(const uint8_t* in, size_t length, SHA256_CTX* ctx) {
+  if (length < kStateHead || length > kStateMax) return false;
+  uint64_t count = GetBig(in + 32, 8);
+  size_t tail = length - kStateHead;
+  if (count % 64 != tail || count >> 61 != 0) return false;
+  SHA256_Init(ctx);
+  for (int i = 0; i < 8; i++) ctx->h[i] = static_cast<SHA_LONG>(GetBig(in + 4 * i, 4));
+  uint64_t bits = count << 3;
+  ctx->Nl = static_cast<SHA_LONG>(bits & 0xffffffffu);
+  ctx->Nh = static_cast<SHA_LONG>(bits >> 32);
+  std::memcpy(ctx->data, in + kStateHead, tail);
+  ctx->num = static_cast<unsigned int>(tail);
+  return true;
+}
 
 // Per environment: the hashing thread, its queue (all streams' buffers, in the order given, so each
 // stream's are hashed in order), and the thread-safe function that calls the callbacks.
@@ -119,15 +163,21 @@ void Discard(napi_env env, Item* item) {
   delete item;
 }
 
-// Drops an item's references and calls its callback. Event loop only.
+// Drops an item's references and calls its callback (with the saved state, for a snapshot). Event loop only.
 void Settle(napi_env env, Item* item) {
   napi_value callback = nullptr;
   napi_get_reference_value(env, item->callback_ref, &callback);
+  napi_value argv[1];
+  size_t argc = 0;
+  if (item->snapshot) {
+    void* copy = nullptr;
+    if (napi_create_buffer_copy(env, item->state_length, item->state, &copy, &argv[0]) == napi_ok) argc = 1;
+  }
   Discard(env, item);
   if (callback == nullptr) return;
   napi_value undefined;
   napi_get_undefined(env, &undefined);
-  napi_call_function(env, undefined, callback, 0, nullptr, nullptr);
+  napi_call_function(env, undefined, callback, argc, argv, nullptr);
 }
 
 // The thread-safe function's call: a buffer was hashed. env is null while the environment goes away.
@@ -155,7 +205,8 @@ void Run(Addon* addon) {
       item = addon->queue.front();
       addon->queue.pop_front();
     }
-    SHA256_Update(&item->stream->ctx, item->bytes, item->length);
+    if (item->snapshot) item->state_length = SaveState(item->stream->ctx, item->state);
+    else SHA256_Update(&item->stream->ctx, item->bytes, item->length);
     if (napi_call_threadsafe_function(addon->done, item, napi_tsfn_nonblocking) != napi_ok) delete item;  // the environment is closing
   }
 }
@@ -173,20 +224,80 @@ void Stop(void* data) {
   addon->queue.clear();
 }
 
-// open(): a new running sha256.
-napi_value Open(napi_env env, napi_callback_info) {
+// open([state]): a new running sha256, or one going on from a saved state (snapshot).
+napi_value Open(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  size_t argc = 1;
+  if (!Check(env, napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr), "bad call")) return nullptr;
+  const uint8_t* saved = nullptr;
+  size_t saved_length = 0;
+  if (argc >= 1) {
+    napi_valuetype type;
+    if (!Check(env, napi_typeof(env, argv[0], &type), "bad state")) return nullptr;
+    if (type != napi_undefined && !BytesOf(env, argv[0], &saved, &saved_length)) return nullptr;
+  }
   Stream* s = new (std::nothrow) Stream();
   if (s == nullptr) {
     napi_throw_error(env, "ERR_SHA256_ADDON", "out of memory");
     return nullptr;
   }
-  SHA256_Init(&s->ctx);
+  if (saved == nullptr) {
+    SHA256_Init(&s->ctx);
+  } else if (!LoadState(saved, saved_length, &s->ctx)) {
+    delete s;
+    napi_throw_range_error(env, "ERR_SHA256_ADDON", "not a saved sha256 state");
+    return nullptr;
+  }
   napi_value external;
   if (!Check(env, napi_create_external(env, s, FinalizeStream, nullptr, &external), "open failed")) {
     delete s;
     return nullptr;
   }
   return external;
+}
+
+// Queues an item for the hashing thread (its references made); false (an exception pending) otherwise.
+bool Enqueue(napi_env env, Stream* s, Item* item, napi_value stream, napi_value data, napi_value callback) {
+  napi_valuetype type;
+  if (!Check(env, napi_typeof(env, callback, &type), "bad callback") || type != napi_function) {
+    delete item;
+    napi_throw_type_error(env, "ERR_SHA256_ADDON", "callback must be a function");
+    return false;
+  }
+  bool ok = Check(env, napi_create_reference(env, stream, 1, &item->stream_ref), "update failed") &&
+            (data == nullptr || Check(env, napi_create_reference(env, data, 1, &item->data_ref), "update failed")) &&
+            Check(env, napi_create_reference(env, callback, 1, &item->callback_ref), "update failed");
+  if (!ok) {
+    Discard(env, item);
+    return false;
+  }
+  item->stream = s;
+  Addon* addon = nullptr;
+  napi_get_instance_data(env, reinterpret_cast<void**>(&addon));
+  if (!addon->thread.joinable()) {
+    try {
+      addon->thread = std::thread(Run, addon);
+    } catch (...) {
+      Discard(env, item);
+      napi_throw_error(env, "ERR_SHA256_ADDON", "the hashing thread did not start");
+      return false;
+    }
+  }
+  s->outstanding++;
+  // While buffers are out the process stays alive for their callbacks, as for any pending I/O.
+  if (addon->outstanding++ == 0) napi_ref_threadsafe_function(env, addon->done);
+  {
+    std::lock_guard<std::mutex> lock(addon->mutex);
+    addon->queue.push_back(item);
+  }
+  addon->wake.notify_one();
+  return true;
+}
+
+Item* NewItem(napi_env env) {
+  Item* item = new (std::nothrow) Item();
+  if (item == nullptr) napi_throw_error(env, "ERR_SHA256_ADDON", "out of memory");
+  return item;
 }
 
 // update(stream, data, callback): hashes data after what the stream was given before, on the
@@ -199,45 +310,24 @@ napi_value Update(napi_env env, napi_callback_info info) {
   const uint8_t* bytes;
   size_t length;
   if (!BytesOf(env, argv[1], &bytes, &length)) return nullptr;
-  napi_valuetype type;
-  if (!Check(env, napi_typeof(env, argv[2], &type), "bad callback") || type != napi_function) {
-    napi_throw_type_error(env, "ERR_SHA256_ADDON", "callback must be a function");
-    return nullptr;
-  }
-  Item* item = new (std::nothrow) Item();
-  if (item == nullptr) {
-    napi_throw_error(env, "ERR_SHA256_ADDON", "out of memory");
-    return nullptr;
-  }
+  Item* item = NewItem(env);
+  if (item == nullptr) return nullptr;
   item->bytes = bytes;
   item->length = length;
-  bool ok = Check(env, napi_create_reference(env, argv[0], 1, &item->stream_ref), "update failed") &&
-            Check(env, napi_create_reference(env, argv[1], 1, &item->data_ref), "update failed") &&
-            Check(env, napi_create_reference(env, argv[2], 1, &item->callback_ref), "update failed");
-  if (!ok) {
-    Discard(env, item);
-    return nullptr;
-  }
-  item->stream = s;
-  Addon* addon = nullptr;
-  napi_get_instance_data(env, reinterpret_cast<void**>(&addon));
-  if (!addon->thread.joinable()) {
-    try {
-      addon->thread = std::thread(Run, addon);
-    } catch (...) {
-      Discard(env, item);
-      napi_throw_error(env, "ERR_SHA256_ADDON", "the hashing thread did not start");
-      return nullptr;
-    }
-  }
-  s->outstanding++;
-  // While buffers are out the process stays alive for their callbacks, as for any pending I/O.
-  if (addon->outstanding++ == 0) napi_ref_threadsafe_function(env, addon->done);
-  {
-    std::lock_guard<std::mutex> lock(addon->mutex);
-    addon->queue.push_back(item);
-  }
-  addon->wake.notify_one();
+  Enqueue(env, s, item, argv[0], argv[1], argv[2]);
+  return nullptr;
+}
+
+// snapshot(stream, callback): callback(state) runs on the event loop with the stream's saved state
+// after every buffer given before this call (and none given after), for open(state) to go on from.
+napi_value Snapshot(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  Stream* s = StreamCall(env, info, 2, argv, "snapshot(stream, callback)");
+  if (s == nullptr) return nullptr;
+  Item* item = NewItem(env);
+  if (item == nullptr) return nullptr;
+  item->snapshot = true;
+  Enqueue(env, s, item, argv[0], nullptr, argv[1]);
   return nullptr;
 }
 
@@ -289,6 +379,7 @@ napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", nullptr, Open, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"update", nullptr, Update, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"snapshot", nullptr, Snapshot, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"digest", nullptr, Digest, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   if (!Check(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props), "init failed")) return nullptr;

@@ -38,7 +38,7 @@ export interface TusLinks {
   /** Base URL of the tus listener (no trailing slash), known once it listens. */
   baseUrl(): string;
   /** The upload of `oid` to `repo` may begin at its first HEAD or PATCH (ResumableUploads.announce). */
-  announce(repo: RepoName, oid: Oid, size: number): void;
+  announce(repo: RepoName, oid: Oid, size: number): void | Promise<void>;
 }
 
 /** Header carrying the announced size on a chunked upload, which has no Content-Length. */
@@ -147,7 +147,7 @@ export class BatchService {
       // A resumable upload: its href names this repository's partial upload of the oid, the same
       // for every push of it. The last PATCH answers once the object is stored, as a PUT does; the
       // verify action serves a client whose last answer was lost (it resumes at the end, then verifies).
-      tus.announce(repo, o.parsedOid, o.size);
+      await tus.announce(repo, o.parsedOid, o.size);
       return {
         oid: o.oid,
         size: o.size,

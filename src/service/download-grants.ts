@@ -7,10 +7,8 @@ export const GRANTS_MAX = 4096;
 
 /**
  * Downloads a batch answer has just granted, so that their GETs need not ask the index again: the
- * batch looked each object up for this repository a moment before. A clone makes one batch per 100
- * objects and then one GET per object, where the GET's own lookup (a read transaction of its own)
- * was about a tenth of the server's CPU per object (docs/performance.md, "The clone's GET after
- * its batch").
+ * batch looked each object up for this repository a moment before, and a clone makes one batch per
+ * 100 objects, then one GET per object.
  *
  * A grant names one repository and one oid, serves one GET, and lapses after GRANT_MS. This node
  * withdraws an oid's grants before it drops a reference to it or quarantines it (UploadGate), so

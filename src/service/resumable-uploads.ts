@@ -3,6 +3,7 @@ import { write as fsWrite } from 'node:fs';
 import { mkdir, open, readdir, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectIndex } from '../db/index-types.js';
+import type { ResumableHasher, ResumableStreamHasher } from '../format/frame-codec.js';
 import { lfsError } from '../errors/errors.js';
 import type { Oid } from '../protocol/oid.js';
 import { parseOid } from '../protocol/oid.js';
@@ -13,6 +14,7 @@ import type { UploadJudge } from './access-service.js';
 import type { UploadLimits } from './settings-service.js';
 import type { TransferService, UploadBody } from './transfer-service.js';
 import { log as defaultLog } from '../util/log.js';
+import { isSavedStateOf } from '../workers/sha256-state.js';
 
 /** The tus protocol version spoken (https://tus.io/protocols/resumable-upload, 1.0.0). */
 export const TUS_VERSION = '1.0.0';
@@ -31,6 +33,8 @@ const MAX_UNSYNCED = 4 * SYNC_EVERY;
 const STATE_BYTES = 512;
 /** Batch answers remembered for their first HEAD (a push's objects; the oldest go first). */
 const MAX_ANNOUNCED = 100_000;
+/** The saved sha256 state of no bytes (src/native/sha256.cc's format). */
+export const EMPTY_STATE = Uint8Array.from(Buffer.from('6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd190000000000000000', 'hex'));
 /** Bytes read from a finished upload at a time on its way into the store. */
 const READ_CHUNK = 1 << 20;
 
@@ -41,6 +45,8 @@ interface Upload {
   readonly size: number;
   /** Bytes that survive a crash: the offset HEAD reports. */
   synced: number;
+  /** The sha256 state after the `synced` bytes (the hasher's saved state), kept with them. */
+  hashState: Uint8Array;
   /** The PATCH appending now, or null. */
   run: PatchRun | null;
   /** The store's write of the finished upload, while it runs. */
@@ -49,9 +55,34 @@ interface Upload {
   touched: number;
 }
 
+/**
+ * What the tus routes, the batch, retain, quotas and metrics use of partial uploads, whether they
+ * live in one node's data directory (ResumableUploads) or in the index and the bucket shared by
+ * every node (SharedResumableUploads).
+ */
+export interface TusUploads {
+  /** The batch offered a tus upload of `oid` to `repo`: its first HEAD or PATCH may begin it. */
+  announce(repo: RepoName, oid: Oid, size: number): void | Promise<void>;
+  /** The durable offset and the announced size; an object the repository holds reports its size; null when never offered. */
+  status(repo: RepoName, oid: Oid): Promise<{ offset: number; size: number } | null>;
+  /** Appends a PATCH body at `offset`; answers the new durable offset (the size once stored). */
+  patch(repo: RepoName, oid: Oid, offset: number, body: UploadBody, judge: UploadJudge | null): Promise<number>;
+  /** Drops the partial upload; false when there was none. */
+  terminate(repo: RepoName, oid: Oid): Promise<boolean>;
+  /** Removes partial uploads no byte reached for SVC_UPLOAD_RESUME_TTL; returns how many. */
+  sweep(now?: number): Promise<number>;
+  /** Durable bytes of `repoKey`'s partial uploads but for `except`'s (its quota counts them). */
+  bytesOf(repoKey: string, except: Oid): number | Promise<number>;
+  /** Retain: see PartialUploadSweep. */
+  dropUnkept(repoKey: string, keep: ReadonlySet<Oid>, before: number, dryRun: boolean): Promise<number>;
+  figures(): { count: number; bytes: number } | Promise<{ count: number; bytes: number }>;
+}
+
 export interface ResumableParts {
   readonly objects: ObjectIndex;
   readonly transfers: TransferService;
+  /** Hashes each PATCH's bytes as they are written; its saved state goes with every durable offset. */
+  readonly hasher: ResumableHasher;
   readonly limits?: UploadLimits | null;
   /** SVC_UPLOAD_RESUME_TTL in seconds. */
   readonly ttlSeconds: number;
@@ -59,7 +90,7 @@ export interface ResumableParts {
 }
 
 /** Where one repository's partial upload of one oid lives: the repository's name hashed (no path characters), then the oid. */
-function stemOf(repoKey: string, oid: Oid): string {
+export function stemOf(repoKey: string, oid: Oid): string {
   return `${createHash('sha256').update(repoKey).digest('hex').slice(0, 24)}-${oid}`;
 }
 
@@ -69,12 +100,15 @@ function stemOf(repoKey: string, oid: Oid): string {
  * repository, oid, announced size and the durable offset. A partial upload belongs to one
  * repository and one oid (another repository cannot resume it: it must prove it holds every byte),
  * is invisible to batch and GET, and becomes an object only through TransferService.upload, read
- * back from the file, so it is verified and stored exactly as a PUT.
+ * back from the file, so it is stored exactly as a PUT. Its bytes are hashed once, as they are
+ * written: the hash state is saved with each durable offset, so neither a resume nor the finish
+ * reads the prefix back to hash it (the store is handed the digest instead).
  */
-export class ResumableUploads {
+export class ResumableUploads implements TusUploads {
   readonly #dir: string;
   readonly #objects: ObjectIndex;
   readonly #transfers: TransferService;
+  readonly #hasher: ResumableHasher;
   readonly #limits: UploadLimits | null;
   readonly #ttlMs: number;
   readonly #log: (msg: string, fields: object) => void;
@@ -86,6 +120,7 @@ export class ResumableUploads {
     this.#dir = dir;
     this.#objects = parts.objects;
     this.#transfers = parts.transfers;
+    this.#hasher = parts.hasher;
     this.#limits = parts.limits ?? null;
     this.#ttlMs = parts.ttlSeconds * 1000;
     this.#log = parts.log ?? defaultLog;
@@ -118,7 +153,7 @@ export class ResumableUploads {
 
   async #load(stem: string, parseRepo: (key: string) => RepoName | null): Promise<Upload | null> {
     const fh = await open(join(this.#dir, `${stem}.state`), 'r');
-    let record: { repo?: unknown; oid?: unknown; size?: unknown; synced?: unknown };
+    let record: { repo?: unknown; oid?: unknown; size?: unknown; synced?: unknown; hash?: unknown };
     let mtimeMs: number;
     try {
       const buf = Buffer.alloc(STATE_BYTES);
@@ -144,7 +179,13 @@ export class ResumableUploads {
         await d.close();
       }
     }
-    return { stem, repo, oid, size, synced, run: null, finishing: null, touched: Math.max(mtimeMs, data.mtimeMs) };
+    const touched = Math.max(mtimeMs, data.mtimeMs);
+    const u: Upload = { stem, repo, oid, size, synced, hashState: EMPTY_STATE, run: null, finishing: null, touched };
+    const saved = typeof record.hash === 'string' ? Buffer.from(record.hash, 'base64') : null;
+    // Without the hash state of its bytes the upload cannot go on (a record of an older version).
+    if (saved === null || !isSavedStateOf(saved, synced)) return null;
+    u.hashState = saved;
+    return u;
   }
 
   /** The batch offered a tus upload of `oid` to `repo`: its first HEAD or PATCH may begin it. */
@@ -153,6 +194,27 @@ export class ResumableUploads {
     this.#announced.delete(stem);
     this.#announced.set(stem, { repo, oid, size });
     if (this.#announced.size > MAX_ANNOUNCED) this.#announced.delete(this.#announced.keys().next().value!);
+  }
+
+  /** Durable bytes of `repoKey`'s partial uploads, but for the one of `except` (its quota counts them). */
+  bytesOf(repoKey: string, except: Oid): number {
+    let bytes = 0;
+    for (const u of this.#uploads.values()) if (u.repo.key === repoKey && u.oid !== except) bytes += u.synced;
+    return bytes;
+  }
+
+  /**
+   * Retain: removes `repoKey`'s partial uploads of oids not in `keep`, untouched since `before` and
+   * with no PATCH running or finishing; returns how many (would go, in a dry run).
+   */
+  async dropUnkept(repoKey: string, keep: ReadonlySet<Oid>, before: number, dryRun: boolean): Promise<number> {
+    let dropped = 0;
+    for (const u of [...this.#uploads.values()]) {
+      if (u.repo.key !== repoKey || keep.has(u.oid) || u.touched >= before || u.run !== null || u.finishing !== null) continue;
+      dropped++;
+      if (!dryRun) await this.#drop(u);
+    }
+    return dropped;
   }
 
   /** Partial uploads kept and the durable bytes they hold (metrics). */
@@ -196,12 +258,12 @@ export class ResumableUploads {
     if (raced !== undefined) return raced;
     // The access settings as for a PUT: max object size and the repository's quota.
     await this.#limits?.admitPut(a.repo, a.oid, a.size);
-    const u: Upload = { stem, repo: a.repo, oid: a.oid, size: a.size, synced: 0, run: null, finishing: null, touched: Date.now() };
+    const u: Upload = { stem, repo: a.repo, oid: a.oid, size: a.size, synced: 0, hashState: EMPTY_STATE, run: null, finishing: null, touched: Date.now() };
     this.#uploads.set(stem, u);
     try {
       const data = await open(join(this.#dir, `${stem}.part`), 'w');
       await data.close();
-      await this.#persist(u, 0, 'w');
+      await this.#persist(u, 0, EMPTY_STATE, 'w');
       const dir = await open(this.#dir, 'r');
       await dir.sync().finally(() => dir.close());
     } catch (e) {
@@ -213,9 +275,9 @@ export class ResumableUploads {
     return u;
   }
 
-  /** Writes the state record in place and makes it durable. */
-  async #persist(u: Upload, synced: number, flags: 'w' | 'r+' = 'r+'): Promise<void> {
-    const json = JSON.stringify({ repo: u.repo.key, oid: u.oid, size: u.size, synced });
+  /** Writes the state record in place and makes it durable: the durable offset and the hash state after it. */
+  async #persist(u: Upload, synced: number, hashState: Uint8Array, flags: 'w' | 'r+' = 'r+'): Promise<void> {
+    const json = JSON.stringify({ repo: u.repo.key, oid: u.oid, size: u.size, synced, hash: Buffer.from(hashState).toString('base64') });
     const buf = Buffer.alloc(STATE_BYTES, 0x20);
     buf.write(json, 'utf8');
     const fh = await open(join(this.#dir, `${u.stem}.state`), flags);
@@ -254,19 +316,18 @@ export class ResumableUploads {
     }
     if (this.#uploads.get(stem) !== u) u = this.#uploads.get(stem) ?? null;
     if (u === null || u.run !== null) throw lfsError('LFS_ERR_NOT_READY', 'Another request took over this upload; ask where it stands (HEAD) and resume', { 'Retry-After': '1' });
-    if (offset > u.synced) throw tusConflict(u.synced);
+    // tus: the offset must be the bytes held. One before them (a client resuming from an older HEAD)
+    // would need the hash state at that offset, which is not kept: it asks again and goes on from here.
+    if (offset !== u.synced) throw tusConflict(u.synced);
     this.#transfers.admitBytes(u.size - offset);
-    const run = new PatchRun(join(this.#dir, `${stem}.part`), offset, u.size, async (end) => {
-      await this.#persist(u, end);
-      u.synced = end;
-      u.touched = Date.now();
+    const claimed = u;
+    const run = new PatchRun(join(this.#dir, `${stem}.part`), offset, u.size, this.#hasher.openResumable(u.hashState), u.hashState, async (end, state) => {
+      await this.#persist(claimed, end, state);
+      claimed.synced = end;
+      claimed.hashState = state;
+      claimed.touched = Date.now();
     });
     u.run = run;
-    // Rewinding: the durable offset is where this PATCH starts until its own bytes are synced.
-    if (offset < u.synced) {
-      await this.#persist(u, offset);
-      u.synced = offset;
-    }
     let failure: unknown = null;
     try {
       await run.start();
@@ -289,12 +350,17 @@ export class ResumableUploads {
     return u.synced;
   }
 
-  /** Every byte is there: into the store as a PUT would be (verified against oid and size), then gone from here. */
+  /**
+   * Every byte is there: its digest (from the saved hash state: nothing is read back to hash it) must
+   * be the oid; then into the store as a PUT would be, and gone from here.
+   */
   #finish(u: Upload, judge: UploadJudge | null): Promise<void> {
     u.finishing ??= (async () => {
       const path = join(this.#dir, `${u.stem}.part`);
       try {
-        await this.#transfers.upload(u.repo, u.oid, fileBody(path, u.size), u.size, judge);
+        const sha256 = await this.#hasher.openResumable(u.hashState).digest();
+        if (sha256 !== u.oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${sha256}, not to the oid ${u.oid}`);
+        await this.#transfers.upload(u.repo, u.oid, fileBody(path, u.size, sha256), u.size, judge);
       } catch (e) {
         const code = (e as { code?: unknown }).code;
         // Bytes that are not the object are no use to a resume: dropped, the client starts again.
@@ -345,7 +411,9 @@ export class ResumableUploads {
   }
 }
 
-function tusConflict(offset: number): Error {
+const noop = (): void => undefined;
+
+export function tusConflict(offset: number): Error {
   return lfsError('LFS_ERR_UPLOAD_OFFSET_MISMATCH', `Upload-Offset must be ${offset}, the bytes this server holds`, { 'Upload-Offset': String(offset), 'Tus-Resumable': TUS_VERSION });
 }
 
@@ -354,7 +422,7 @@ function isOverrun(e: unknown): boolean {
 }
 
 /** Reads a body that carries nothing to keep (a PATCH of an upload already complete). */
-async function drain(body: UploadBody): Promise<void> {
+export async function drain(body: UploadBody): Promise<void> {
   const sink: ObjectWriter = {
     write: (chunk) => {
       if (chunk.byteLength > 0) throw lfsError('LFS_ERR_BODY_TOO_LARGE', 'This upload is complete: no more bytes are taken');
@@ -367,9 +435,10 @@ async function drain(body: UploadBody): Promise<void> {
   await body.into(sink);
 }
 
-/** A finished partial upload, read back as the body of TransferService.upload. */
-function fileBody(path: string, size: number): UploadBody {
+/** A finished partial upload, read back as the body of TransferService.upload; `sha256`: its digest, already checked. */
+function fileBody(path: string, size: number, sha256: string): UploadBody {
   return {
+    sha256,
     async into(writer: ObjectWriter): Promise<void> {
       const fh = await open(path, 'r');
       try {
@@ -393,14 +462,17 @@ function fileBody(path: string, size: number): UploadBody {
 
 /**
  * One PATCH's bytes appended to the partial upload's file: an ObjectWriter for BodyPump (which
- * pauses the socket while MAX_QUEUED bytes wait for the disk), one write in flight at a time, the
- * file made durable every SYNC_EVERY bytes and at the end, each time followed by the state record.
+ * pauses the socket while MAX_QUEUED bytes wait for the disk), one write in flight at a time, each
+ * written buffer hashed next, the file made durable every SYNC_EVERY bytes and at the end, each time
+ * followed by the state record with the hash state after exactly the bytes synced.
  */
 class PatchRun implements ObjectWriter {
   readonly #path: string;
   readonly #size: number;
-  readonly #durable: (end: number) => Promise<void>;
+  readonly #durable: (end: number, hashState: Uint8Array) => Promise<void>;
   readonly #start: number;
+  readonly #hash: ResumableStreamHasher;
+  readonly #startState: Uint8Array;
   #fh: FileHandle | null = null;
   /** Bytes handed to the disk and written. */
   #written: number;
@@ -426,7 +498,10 @@ class PatchRun implements ObjectWriter {
   /** Settles when this run has made its bytes durable and let go of the upload. */
   readonly settled: Promise<void>;
 
-  constructor(path: string, start: number, size: number, durable: (end: number) => Promise<void>) {
+  /** `hash` goes on from `startState`, the saved state after the `start` bytes. */
+  constructor(path: string, start: number, size: number, hash: ResumableStreamHasher, startState: Uint8Array, durable: (end: number, hashState: Uint8Array) => Promise<void>) {
+    this.#hash = hash;
+    this.#startState = startState;
     this.#path = path;
     this.#start = start;
     this.#size = size;
@@ -515,6 +590,8 @@ class PatchRun implements ObjectWriter {
         if (n < data.byteLength) return step(data.subarray(n), position + n);
         this.#writing = false;
         this.#written = at + next.byteLength;
+        // Hashed in the order written, so a snapshot taken with #written covers exactly those bytes.
+        this.#hash.update(next, noop);
         this.#queued -= next.byteLength;
         this.#maybeDrain();
         this.#kickSync();
@@ -538,9 +615,11 @@ class PatchRun implements ObjectWriter {
 
   async #sync(): Promise<void> {
     const end = this.#written;
+    const hashed = this.#hash.snapshot();
+    hashed.catch(noop); // awaited below unless the sync fails first
     try {
       await this.#fh!.datasync();
-      await this.#durable(end);
+      await this.#durable(end, await hashed);
       this.#syncedTo = end;
     } catch (e) {
       this.#error ??= mapIoError(e);
@@ -562,7 +641,7 @@ class PatchRun implements ObjectWriter {
     try {
       if (discard) {
         await this.#fh?.truncate(this.#start);
-        await this.#durable(this.#start);
+        await this.#durable(this.#start, this.#startState);
       } else if (this.#written > this.#syncedTo && this.#fh !== null) {
         // Also after a write error: what was written before it is kept.
         await this.#sync();
@@ -570,6 +649,7 @@ class PatchRun implements ObjectWriter {
     } finally {
       await this.#fh?.close().catch(() => undefined);
       this.#fh = null;
+      this.#hash.drop();
     }
     if (this.#error !== null && !discard) throw this.#error;
   }

@@ -50,6 +50,9 @@ export interface UploadLimits {
   admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): Promise<UploadCap | null>;
 }
 
+/** Bytes a repository's partial resumable uploads hold, but for those of `except`: counted against its quota. */
+export type PartialBytes = (repoKey: string, except: Oid) => Promise<number>;
+
 /** A batch's running account of what it may still accept: the first object past a limit is refused. */
 export interface UploadBudget {
   admit(size: number): ObjectRefusal | null;
@@ -86,6 +89,7 @@ export class SettingsService implements UploadLimits {
   readonly #objects: ObjectIndex;
   readonly #metrics: Metrics;
   readonly #defaults: AccessSettings;
+  #partialBytes: PartialBytes = async () => 0;
   #current: AccessSettings;
   #patterns: RegExp[];
   #saved: { updatedAt: number; updatedBy: string } | null = null;
@@ -275,6 +279,11 @@ export class SettingsService implements UploadLimits {
     };
   }
 
+  /** Where the partial uploads' bytes are counted (resumable uploads, once they are open). */
+  countPartialBytes(source: PartialBytes): void {
+    this.#partialBytes = source;
+  }
+
   async admitPut(repo: RepoName, oid: Oid, expectedSize: number | null): Promise<UploadCap | null> {
     if (this.#fresh === null) return this.#admitPut(repo, oid, expectedSize);
     // Shared settings, as last read (authorizeUpload): a refusal, or a cap on a body of unknown
@@ -294,7 +303,8 @@ export class SettingsService implements UploadLimits {
     const { maxObjectSize, repoQuota } = this.#current;
     // Re-sending an object the repository already holds adds nothing to its usage.
     const counts = repoQuota > 0 && (await this.#objects.findInRepo(repo.key, oid)) === null;
-    const room = counts ? Math.max(0, repoQuota - (await this.#stats.repoSummary(repo.key)).logicalBytes) : Infinity;
+    const used = counts ? (await this.#stats.repoSummary(repo.key)).logicalBytes + (await this.#partialBytes(repo.key, oid)) : 0;
+    const room = counts ? Math.max(0, repoQuota - used) : Infinity;
     if (maxObjectSize === 0 && room === Infinity) return null;
     const tooLarge = (): Error => {
       if (count) this.#metrics.rejections.inc({ cause: 'object_too_large' });

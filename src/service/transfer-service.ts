@@ -14,6 +14,11 @@ import { log as defaultLog } from '../util/log.js';
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
   into(writer: ObjectWriter): Promise<void>;
+  /**
+   * The body's sha256, when this process already hashed every byte of it (a resumable upload, as
+   * its bytes arrived): the verify layer checks it against the oid instead of hashing them again.
+   */
+  readonly sha256?: string;
 }
 
 /** Moves a presigned upload into the shared store once its bytes are confirmed (PresignService). */
@@ -199,8 +204,9 @@ export class TransferService implements UploadGate {
     if (await upload.quarantined()) await this.#store.quarantine(oid);
     // Where the store journals uploads, their reference goes into the journal with the bytes.
     const journal = this.#store.journal;
-    const journaled = journal === null ? null : await journal.createWriter(repo.key, oid, { expectedSize });
-    const writer = journaled ?? (await this.#store.createWriter(oid, { expectedSize }));
+    const options = { expectedSize, sha256: body.sha256 };
+    const journaled = journal === null ? null : await journal.createWriter(repo.key, oid, options);
+    const writer = journaled ?? (await this.#store.createWriter(oid, options));
     try {
       await body.into(writer);
       const put: JournaledPut = journaled === null ? { ...(await writer.finish()), keepReference: null } : await journaled.finish();

@@ -1,11 +1,7 @@
 import { zstd } from '../format/native-codecs.js';
 import { FRAME_SIZE } from '../format/frame-format.js';
 
-/**
- * How long a pool keeps its idle buffers after it was last used: a burst of transfers reuses them, a
- * server at rest gives them back (an idle server keeping what its busiest moment needed showed as
- * tens of MiB of RSS that never went away).
- */
+/** How long a pool keeps its idle buffers after its last use: a burst reuses them, a server at rest gives them back. */
 export const POOL_IDLE_MS = 10_000;
 
 let afterRelease: (() => void) | null = null;
@@ -14,11 +10,9 @@ let poolsInUse = 0;
 
 /**
  * Sets what runs once every pool has let its idle buffers go: the process entry asks V8 to collect
- * them, since at rest no allocation would make it (measured: released buffers stayed resident).
- * Not while any pool is still in use: a forced collection throws away much of V8's optimized code
- * (deoptimized for "weak objects"), and the requests still coming pay for compiling it again
- * (docs/performance.md, "A forced collection in the middle of a clone"); a busy process collects
- * on its own, and the last pool to rest asks for the collection then.
+ * them, since at rest no allocation would make it. Not while any pool is still in use: a forced
+ * collection throws away much of V8's optimized code, which requests still coming pay to compile
+ * again; a busy process collects on its own.
  */
 export function onPoolsReleased(fn: (() => void) | null): void {
   afterRelease = fn;
@@ -62,10 +56,9 @@ class IdleRelease {
 }
 
 /**
- * Fixed-size, reusable transfer buffers. Streaming through freshly allocated Buffers leaves garbage
- * that V8 collects only after ~64 MiB of external memory piles up, which shows as RSS growth of
- * tens of MiB per multi-gigabyte transfer; reusing a few buffers keeps memory flat instead.
- * Buffers are plain ArrayBuffers so they can be moved to a worker thread and back.
+ * Fixed-size, reusable transfer buffers: fresh Buffers per chunk leave garbage V8 collects late,
+ * which shows as RSS growth during a large transfer. Plain ArrayBuffers, so they can be moved to a
+ * worker thread and back.
  */
 export class BufferPool {
   #size: number | (() => number);
@@ -113,15 +106,11 @@ const alignedSlabs = new WeakSet<ArrayBufferLike>();
 const WASM_PAGE = 64 << 10;
 
 /**
- * Buffers whose memory starts on a page boundary, for O_DIRECT writes (direct I/O moves bytes from
- * the buffer to the disk, so the address must be aligned). A plain ArrayBuffer's memory comes from
- * malloc, which puts its bookkeeping in front of it (measured: O_DIRECT writes from it fail with
- * EINVAL); a WebAssembly memory is mapped by V8 on its own pages. Each buffer is a memory of its
- * own: buffers carved from a shared slab would keep the whole slab alive for as long as any one of
- * them sits in the pool, so after a burst the pool could hold many part-used slabs. Idle buffers
- * past `keep` are dropped to the GC, and every idle one once the pool has rested for POOL_IDLE_MS. `shared` buffers are SharedArrayBuffers: a worker reads them in
- * place, with nothing moved. Should V8 refuse another memory (each reserves address space), the pool
- * hands out an ordinary buffer, which is simply written through the page cache.
+ * Buffers whose memory starts on a page boundary, for O_DIRECT writes: malloc'd ArrayBuffers are not
+ * aligned (O_DIRECT fails with EINVAL), a WebAssembly memory is mapped on pages of its own. One
+ * memory per buffer, so a pooled buffer never keeps a part-used slab alive. `shared` buffers are
+ * read in place by workers. Should V8 refuse another memory, the pool hands out an ordinary buffer,
+ * which is simply written through the page cache.
  */
 export class AlignedBufferPool {
   readonly size: number;
@@ -181,12 +170,9 @@ export function isAlignedMemory(view: Uint8Array): boolean {
 export const IO_CHUNK = 1 << 20;
 
 /**
- * Where a plain read buffer's bytes start in its ArrayBuffer. A 1 MiB ArrayBuffer's memory comes from
- * malloc 16 bytes into a page, and on this project's CI CPU (AMD EPYC, the kernel copying with
- * `rep movsb`) a copy whose destination sits 1–31 bytes past its source within a page ran at half
- * speed or worse: every read of a whole download, from 1 MiB boundaries (16 bytes in: 0.17 against
- * 0.09 ms per MiB; docs/performance.md). 64 bytes further on it runs as fast as into page-aligned
- * memory.
+ * Where a plain read buffer's bytes start in its ArrayBuffer: malloc puts a 1 MiB buffer 16 bytes
+ * into a page, and the kernel's copy runs at half speed when the destination sits 1–31 bytes past
+ * the source within a page; 64 bytes in, it runs as fast as into aligned memory.
  */
 export const READ_SKEW = 64;
 /** Plain read buffers (see takeReadBuffer): IO_CHUNK bytes from READ_SKEW. */
@@ -198,10 +184,9 @@ export const ioBuffers = new BufferPool(IO_CHUNK + READ_SKEW, 64);
 export const directBuffers = new AlignedBufferPool(IO_CHUNK, { keep: 64, shared: true });
 
 /**
- * A 1 MiB buffer for a download's reads: an upload's idle one when the pool holds one, else a plain
- * one. A server that takes turns uploading and downloading then keeps one set of buffers instead of
- * one per direction (measured: 4 MiB of a 1 GiB download's peak). Reads never map new aligned
- * memories, which each reserve address space, so downloads cannot leave uploads without them.
+ * A 1 MiB buffer for a download's reads: an upload's idle one when the pool holds one (one set of
+ * buffers for both directions), else a plain one. Reads never map new aligned memories, which
+ * reserve address space, so downloads cannot leave uploads without them.
  */
 export function takeReadBuffer(): Uint8Array {
   return directBuffers.takeIdleView() ?? new Uint8Array(ioBuffers.take(), READ_SKEW, IO_CHUNK);
@@ -238,8 +223,7 @@ export class ChunkGatherer {
     while (off < chunk.byteLength) {
       this.#buf ??= this.#pool.takeView();
       const n = Math.min(chunk.byteLength - off, this.#buf.byteLength - this.#fill);
-      // fill() is one native memcpy; set() into shared memory from a uWS chunk took V8's slow
-      // element-wise path (measured: 0.35 ms per MiB on the HTTP thread instead of ~0.03).
+      // fill() is one native memcpy; set() into shared memory takes V8's slow element-wise path.
       this.#buf.fill(chunk.subarray(off, off + n), this.#fill, this.#fill + n);
       this.#fill += n;
       off += n;
@@ -267,11 +251,9 @@ export class ChunkGatherer {
 }
 
 /**
- * Buffers for small objects and their journal records, pooled by power-of-two size class. A stream of
- * 64 KiB uploads otherwise allocates two or three fresh buffers per object, and that external memory
- * drives V8 into back-to-back full collections (measured: concurrent marking took about a third of
- * the server's CPU in a burst of 2,000 such uploads). Each class keeps at most about 4 MiB idle, and
- * none once the pool has rested for POOL_IDLE_MS.
+ * Buffers for small objects and their journal records, pooled by power-of-two size class: fresh
+ * buffers per small upload drive V8 into back-to-back full collections. Each class keeps at most
+ * about 4 MiB idle, and none once the pool has rested for POOL_IDLE_MS.
  */
 export class SizedBufferPool {
   static readonly MIN_CLASS = 12;

@@ -88,7 +88,7 @@ export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
   // still be read through the one frame reader.
   store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
   let journal: JournalingBlobStore | null = null;
-  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references, enc?.encryptNew === true);
+  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references, Date.now, enc?.encryptNew === true);
   return { store: new VerifyingBlobStore(store, parts.hasher), backend, journal };
 }
 

@@ -36,10 +36,7 @@ export class DirSyncer {
 
 /**
  * One threadpool round trip per directory: its open and close run in line (a cached folder's open
- * takes a few µs; O_DIRECTORY, so nothing that could block on open is ever opened here), only the
- * fsync goes to the pool. Through FileHandle each of the three was a round trip of its own (a
- * thread wake-up and an event-loop wake-up), and a small object's retirement syncs two folders
- * or more.
+ * is quick, and O_DIRECTORY opens nothing that could block); only the fsync goes to the pool.
  */
 function fsyncDir(dir: string): Promise<void> {
   let fd: number;

@@ -15,7 +15,7 @@ export type ObjectFileName = 'full' | 'rest';
  * - gitea modules/lfs/pointer.go `RelativePath`: `path.Join(oid[0:2], oid[2:4], oid[4:])` (Forgejo
  *   kept it), under `[lfs] PATH` (default `data/lfs`);
  * - gitlab app/uploaders/lfs_object_uploader.rb: `store_dir` is `oid[0,2]/oid[2,2]`, `filename` is
- *   `oid[4..-1]`, under `shared/lfs-objects`;
+ *   `oid[4..-1]`, under the `lfs-objects` folder of GitLab's `shared` directory;
  * - git-lfs/lfs-test-server content_store.go `transformKey`: `key[0:2]/key[2:4]/key[4:]`, under
  *   `LFS_CONTENTPATH` (default `lfs-content`);
  * - the git-lfs client's own `.git/lfs/objects` (and Stowage's legacy folder): `ab/cd/<oid>`.

@@ -14,13 +14,16 @@ export class IncomingCheck {
   readonly #expected: number | null;
   readonly #hash: Hash | null;
   readonly #stream: StreamHasher | null;
+  readonly #known: string | null;
   #count = 0;
 
-  constructor(oid: Oid, expected: number | null, stream: StreamHasher | null = null) {
+  /** `known`: the bytes' digest, already computed by this process (nothing is hashed again). */
+  constructor(oid: Oid, expected: number | null, stream: StreamHasher | null = null, known: string | null = null) {
     this.#oid = oid;
     this.#expected = expected;
-    this.#stream = stream;
-    this.#hash = stream === null ? createHash('sha256') : null;
+    this.#stream = known === null ? stream : null;
+    this.#known = known;
+    this.#hash = known === null && stream === null ? createHash('sha256') : null;
   }
 
   /** Bytes taken so far. */
@@ -52,7 +55,7 @@ export class IncomingCheck {
       this.discard();
       throw lfsError('LFS_ERR_SIZE_MISMATCH', `Received ${this.#count} bytes; the announced size is ${this.#expected}`);
     }
-    const digest = this.#stream === null ? this.#hash!.digest('hex') : await this.#stream.digest();
+    const digest = this.#known ?? (this.#stream === null ? this.#hash!.digest('hex') : await this.#stream.digest());
     if (digest !== this.#oid) throw lfsError('LFS_ERR_DIGEST_MISMATCH', `Content hashes to ${digest}, not to the oid ${this.#oid}`);
   }
 

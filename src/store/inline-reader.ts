@@ -6,10 +6,9 @@ import { RawChunkSource } from './raw-reader.js';
 import type { BlobReader, ChunkSource, InLineObject } from './types.js';
 
 /**
- * Objects up to this size are read on the calling thread. A small read from the page cache takes a
- * few µs in line; through libuv's threadpool each one costs a thread wake-up and an event-loop
- * wake-up (cross-CPU interrupts in this VM), several times the read itself. A clone makes one GET
- * per object, and the open, fstat, trailer probe, read and close of each were most of its CPU.
+ * Objects up to this size are read on the calling thread: a small read from the page cache is
+ * quicker in line than the threadpool's round trip (a thread wake-up, then the event loop's), and a
+ * clone makes one GET per object.
  */
 export const INLINE_READ_MAX = 256 << 10;
 

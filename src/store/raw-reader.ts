@@ -3,10 +3,8 @@ import { giveReadBuffer, IO_CHUNK, takeReadBuffer } from './buffer-pool.js';
 import type { ChunkSource } from './types.js';
 
 /**
- * Chunks being read while the consumer sends the one it has. One was enough from the page cache;
- * from a cold file each 1 MiB read waits on the disk, and with a single read in flight the disk
- * idled while the event loop sent (see docs/performance.md, cold downloads). Bounded: a download
- * holds at most READ_AHEAD + 1 pooled buffers.
+ * Chunks being read while the consumer sends the one it has, so a cold file keeps the disk busy.
+ * Bounded: a download holds at most READ_AHEAD + 1 pooled buffers.
  */
 export const READ_AHEAD = 3;
 

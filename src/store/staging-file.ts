@@ -17,11 +17,9 @@ const noDirectIo = new Set<string>();
  *
  * With `direct`, the file gets a second descriptor opened with O_DIRECT, and aligned writes from
  * aligned memory (AlignedBufferPool) go through it, past the page cache: a multi-gigabyte upload
- * then costs no kernel copy into the cache and no cache growth. Measured on this machine: dd into
- * the page cache drops from 1.5 GB/s to ~0.3 GB/s once the cache grows into memory the VM has not
- * touched yet, while O_DIRECT writes hold 1.1–1.5 GB/s. Everything else (the unaligned tail, short
- * writes, file systems without O_DIRECT) goes through the ordinary descriptor, and `seal`'s
- * fdatasync makes both kinds durable.
+ * then costs no kernel copy into the cache and no cache growth. Everything else (the unaligned
+ * tail, short writes, file systems without O_DIRECT) goes through the ordinary descriptor, and
+ * `seal`'s fdatasync makes both kinds durable.
  */
 export class StagingFile {
   readonly path: string;

@@ -34,6 +34,11 @@ export interface WriterOptions {
    * metadata records it, so its readers can tell plain objects without probing for a trailer.
    */
   readonly framed?: boolean;
+  /**
+   * The bytes' sha256, computed by this process as they arrived (a resumable upload): the verify
+   * layer still counts them and checks this against the oid, without hashing them again.
+   */
+  readonly sha256?: string;
 }
 
 /**
@@ -106,6 +111,18 @@ export interface StoredObject {
  * Content-addressed blob storage: one copy per oid, shared by every repository (which repository may
  * see which oid is the index's business, not the store's).
  */
+/**
+ * Where partial resumable uploads keep their bytes when several nodes share them (a bucket): parts
+ * of one upload, numbered from 0, under a name built from a hash (never from client text).
+ */
+export interface PartStore {
+  put(name: string, part: number, bytes: Uint8Array): Promise<void>;
+  /** The part's bytes as they come. */
+  read(name: string, part: number): Promise<AsyncIterable<Uint8Array>>;
+  /** Removes every part of `name`. */
+  removeAll(name: string): Promise<void>;
+}
+
 export interface BlobStore {
   /**
    * Writes cost least in blocks of this many bytes from aligned shared memory (format: a compress

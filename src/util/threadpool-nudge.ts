@@ -10,12 +10,9 @@ export const NUDGE_EVERY_MS = 1000;
  * Why: glibc's condition variables can lose a wakeup (sourceware bug 25847; Debian 12 ships glibc
  * 2.36). libuv's threadpool queues a request and signals a sleeping thread; when that signal is
  * lost, every thread sleeps with the request still queued, and it runs only when the next request's
- * signal wakes one. Seen on the CI machine: a journal retirement waited 13 minutes on a folder's
- * fsync while the pool's 4 threads slept with one request queued (read with gdb: the condition
- * variable's pending signal sat in the group no thread waited in), and one `fs.stat` released it.
- * An idle server submits nothing else, so without this a stranded fsync could hold an upload or a
- * retirement (and the stop that waits for it) until some unrelated request came. The request is an
- * `access` of `path` (one syscall on a thread: microseconds a second).
+ * signal wakes one. An idle server submits nothing else, so without this a stranded fsync could
+ * hold an upload or a retirement until some unrelated request came. The request is an `access` of
+ * `path`: one cheap syscall a second.
  */
 export function startThreadpoolNudge(path: string, request: (path: string, done: () => void) => void = (p, done) => access(p, done)): () => void {
   const timer = setInterval(() => request(path, () => undefined), NUDGE_EVERY_MS);

@@ -3,7 +3,8 @@ import { lazyModule } from '../util/lazy-module.js';
 
 // Loaded when the thread first starts (the first large upload): a server at rest runs no thread.
 const workerThreads = lazyModule<typeof import('node:worker_threads')>('node:worker_threads');
-import type { Hasher, StreamHasher } from '../format/frame-codec.js';
+import type { ResumableHasher, ResumableStreamHasher } from '../format/frame-codec.js';
+import { Sha256State } from './sha256-state.js';
 import type { HashReply, HashRequest } from './hash.worker.js';
 import { THREAD_IDLE_MS } from './pool.js';
 
@@ -17,17 +18,17 @@ interface Running {
 }
 
 /**
- * sha256 of large uploads, on a thread of its own. In line, hashing costs the HTTP thread ~0.56 ms
- * per MiB, over half of what a large upload costs it; here the thread that serves HTTP only posts a
- * view of each full, shared buffer (tens of µs) and the hash thread hashes it in place, in order.
- * Small objects are still hashed in line: a round trip costs more than hashing 64 KiB.
+ * sha256 of large uploads, on a thread of its own (in line it would be over half of what a large
+ * upload costs the HTTP thread): the HTTP thread only posts a view of each full, shared buffer and
+ * the hash thread hashes it in place, in order. Small objects are still hashed in line: a round trip
+ * costs more than hashing 64 KiB.
  *
  * The thread starts with the first stream, or when warmed ahead of one, and exits once no stream has
- * been open for `idleMs` (a thread costs ~8 MiB resident: a server at rest runs none). If the thread
+ * been open for `idleMs` (a thread is an isolate's memory: a server at rest runs none). If the thread
  * dies, every stream open on it fails (its uploads are refused, nothing is stored) and the next
  * stream starts a new thread.
  */
-export class HashThread implements Hasher {
+export class HashThread implements ResumableHasher {
   /** The running thread and the streams open on it (a thread that died fails only its own). */
   #current: Running | null = null;
   #nextId = 1;
@@ -69,6 +70,19 @@ export class HashThread implements Hasher {
 
   /** A new running sha256; feed it with `update` in order, then take `digest` once. */
   open(): StreamHash {
+    return this.#open(undefined);
+  }
+
+  /**
+   * A running sha256 whose state can be saved, from `saved` when given (checked here: RangeError).
+   * node:crypto cannot save its state, so the thread hashes these in JavaScript (Sha256State).
+   */
+  openResumable(saved?: Uint8Array): StreamHash {
+    if (saved !== undefined) new Sha256State(saved);
+    return this.#open(saved ?? null);
+  }
+
+  #open(saved: Uint8Array | null | undefined): StreamHash {
     const current = this.#current ?? this.#start();
     const { worker, streams } = current;
     if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
@@ -80,6 +94,7 @@ export class HashThread implements Hasher {
     };
     const s = new StreamHash(id, (m) => worker.postMessage(m), forget);
     streams.set(id, s);
+    if (saved !== undefined) worker.postMessage({ id, op: 'resumable', saved } satisfies HashRequest);
     return s;
   }
 
@@ -130,12 +145,12 @@ export class HashThread implements Hasher {
   }
 }
 
-export class StreamHash implements StreamHasher {
+export class StreamHash implements ResumableStreamHasher {
   readonly #id: number;
   readonly #post: (m: HashRequest) => void;
   readonly #forget: () => void;
-  /** Callbacks of updates the thread has not confirmed yet, in order. */
-  readonly #pending: (() => void)[] = [];
+  /** Updates and snapshots the thread has not answered yet, in order (a snapshot's callback takes its state). */
+  readonly #pending: ((state?: Uint8Array, failed?: unknown) => void)[] = [];
   #digest: { resolve: (hex: string) => void; reject: (e: unknown) => void } | null = null;
   #failed: unknown = null;
 
@@ -153,6 +168,15 @@ export class StreamHash implements StreamHasher {
     }
     this.#pending.push(done);
     this.#post({ id: this.#id, op: 'update', data });
+  }
+
+  /** The saved state after every update given before this call (a stream from openResumable only). */
+  snapshot(): Promise<Uint8Array> {
+    if (this.#failed !== null) return Promise.reject(this.#failed);
+    return new Promise((resolve, reject) => {
+      this.#pending.push((state, failed) => (state !== undefined ? resolve(state) : reject(failed)));
+      this.#post({ id: this.#id, op: 'snapshot' });
+    });
   }
 
   /** The hex digest of everything given to update. */
@@ -174,6 +198,7 @@ export class StreamHash implements StreamHasher {
 
   receive(m: HashReply): void {
     if (m.op === 'updated') this.#pending.shift()?.();
+    else if (m.op === 'snapshot') this.#pending.shift()?.(m.state);
     else if (m.op === 'dropped') this.#forget();
     else {
       this.#forget();
@@ -183,7 +208,7 @@ export class StreamHash implements StreamHasher {
 
   fail(err: unknown): void {
     this.#failed = err;
-    for (const done of this.#pending.splice(0)) done(); // the buffers are free to reuse either way
+    for (const done of this.#pending.splice(0)) done(undefined, err); // the buffers are free to reuse either way
     this.#digest?.reject(err);
     this.#forget();
   }

@@ -1,15 +1,18 @@
 import { createRequire } from 'node:module';
 import { HashThread } from './hash-thread.js';
-import type { Hasher, StreamHasher } from '../format/frame-codec.js';
+import type { ResumableHasher, ResumableStreamHasher, StreamHasher } from '../format/frame-codec.js';
 
 /** What src/native/sha256.cc exports. */
 interface Sha256Addon {
-  open(): object;
+  /** A new running sha256, or one going on from a saved state (RangeError for bytes that are not one). */
+  open(saved?: Uint8Array): object;
   /**
    * Hashes `data` after what the stream was given before, on the addon's thread; `done` runs on the event
    * loop once `data` is no longer read. Buffers may be given without waiting: they are hashed in order.
    */
   update(stream: object, data: Uint8Array, done: () => void): void;
+  /** `done(state)` gets the saved state after every update given before this call (and none after). */
+  snapshot(stream: object, done: (state: Buffer) => void): void;
   /** The hex digest; only once every update has called back. */
   digest(stream: object): string;
 }
@@ -34,11 +37,10 @@ export function loadSha256Addon(): Sha256Addon | null {
 }
 
 /**
- * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same OpenSSL
- * code node:crypto runs, without a V8 isolate of its own (a hash thread holds 11–16 MiB resident and
- * takes ~30 ms to start; docs/performance.md). Always ready; nothing to start or stop.
+ * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same
+ * OpenSSL code node:crypto runs, without a V8 isolate of its own. Always ready; nothing to start or stop.
  */
-export class NativeHasher implements Hasher {
+export class NativeHasher implements ResumableHasher {
   readonly #addon: Sha256Addon;
   readonly ready = true;
 
@@ -48,6 +50,10 @@ export class NativeHasher implements Hasher {
 
   open(): StreamHasher {
     return new NativeStream(this.#addon);
+  }
+
+  openResumable(saved?: Uint8Array): ResumableStreamHasher {
+    return new NativeStream(this.#addon, saved);
   }
 
   warm(): Promise<void> {
@@ -60,7 +66,7 @@ export class NativeHasher implements Hasher {
 }
 
 /** One running sha256: buffers go to the addon as they come; it hashes them in order. */
-class NativeStream implements StreamHasher {
+class NativeStream implements ResumableStreamHasher {
   readonly #addon: Sha256Addon;
   readonly #stream: object;
   /** Updates given whose `done` has not run yet. */
@@ -68,9 +74,9 @@ class NativeStream implements StreamHasher {
   #digest: { resolve: (hex: string) => void; reject: (e: unknown) => void } | null = null;
   #dropped = false;
 
-  constructor(sha256: Sha256Addon) {
+  constructor(sha256: Sha256Addon, saved?: Uint8Array) {
     this.#addon = sha256;
-    this.#stream = sha256.open();
+    this.#stream = sha256.open(saved);
   }
 
   update(data: Uint8Array, done: () => void): void {
@@ -91,6 +97,18 @@ class NativeStream implements StreamHasher {
         });
       }
       if (this.#outstanding === 0 && this.#digest !== null) this.#finish();
+    });
+  }
+
+  snapshot(): Promise<Uint8Array> {
+    if (this.#dropped) return Promise.reject(new Error('the stream was dropped'));
+    return new Promise((resolve) => {
+      this.#outstanding++;
+      this.#addon.snapshot(this.#stream, (state) => {
+        this.#outstanding--;
+        resolve(state);
+        if (this.#outstanding === 0 && this.#digest !== null) this.#finish();
+      });
     });
   }
 
@@ -117,7 +135,7 @@ class NativeStream implements StreamHasher {
 }
 
 /** A hasher the process closes at shutdown. */
-export type ClosableHasher = Hasher & { close(): Promise<void> };
+export type ClosableHasher = ResumableHasher & { close(): Promise<void> };
 
 /**
  * Where large uploads are hashed: on the addon's native thread when it is built, otherwise on a

@@ -21,10 +21,9 @@ interface Retired {
 /**
  * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
  * HTTP thread only moves bytes. Threads start with the first task that finds none free (up to
- * `threads`) and all exit once no task has run for `idleMs`. (The pool as a whole is let go, not
- * thread by thread: Piscina's own idle timeout left a thread running for good when tasks and thread
- * starts crossed, measured under load.) A task whose worker dies (a crash in native code, an exit)
- * fails with an error; Piscina replaces the worker and the server carries on.
+ * `threads`) and all exit once no task has run for `idleMs` (the pool as a whole: Piscina's own idle
+ * timeout could leave a thread running for good). A task whose worker dies (a crash in native code,
+ * an exit) fails with an error; Piscina replaces the worker and the server carries on.
  */
 export class WorkerPool implements FrameCodec {
   readonly #threads: number;

@@ -1,6 +1,6 @@
 import { createHash, randomFillSync } from 'node:crypto';
 import type { Test } from 'tap';
-import type { Hasher, StreamHasher } from '../../src/format/frame-codec.js';
+import type { ResumableHasher, StreamHasher } from '../../src/format/frame-codec.js';
 import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
 
 /**
@@ -9,7 +9,7 @@ import { AlignedBufferPool } from '../../src/store/buffer-pool.js';
  * aligned memory, as the verify layer hands them over.
  */
 export interface HasherUnderTest {
-  readonly hasher: Hasher;
+  readonly hasher: ResumableHasher;
   close(): Promise<void>;
 }
 
@@ -105,6 +105,53 @@ export async function hasherConformance(t: Test, name: string, make: () => Hashe
       t.equal(hex, sha256(data));
       t.equal(released, 6, 'every buffer released before the digest settles');
       for (const v of views) pool.giveView(v);
+    });
+
+    await t.test('a saved state goes on in a new stream to the digest of all the bytes, whatever the cut', async (t) => {
+      const data = randomFillSync(new Uint8Array(3 * BLOCK + 100));
+      // Cuts inside, at and around a 64-byte block, and past the first MiB views.
+      for (const cut of [0, 1, 55, 63, 64, 65, 127, 1000, BLOCK, 2 * BLOCK + 77]) {
+        const first = h.hasher.openResumable();
+        await feed(pool, first, data.subarray(0, cut), 4);
+        const saved = await first.snapshot();
+        t.equal(saved.length, 40 + (cut % 64), `${cut}: chaining words, byte count and the unfinished block`);
+        t.equal(await first.digest(), sha256(data.subarray(0, cut)), `${cut}: the stream saved from still digests its own bytes`);
+        const next = h.hasher.openResumable(saved);
+        await feed(pool, next, data.subarray(cut), 4);
+        t.equal(await next.digest(), sha256(data), `${cut}: taken up from the saved state`);
+      }
+    });
+
+    await t.test('a snapshot covers exactly the updates given before it, even while they are queued', async (t) => {
+      const data = randomFillSync(new Uint8Array(4 * BLOCK));
+      const s = h.hasher.openResumable();
+      const views: Buffer[] = [];
+      const snaps: Promise<Uint8Array>[] = [];
+      for (let i = 0; i < 4; i++) {
+        const v = pool.takeView();
+        v.set(data.subarray(i * BLOCK, (i + 1) * BLOCK));
+        views.push(v);
+        s.update(v, () => undefined);
+        snaps.push(s.snapshot()); // asked at once, the next update queued right behind it
+      }
+      const states = await Promise.all(snaps);
+      t.equal(await s.digest(), sha256(data));
+      for (const [i, state] of states.entries()) {
+        const again = h.hasher.openResumable(state);
+        await feed(pool, again, data.subarray((i + 1) * BLOCK), 4);
+        t.equal(await again.digest(), sha256(data), `the snapshot after view ${i + 1} goes on from there`);
+      }
+      for (const v of views) pool.giveView(v);
+    });
+
+    await t.test('bytes that are not a saved state are refused with a RangeError', async (t) => {
+      const good = h.hasher.openResumable();
+      await feed(pool, good, new Uint8Array(70), 1);
+      const saved = await good.snapshot();
+      t.throws(() => h.hasher.openResumable(new Uint8Array(39)), RangeError, 'too short');
+      t.throws(() => h.hasher.openResumable(saved.subarray(0, saved.length - 1)), RangeError, 'the unfinished block does not match the count');
+      t.throws(() => h.hasher.openResumable(new Uint8Array(40 + 64)), RangeError, 'too long');
+      good.drop();
     });
 
     await t.test('a dropped stream still releases every buffer it was given; the hasher carries on', async (t) => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { HashThread } from '../../src/workers/hash-thread.js';
@@ -35,6 +35,23 @@ if (sha256 !== null) {
       a.update(s, b, () => console.log(a.digest(s)));`;
     const { stdout } = await promisify(execFile)(process.execPath, ['-e', script]);
     t.equal(stdout.trim(), createHash('sha256').update(Buffer.alloc(3 << 20, 7)).digest('hex'), 'the callback ran before the process ended, with the right digest');
+  });
+}
+
+if (sha256 !== null) {
+  await t.test('a state saved by one implementation goes on in the other (an upload moving to a node without the addon)', async (t) => {
+    const native = new NativeHasher(sha256);
+    const thread = new HashThread();
+    t.teardown(() => thread.close());
+    const data = randomBytes(200_003);
+    for (const [from, to, name] of [[native, thread, 'addon to thread'], [thread, native, 'thread to addon']] as const) {
+      const first = from.openResumable();
+      await new Promise<void>((resolve) => first.update(data.subarray(0, 100_001), resolve));
+      const next = to.openResumable(await first.snapshot());
+      first.drop();
+      await new Promise<void>((resolve) => next.update(data.subarray(100_001), resolve));
+      t.equal(await next.digest(), createHash('sha256').update(data).digest('hex'), name);
+    }
   });
 }
 

@@ -444,6 +444,51 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(got.filter(Boolean).length, 1, 'of racing nodes exactly one holds a free lease');
     });
 
+    await test('resumable uploads: announced, held by one live node at a time, advanced by the holder only, listed, removed', async (t, ix, more) => {
+      const now = Date.now();
+      const liveSince = now - NODE_STALE_MS;
+      const oid = createHash('sha256').update('partial').digest('hex') as Oid;
+      const other = createHash('sha256').update('other partial').digest('hex') as Oid;
+      t.equal(await ix.resumable.get('org/r', oid), null, 'nothing before the batch offers it');
+      t.equal(await ix.resumable.claim('org/r', oid, 'a', liveSince, now), false, 'no row: nothing to hold');
+      await ix.resumable.announce('org/r', oid, 3_000_000_000, 8 << 20, now - 10);
+      await ix.resumable.announce('org/r', oid, 3_000_000_000, 8 << 20, now);
+      t.match(await ix.resumable.get('org/r', oid), { repo: 'org/r', oid, size: 3_000_000_000, partSize: 8 << 20, received: 0, holder: null, touchedAt: now }, 'announced again: one row, touched');
+      await ix.nodes.heartbeat('a', now, 0, 0);
+      await ix.nodes.heartbeat('b', now, 0, 0);
+      t.equal(await ix.resumable.claim('org/r', oid, 'a', liveSince, now), true, 'free: taken');
+      t.equal(await ix.resumable.claim('org/r', oid, 'b', liveSince, now), false, 'held by a live node');
+      t.equal(await ix.resumable.claim('org/r', oid, 'a', liveSince, now), true, 'already this node\'s');
+      const states = Uint8Array.from({ length: 80 }, (_, i) => i);
+      t.equal(await ix.resumable.advance('org/r', oid, 'b', 16 << 20, states, now), false, 'only the holder advances');
+      t.equal(await ix.resumable.advance('org/r', oid, 'a', 16 << 20, states, now + 1), true);
+      const row = (await ix.resumable.get('org/r', oid))!;
+      t.same([row.received, [...row.states], row.holder], [16 << 20, [...states], 'a'], 'offset and states kept');
+      await ix.resumable.release('org/r', oid, 'b');
+      t.equal((await ix.resumable.get('org/r', oid))!.holder, 'a', 'only the holder releases');
+      await ix.resumable.release('org/r', oid, 'a');
+      t.equal(await ix.resumable.claim('org/r', oid, 'b', liveSince, now), true, 'released: another node takes it');
+      await ix.nodes.heartbeat('b', now - 2 * NODE_STALE_MS, 0, 0);
+      const [second] = await more(1);
+      t.equal(await second!.resumable.claim('org/r', oid, 'a', liveSince, now), true, 'its holder stopped beating: taken over (another instance)');
+
+      await ix.resumable.announce('org/s', other, 10, 8 << 20, now - 5000);
+      t.same((await ix.resumable.list('org/r', null, liveSince)).map((r) => r.oid), [oid], 'one repository\'s rows');
+      t.same((await ix.resumable.list(null, now - 1000, liveSince)).map((r) => r.oid), [other], 'idle and held by no live node');
+      await ix.resumable.release('org/r', oid, 'a');
+      t.same((await ix.resumable.list(null, now + 10, liveSince)).map((r) => r.oid).sort(), [oid, other].sort(), 'released: idle too');
+      t.same(await ix.resumable.figures(), { count: 2, bytes: 16 << 20 }, 'figures');
+      await ix.resumable.remove('org/r', oid);
+      t.equal(await ix.resumable.get('org/r', oid), null, 'removed');
+
+      const all = [ix, ...(await more(3))];
+      await ix.resumable.announce('org/race', oid, 10, 8 << 20, now);
+      const nodes = Array.from({ length: 12 }, (_, i) => `n${i}`);
+      for (const n of nodes) await ix.nodes.heartbeat(n, now, 0, 0);
+      const got = await Promise.all(nodes.map((n, i) => all[i % all.length]!.resumable.claim('org/race', oid, n, liveSince, now)));
+      t.equal(got.filter(Boolean).length, 1, 'of racing nodes exactly one holds it');
+    });
+
     await test('maintenance: references, drop outcomes, intents, uploads in flight', async (t, ix) => {
       const now = Date.now();
       const liveSince = now - NODE_STALE_MS;

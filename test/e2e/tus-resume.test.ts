@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { sha256File, writeRandomFile } from '../helpers/data.js';
@@ -8,6 +8,7 @@ import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { GitSandbox } from '../helpers/git.js';
 import { LFS, basic, blob, http } from '../helpers/lfs-http.js';
 import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
+import { Sha256State } from '../../src/workers/sha256-state.js';
 
 // Resumable uploads (tus) with the real git-lfs (Debian's 3.3.0, lfs.tustransfers=true), through a
 // TCP proxy of the suite's own that cuts connections and counts the bytes that reach the server.
@@ -194,6 +195,9 @@ t.test('the tus routes refuse what they must, and nothing partial is ever visibl
   t.equal(p1.headers['upload-offset'], String(half));
   t.same(await visible(b.oid, b.size), { batch: 404, get: 404 }, 'a partial upload is invisible to batch and GET');
   const metrics = (await http('GET', `${base}/metrics`)).body.toString();
+  const rewind = await patch(href, 'tok-dev', 0, b.data);
+  t.equal(rewind.status, 409, 'an offset before the bytes held: 409 too');
+  t.equal(rewind.headers['upload-offset'], String(half), 'naming the offset held');
   t.match(metrics, /^svc_partial_uploads 1$/m, 'counted in the metrics');
   t.match(metrics, new RegExp(`^svc_partial_upload_bytes ${half}$`, 'm'));
   const p2 = await patch(href, 'tok-dev', half, b.data.subarray(half));
@@ -233,4 +237,28 @@ t.test('partial uploads untouched for SVC_UPLOAD_RESUME_TTL are swept', async (t
   ({ server } = await boot());
   t.same(partials(), [], 'swept at start');
   t.equal((await http('HEAD', href, { headers: { authorization: basic('tok-dev'), 'tus-resumable': '1.0.0' } })).status, 404, 'the upload is gone');
+});
+
+t.test('the hash state after the durable offset is kept with it, and the upload goes on from it after a restart', async (t) => {
+  const b = blob((1 << 20) + 37); // the durable offset ends inside a 64-byte block
+  const res = await http('POST', `${base}/studio/api/objects/batch`, {
+    headers: { authorization: basic('tok-dev'), 'content-type': LFS, accept: LFS },
+    body: JSON.stringify({ operation: 'upload', transfers: ['basic', 'tus'], objects: [{ oid: b.oid, size: b.size }] }),
+  });
+  const href = res.json().objects[0].actions.upload.href as string;
+  const headers = (offset: number) => ({ authorization: basic('tok-dev'), 'tus-resumable': '1.0.0', 'upload-offset': String(offset), 'content-type': 'application/offset+octet-stream' });
+  const cut = b.size - 1000;
+  t.equal((await http('PATCH', href, { headers: headers(0), body: b.data.subarray(0, cut) })).status, 204);
+  await server.stop();
+  const record = partials().find((n) => n.endsWith('.state'))!;
+  const saved = JSON.parse(readFileSync(join(dataDir, 'uploads', record), 'utf8').trimEnd()) as { synced: number; hash: string };
+  t.equal(saved.synced, cut, 'the durable offset');
+  const expected = new Sha256State();
+  expected.update(b.data.subarray(0, cut));
+  t.equal(saved.hash, Buffer.from(expected.save()).toString('base64'), 'the sha256 state of exactly those bytes, beside it');
+  ({ server } = await boot());
+  t.equal((await http('PATCH', href, { headers: headers(cut), body: b.data.subarray(cut) })).status, 204, 'resumed after the restart');
+  const got = await http('GET', `${base}/studio/api/objects/${b.oid}`, { headers: { authorization: basic('tok-dev') } });
+  t.ok(got.status === 200 && got.body.equals(b.data), 'verified from the kept state and stored as sent');
+  t.same(partials(), [], 'nothing partial left');
 });

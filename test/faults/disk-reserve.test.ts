@@ -3,6 +3,7 @@ import { mkdtempSync, rmdirSync, rmSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { Agent } from 'undici';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, batch, blob, http, LFS, type Blob } from '../helpers/lfs-http.js';
 import { rawHead, rawRequest } from '../helpers/raw-http.js';
@@ -132,5 +133,54 @@ if (!mounted) {
       if (back.status === 200 && back.body.equals(b.data)) intact++;
     }
     t.equal(intact, acknowledged.length, `every acknowledged object of acme/game reads back whole (${intact} of ${acknowledged.length})`);
+  });
+
+  t.test('partial resumable uploads count against the quota and the reserve, and retain removes them', async (t) => {
+    const dataDir = join(mountPoint, 'data-tus');
+    t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+    const QUOTA = 36 << 20;
+    const env = { SVC_FORGE_A_API_URL: forge.url, SVC_GC_GRACE: '0', SVC_DISK_RESERVE: String(RESERVE), SVC_REPO_QUOTA: String(QUOTA), SVC_TUS_PORT: '0' };
+    const server = await startServer(env, { dataDir, keepData: true });
+    t.teardown(() => server.stop());
+    const auth = { authorization: basic('tok') };
+    const tus = (offset: number) => ({ ...auth, 'tus-resumable': '1.0.0', 'upload-offset': String(offset), 'content-type': 'application/offset+octet-stream' });
+    const put = (repo: string, b: Blob) => http('PUT', `${server.url}/${repo}/objects/${b.oid}`, { headers: { ...auth, 'content-type': 'application/octet-stream' }, body: b.data });
+    const offset = async (href: string): Promise<number> => Number((await http('HEAD', href, { headers: tus(0) })).headers['upload-offset']);
+
+    const a = blob(12 << 20);
+    const offer = await http('POST', `${server.url}/acme/game/objects/batch`, {
+      headers: { ...auth, 'content-type': LFS, accept: LFS },
+      body: JSON.stringify({ operation: 'upload', transfers: ['basic', 'tus'], objects: [{ oid: a.oid, size: a.size }] }),
+    });
+    t.equal(offer.json().transfer, 'tus');
+    const href = offer.json().objects[0].actions.upload.href as string;
+    const half = 6 << 20;
+    t.equal((await http('PATCH', href, { headers: tus(0), body: a.data.subarray(0, half) })).status, 204, 'half of the object sent');
+
+    // Stored 0 + partial 6 MiB + 32 MiB is past the 36 MiB quota (32 alone is not, and the disk has room for it).
+    const overQuota = await put('acme/game', blob(32 << 20));
+    t.equal(overQuota.status, 507, 'a PUT that fits only without the partial bytes is refused');
+    t.match(overQuota.json().message, /quota/, 'by the quota');
+
+    // acme/ci's uploads fill the disk up to the reserve.
+    let refused = 0;
+    for (const size of [4 << 20, 512 << 10, 64 << 10]) {
+      for (let i = 0; i < 200 && refused === 0; i++) if ((await put('acme/ci', blob(size))).status !== 200) refused = size;
+      refused = 0;
+    }
+    // On a connection of its own, closed after: a body refused before it was read leaves it unusable.
+    const once = new Agent({ pipelining: 0 });
+    t.teardown(() => once.close());
+    const patch = await http('PATCH', href, { headers: tus(half), body: a.data.subarray(half), dispatcher: once });
+    t.equal(patch.status, 507, 'the rest, past the reserve: 507 as a PUT');
+    t.match(patch.json().message, /SVC_DISK_RESERVE/, 'with the reserve named in the Git LFS body');
+    t.equal(await offset(href), half, 'the bytes held before it are kept, nothing of it');
+
+    const dry = await http('POST', `${server.url}/acme/game/objects/retain`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oids: [a.oid], dry_run: true }) });
+    t.equal(dry.json().partial_uploads, 0, 'retain keeps the partial upload of an oid it is told to keep');
+    const retain = await http('POST', `${server.url}/acme/game/objects/retain`, { headers: { ...auth, 'content-type': LFS, accept: LFS }, body: JSON.stringify({ oids: [] }) });
+    t.equal(retain.json().partial_uploads, 1, 'and removes one no kept oid needs');
+    t.equal((await http('HEAD', href, { headers: tus(0) })).status, 404, 'the upload is gone');
+    t.match((await http('GET', `${server.url}/metrics`)).body.toString(), /^svc_partial_uploads 0$/m, 'and out of the metrics');
   });
 }

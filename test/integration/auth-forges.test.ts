@@ -231,7 +231,8 @@ for (const kind of ['forge_a', 'forge_b', 'forge_c', 'forge_d'] as ForgeKind[]) 
     });
   });
 
-  // When the cached answers expire is checked in test/unit/ttl-clock.test.ts with a moved clock.
+  // When the cached answers expire is checked with a moved clock in
+  // test/unit/service/cache-and-lock-ttl.test.ts.
   t.test(`${kind}: grants are cached for SVC_AUTH_CACHE_TTL, refusals for the rejection TTL`, async (t) => {
     const forge = new ForgePersonality(kind);
     await forge.start();

@@ -4,10 +4,10 @@ import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { batch, blob, http } from '../helpers/lfs-http.js';
 import { startServer, type RunningServer } from '../helpers/start-server.js';
 
-// A server at rest loads only what serving needs at once (docs/performance.md, Memory): the forge's
-// HTTP client (node:http; undici only ever for a bucket), the metrics library (prom-client), the worker pools' library (piscina) and
-// the native codecs (zstd, BLAKE3) wait for their first use, and what they then serve is what they
-// served when loaded at start.
+// A server at rest loads only what serving needs at once (native-bench/NOTES.md, Memory): the
+// forge's HTTP client (node:http; undici only ever for a bucket), the metrics library (prom-client),
+// the worker pools' library (piscina) and the native codecs (zstd, BLAKE3) wait for their first
+// use, and what they then serve is what they served when loaded at start.
 const forge = new GitHubEmulator();
 await forge.start();
 t.teardown(() => forge.stop());

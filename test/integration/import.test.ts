@@ -117,15 +117,16 @@ t.test('Gitea/Forgejo: data/lfs/ab/cd/<oid[4:]>', async (t) => {
   t.match(again, { imported: p.good.length, copied: 0, already_stored: p.good.length, refused: 2 }, 'a second run (as forgejo) finds everything stored and still refuses the bad files');
 });
 
-t.test('GitLab: shared/lfs-objects/ab/cd/<oid[4:]>, its tmp folder reported', async (t) => {
-  const root = join(importRoot, 'gitlab', 'shared', 'lfs-objects');
+t.test('GitLab: <shared dir>/lfs-objects/ab/cd/<oid[4:]>, its tmp folder reported', async (t) => {
+  const source = join('gitlab', 'shared', 'lfs-objects');
+  const root = join(importRoot, source);
   const p = plant(root, false, 2);
   // An object the store already holds (uploaded to another repository): only the reference is added.
   const shared = p.good[0]!;
   const up = await http('PUT', `${server.url}/acme/from-gitea/objects/${sha(shared)}`, { headers: as('tok-push'), body: shared });
   t.equal(up.status, 200);
   put(join(root, 'tmp', 'work', 'upload-123'), randomBytes(10));
-  const r = (await job('acme/from-gitlab', 'import', { layout: 'gitlab', source: 'gitlab/shared/lfs-objects' })).json();
+  const r = (await job('acme/from-gitlab', 'import', { layout: 'gitlab', source })).json();
   // Already stored: the object uploaded above, and the empty object (the Gitea import brought it).
   t.match(r, { files: p.good.length + 3, imported: p.good.length, refused: 3, already_stored: 2, copied: p.good.length - 2 });
   t.same(r.refused_by_reason, { digest_mismatch: 1, other_layout: 1, not_an_object: 1 });

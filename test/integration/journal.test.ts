@@ -107,7 +107,7 @@ t.test('group commit seen in /metrics: a sequential client is flushed in line, p
   const inlineAfter = (await counter('svc_journal_flushes_total', '{mode="inline"}')) - inline;
   t.equal(await counter('svc_journal_records_total'), 52);
   // In line or on the threadpool depends on how quick this disk's recent flushes were (see Journal);
-  // test/unit/journal.test.ts checks each mode where it is certain.
+  // test/unit/store/journal/segment-log.test.ts checks each mode where it is certain.
   t.ok(pooled + inlineAfter >= 1 && pooled + inlineAfter < 32, `32 concurrent uploads shared ${pooled + inlineAfter} flushes (${pooled} pooled, ${inlineAfter} in line)`);
   for (const o of parallel) t.ok((await get(server.url, o.oid)).body.equals(o.data));
 });

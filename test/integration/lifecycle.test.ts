@@ -6,6 +6,7 @@ import { pushableGame } from '../helpers/forge-emulator.js';
 import { basic, blob, http } from '../helpers/lfs-http.js';
 import { waitForDir } from '../helpers/fs-events.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const { env } = await pushableGame(t);
 
@@ -42,21 +43,16 @@ t.test('staging litter of a crash is swept at start, however young', async (t) =
   t.match(server.logs.join('\n'), /swept staging files left by an earlier run","count":2/);
 });
 
-/** Resolves once a connection to the port is refused (each try waits for the previous one's outcome). */
-async function refusedSoon(port: number): Promise<boolean> {
-  for (let i = 0; i < 1500; i++) {
-    const refused = await new Promise<boolean>((resolve) => {
-      const c = connect(port, '127.0.0.1');
-      c.once('connect', () => {
-        c.destroy();
-        resolve(false);
-      });
-      c.once('error', () => resolve(true));
+/** Whether a new connection to the port is refused now. */
+function refused(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const c = connect(port, '127.0.0.1');
+    c.once('connect', () => {
+      c.destroy();
+      resolve(false);
     });
-    if (refused) return true;
-    await new Promise((r) => setTimeout(r, 20)); // not a window: only spacing between tries
-  }
-  return false;
+    c.once('error', () => resolve(true));
+  });
 }
 
 /** Resolves once the upload of `oid` has its staging file. */
@@ -74,7 +70,7 @@ for (const size of [4_000_000, 12_000_000]) {
     await staging(dataDir, a.oid); // the upload is in flight
     server.child.kill('SIGTERM');
     // The upload is still waiting for its last bytes, so whatever this waits for happens while draining.
-    t.ok(await refusedSoon(server.port), 'new connections are refused while draining');
+    t.ok(await waitFor(() => refused(server.port), 'new connections to be refused'), 'new connections are refused while draining');
     sock.write(a.data.subarray(1_000_000)); // no FIN: uWS treats a half-close as an abort, and real clients do not half-close
     const text = await response;
     t.match(text, /^HTTP\/1\.1 200 OK/, 'the in-flight upload completed');

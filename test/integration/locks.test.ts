@@ -266,5 +266,5 @@ t.test('race: 50 concurrent creates for one path → exactly one 201', async (t)
   t.same((await list('', 't-alice', 'org/race')).json().locks, [winner], 'one lock stored');
 });
 
-// Stale locks (SVC_LOCK_MAX_AGE) are checked in test/unit/ttl-clock.test.ts, where the clock is moved
-// instead of waited for.
+// Stale locks (SVC_LOCK_MAX_AGE) are checked in test/unit/service/cache-and-lock-ttl.test.ts, where
+// the clock is moved instead of waited for.

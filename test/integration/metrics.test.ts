@@ -129,9 +129,12 @@ t.test('a running job shows its progress by kind', async (t) => {
     return job.state !== 'queued' && job.state !== 'running' ? job : null;
   }, 'the audit to end');
   t.equal(ended.state, 'done', 'the audit does not fail');
-  // The job cache lives a quarter of a second.
-  await new Promise((r) => setTimeout(r, 300));
-  const { samples } = await scrape(t);
+  // The job gauges come from a cache of their own: wait until it shows every job at rest.
+  const jobGauges = ['running', 'queued'].flatMap((state) => ['retain', 'dedupe', 'compress', 'audit'].map((kind) => ({ kind, state })));
+  const { samples } = await waitFor(async () => {
+    const scraped = await scrape(t);
+    return jobGauges.every((labels) => value(scraped.samples, 'svc_maintenance_jobs', labels) === 0) ? scraped : null;
+  }, 'the job gauges to show every job at rest');
   for (const kind of ['retain', 'dedupe', 'compress', 'audit']) {
     t.equal(value(samples, 'svc_maintenance_jobs', { kind, state: 'running' }), 0, `no ${kind} job running`);
     t.equal(value(samples, 'svc_maintenance_jobs', { kind, state: 'queued' }), 0, `no ${kind} job queued`);

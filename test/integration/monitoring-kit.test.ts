@@ -101,7 +101,7 @@ t.test('dashboard: a well-formed Grafana dashboard whose every query parses', as
     if (p.type !== 'row') t.ok((p.targets ?? []).length > 0 && p.targets!.every((q) => q.expr.trim() !== ''), `"${p.title}" has a query`);
   }
   const titles = all.filter((p) => p.type === 'row').map((p) => p.title);
-  t.same(titles, ['Overview', 'Transfers', 'Errors', 'Latency', 'Storage', 'Forge health', 'Jobs and audit', 'Process'], 'the sections operators look for');
+  t.same(titles, ['Overview', 'Transfers', 'Errors', 'Latency', 'Storage', 'Forge health', 'Jobs and audit', 'Process', 'Cache'], 'the sections operators look for');
   // promtool parses PromQL when it checks a rule file: hand it each query as a recording rule.
   const rules = tmpDir('stowage-dash-');
   const file = join(rules, 'dashboard-queries.yml');
@@ -168,9 +168,14 @@ t.test('every series the dashboard and the alerts name is exported by a running 
   const last = Number(/^svc_audit_last_success_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
   t.ok(last * 1000 >= startedClean - 1000 && last * 1000 <= Date.now() + 1000, `last clean audit at ${last}`);
 
-  const typed = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+  // The cache panels' series come from a node in cache mode (docs/cache.md), here in front of this one.
+  const cache = await startServer({ SVC_UPSTREAM_LFS_URL: `${server.url}/{org}/{repo}`, SVC_METRICS_TOKEN: token, SVC_DISK_RESERVE: '0' });
+  t.teardown(() => cache.stop());
+  const cacheText = (await http('GET', `${cache.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).body.toString('utf8');
+  const exposed = `${text}\n${cacheText}`;
+  const typed = new Map([...exposed.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
   const sampleLabels = new Map<string, Set<string>>();
-  for (const m of text.matchAll(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? \S+$/gm)) {
+  for (const m of exposed.matchAll(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? \S+$/gm)) {
     const set = sampleLabels.get(m[1]!) ?? new Set<string>();
     for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_]\w*)="/g)) set.add(l[1]!);
     sampleLabels.set(m[1]!, set);

@@ -1,4 +1,4 @@
-import type { DataKeyIndex, Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
+import type { DataKeyIndex, Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, ResumableIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
 import { migrate, schemaCurrent } from './migrate.js';
 import { connect, type Pg } from './pg-client.js';
 import { PgDataKeys } from './pg-data-keys.js';
@@ -6,6 +6,7 @@ import { PgJobs } from './pg-jobs.js';
 import { PgLocks } from './pg-locks.js';
 import { PgMaintenance } from './pg-maintenance.js';
 import { PgNodes } from './pg-nodes.js';
+import { PgResumable } from './pg-resumable.js';
 import { PgObjects } from './pg-objects.js';
 import { PgSessions } from './pg-sessions.js';
 import { PgSettings } from './pg-settings.js';
@@ -26,6 +27,7 @@ export class PostgresIndex implements Index {
   readonly maintenance: MaintenanceIndex;
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
+  readonly resumable: ResumableIndex;
   readonly dataKeys: DataKeyIndex;
   readonly #pg: Pg;
 
@@ -40,6 +42,7 @@ export class PostgresIndex implements Index {
     this.maintenance = bounded(pg, new PgMaintenance(sql), LONG_CALLS);
     this.stats = bounded(pg, new PgStats(sql), 'all');
     this.nodes = bounded(pg, new PgNodes(sql));
+    this.resumable = bounded(pg, new PgResumable(sql));
     this.dataKeys = bounded(pg, new PgDataKeys(sql));
   }
 

@@ -4,6 +4,7 @@ import { openDatabase } from './database.js';
 import { JobsRepo, MaintenanceRepo } from './jobs-repo.js';
 import { LocksRepo } from './locks-repo.js';
 import { NodesRepo } from './nodes-repo.js';
+import { ResumableRepo } from './resumable-repo.js';
 import { ObjectsRepo } from './objects-repo.js';
 import { QuarantineHint } from './quarantine-hint.js';
 import { SessionsRepo } from './sessions-repo.js';
@@ -28,6 +29,7 @@ export function openSqliteIndex(file: string, log?: (msg: string, fields: object
     maintenance: new MaintenanceRepo(db, quarantine),
     stats: new StatsRepo(db),
     nodes: new NodesRepo(db),
+    resumable: new ResumableRepo(db),
     dataKeys: new DataKeysRepo(db),
     async ping() {
       db.prepare('SELECT 1').get();

@@ -2,7 +2,7 @@ import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
-import { TUS_VERSION, type ResumableUploads } from '../../service/resumable-uploads.js';
+import { TUS_VERSION, type TusUploads } from '../../service/resumable-uploads.js';
 import type { TransferService } from '../../service/transfer-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
@@ -14,7 +14,7 @@ import type { HttpServer } from '../server.js';
 export interface TusRoutesDeps {
   readonly access: AccessService;
   readonly transfers: TransferService;
-  readonly uploads: ResumableUploads;
+  readonly uploads: TusUploads;
   /** Largest object an upload may announce (Tus-Max-Size); 0: no limit but the index's. */
   readonly maxSize: () => number;
 }
@@ -46,7 +46,7 @@ function checkVersion(ctx: RequestContext): void {
 /**
  * The tus core protocol and its termination extension on the upload href a batch hands out to a
  * client that offers tus (docs/resumable-uploads.md). Authorization is a PUT's: push on the
- * repository in the path; the partial upload is this repository's own (ResumableUploads).
+ * repository in the path; the partial upload is this repository's own (TusUploads).
  */
 export function registerTusRoutes(http: HttpServer, guard: RouteGuard, deps: TusRoutesDeps): void {
   const { access, transfers, uploads } = deps;

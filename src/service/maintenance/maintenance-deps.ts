@@ -58,6 +58,15 @@ export interface NodeIdentity {
   sweep<T>(run: () => Promise<T>, signal: AbortSignal): Promise<T>;
 }
 
+/** Partial resumable uploads (ResumableUploads): retain removes those of a repository no kept oid needs. */
+export interface PartialUploadSweep {
+  /**
+   * Removes `repoKey`'s partial uploads of oids not in `keep` whose last byte arrived before
+   * `before` (ms) and that no request is appending to; returns how many (would go, in a dry run).
+   */
+  dropUnkept(repoKey: string, keep: ReadonlySet<Oid>, before: number, dryRun: boolean): Promise<number>;
+}
+
 /** What every maintenance job works with; built once by MaintenanceService. */
 export interface MaintenanceDeps {
   /** The composed stack (verify outermost): jobs read, quarantine and delete through it, as requests do. */
@@ -78,6 +87,8 @@ export interface MaintenanceDeps {
   readonly graceMs: number;
   /** zstd level compress uses (SVC_COMPRESSION's, or 3 when compression of new uploads is off). */
   readonly compressionLevel: number;
+  /** Resumable uploads' partial bytes, when this server keeps any. */
+  readonly partials: PartialUploadSweep | null;
   readonly log: (msg: string, fields: object) => void;
 }
 

@@ -9,7 +9,7 @@ import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import type { JobView, PoolView, WorkSource } from '../stats-service.js';
 import { JobRunner, type Job, type JobDetail } from './job-runner.js';
-import type { MaintenanceDeps, NodeIdentity, UploadGate } from './maintenance-deps.js';
+import type { MaintenanceDeps, NodeIdentity, PartialUploadSweep, UploadGate } from './maintenance-deps.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
@@ -42,6 +42,8 @@ export interface MaintenanceOptions {
   readonly compressionLevel: number | null;
   /** SVC_IMPORT_DIR: the only folder imports read from; null when imports are off. */
   readonly importDir: string | null;
+  /** Partial resumable uploads, which retain also removes; none when resumable uploads are off. */
+  readonly partials?: PartialUploadSweep | null;
   readonly log: (msg: string, fields: object) => void;
 }
 
@@ -81,6 +83,7 @@ export class MaintenanceService implements WorkSource {
       tasks: o.codec,
       graceMs: o.graceSeconds * 1000,
       compressionLevel: o.compressionLevel ?? 3,
+      partials: o.partials ?? null,
       log: o.log,
     };
     // No job runs yet: whatever a killed job of an earlier version left in the jobs' staging folder is litter.

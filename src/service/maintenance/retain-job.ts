@@ -20,6 +20,8 @@ export interface RetainReport {
   readonly in_flight: number;
   /** References (and legacy files) kept because the client named them. */
   readonly kept: number;
+  /** Partial resumable uploads removed (of oids not named, untouched within the grace). */
+  readonly partial_uploads: number;
   readonly dry_run: boolean;
   readonly complete: boolean;
 }
@@ -120,7 +122,9 @@ async function sweepRepo(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySe
     bytes += l.size;
     if (!dryRun) await store.legacy!.purge(l.path);
   }
-  return { swept, bytes, within_grace: withinGrace, in_flight: inFlight, kept, dry_run: dryRun, complete };
+  // Partial uploads are bytes no reference holds: those of oids not named go as unreferenced ones do.
+  const partials = complete && deps.partials !== null ? await deps.partials.dropUnkept(repo.key, keep, cutoff, dryRun) : 0;
+  return { swept, bytes, within_grace: withinGrace, in_flight: inFlight, kept, partial_uploads: partials, dry_run: dryRun, complete };
 }
 
 /** Deletes the bytes of an oid whose intent is recorded (the caller holds its deletion gate), then clears the intent. True when bytes were removed. */

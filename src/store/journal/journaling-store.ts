@@ -78,12 +78,13 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /**
+   * `now`: the clock retirement's lull is measured on; Date.now unless a test moves it.
    * `referencesOnly`: no object bytes go into the journal (every upload goes to the store below and
    * only its reference is journaled), for a store whose objects must not sit in the clear on disk
    * (encryption at rest: the records are plain). Bytes journaled earlier are still replayed and written out.
    */
-  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, referencesOnly = false): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
+  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now, referencesOnly = false): Promise<JournalingBlobStore> {
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */

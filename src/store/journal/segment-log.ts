@@ -190,14 +190,18 @@ export class SegmentLog {
   /** Recent flushes' duration, a moving average (see IN_LINE_FLUSH_MAX_MS). */
   #flushMs = 0;
 
-  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[]) {
+  /** The clock lulls are measured on (ms); Date.now unless a test moves it. */
+  readonly #now: () => number;
+
+  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[], now: () => number) {
     this.#dir = dir;
+    this.#now = now;
     this.#nextNo = nextNo;
     this.#sealed.push(...existing);
     this.#recycled = recycled;
   }
 
-  static async open(dir: string): Promise<SegmentLog> {
+  static async open(dir: string, now: () => number = Date.now): Promise<SegmentLog> {
     await mkdir(dir, { recursive: true });
     await unlink(join(dir, SPARE_NAME)).catch(() => undefined);
     const names = await readdir(dir);
@@ -218,7 +222,7 @@ export class SegmentLog {
     // Above every number in use, recycled files included: each holds records of its own number and
     // lower ones, which must never pass for records of a new segment.
     const highest = Math.max(0, ...existing, ...recycled);
-    return new SegmentLog(dir, highest + 1, existing, recycled);
+    return new SegmentLog(dir, highest + 1, existing, recycled, now);
   }
 
   pathOf(segment: number): string {
@@ -280,7 +284,7 @@ export class SegmentLog {
     digest.copy(buf, length - DIGEST, 0, DIGEST);
     const offset = seg.tail;
     seg.tail += length;
-    this.#lastAppend = Date.now();
+    this.#lastAppend = this.#now();
     // A small record is written in line (tens of µs) rather than through the threadpool, which
     // would cost a round trip of its own; the flush that follows is what takes time.
     let own: Promise<void>;
@@ -491,7 +495,7 @@ export class SegmentLog {
 
   /** Whether nothing was appended for `ms`. */
   idleFor(ms: number): boolean {
-    return Date.now() - this.#lastAppend >= ms;
+    return this.#now() - this.#lastAppend >= ms;
   }
 
   /**

@@ -9,24 +9,20 @@ import { ForwardingBlobStore } from './forwarding.js';
 
 /**
  * Bytes of one upload handed on but not yet done with (hashed and taken by the store below) before
- * the socket is paused, plus the block filling; at least two blocks. On a shared virtual disk a 1 MiB
- * write takes 0.5–3 ms and the hasher waits its turn for a core, so with two 1 MiB blocks in
- * flight the socket sat paused half of a curl upload, nearly always on the disk; four keep both busy
- * (measured through curl under the bench lock: docs/performance.md). The compress layer's 2 MiB
- * frames stay at two.
+ * the socket is paused, plus the block filling; at least two blocks. With two 1 MiB blocks the
+ * socket waited on a slow disk half the time; four keep disk and hasher busy. The compress layer's
+ * 2 MiB frames stay at two.
  */
 const MAX_BYTES_IN_FLIGHT = 4 << 20;
 /**
  * Uploads from this size (or of unknown size) are hashed off the event loop by the Hasher (the sha256
- * addon's native thread, or a hash thread without it), smaller ones in line, as small objects are
- * (0.56 ms of the HTTP thread per MiB, and no hand-over per block).
+ * addon's native thread, or a hash thread without it); smaller ones in line, with no hand-over per block.
  */
 export const OFF_LOOP_MIN_SIZE = 8 << 20;
 /**
  * Without the addon: below this size an upload does not wait for a hash thread that is not up yet
- * (the addon is always ready); it is hashed in line while the thread starts for the uploads after it.
- * A start takes ~30 ms of CPU and of wall time: 16 MiB through curl took 59 ms against 22 ms with the
- * thread up (medians of 8; docs/performance.md "A hash thread that is not up yet").
+ * (a start costs more than hashing it); it is hashed in line while the thread starts for the uploads
+ * after it.
  */
 const HASH_THREAD_WAIT_SIZE = 64 << 20;
 
@@ -75,7 +71,7 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
   /** Wraps the writer `create` opens below in the checks of `oid` and its announced size. */
   async #verifying<P extends PutResult>(oid: Oid, options: WriterOptions, create: (options: WriterOptions) => Promise<ObjectWriter & { finish(): Promise<P> }>): Promise<VerifyingWriter<P>> {
     const size = options.expectedSize;
-    const check = new IncomingCheck(oid, size, this.#offLoopStream(size));
+    const check = options.sha256 === undefined ? new IncomingCheck(oid, size, this.#offLoopStream(size)) : new IncomingCheck(oid, size, null, options.sha256);
     try {
       return new VerifyingWriter(check, await create(options), this.inner.blockSize);
     } catch (e) {

@@ -1,7 +1,7 @@
 import { fillFrom } from '../fill-from.js';
 import type { Oid } from '../../protocol/oid.js';
 import { IO_CHUNK } from '../buffer-pool.js';
-import type { BlobReader, BlobStat, BlobStore, ObjectWriter, StoredObject, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, ObjectWriter, PartStore, StoredObject, WriterOptions } from '../types.js';
 import { FORMAT_META, isNotFound, isPreconditionFailed, S3Bucket, SOURCE_ETAG_META, type KeyHead, type S3BucketOptions } from './s3-bucket.js';
 import { discard, S3Client, type S3Location } from './s3-client.js';
 import { S3Keys } from './s3-keys.js';
@@ -55,6 +55,25 @@ export class S3BlobStore implements BlobStore {
   /** No I/O: a bucket that is down at start makes /ready fail, not the process. */
   static open(options: S3StoreOptions): S3BlobStore {
     return new S3BlobStore(new S3Client(options), options);
+  }
+
+  /** Partial resumable uploads' parts, under `uploads/` (no object name, no listing of objects sees them). */
+  partStore(): PartStore {
+    const folder = `${this.#keys.prefix}uploads/`;
+    const client = this.#client;
+    const bucket = this.#bucket;
+    return {
+      async put(name, part, bytes) {
+        const r = await client.send({ method: 'PUT', key: `${folder}${name}/${part}`, body: bytes, headers: { 'content-type': 'application/octet-stream' } });
+        await discard(r.body);
+      },
+      async read(name, part) {
+        return (await client.send({ method: 'GET', key: `${folder}${name}/${part}` })).body;
+      },
+      async removeAll(name) {
+        for await (const k of bucket.list(`${folder}${name}/`)) await bucket.delete(k.key);
+      },
+    };
   }
 
   /** Final key of an oid. */
