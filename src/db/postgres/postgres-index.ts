@@ -1,6 +1,7 @@
-import type { Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, ResumableIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
+import type { DataKeyIndex, Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, ResumableIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
 import { migrate, schemaCurrent } from './migrate.js';
 import { connect, type Pg } from './pg-client.js';
+import { PgDataKeys } from './pg-data-keys.js';
 import { PgJobs } from './pg-jobs.js';
 import { PgLocks } from './pg-locks.js';
 import { PgMaintenance } from './pg-maintenance.js';
@@ -27,6 +28,7 @@ export class PostgresIndex implements Index {
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
   readonly resumable: ResumableIndex;
+  readonly dataKeys: DataKeyIndex;
   readonly #pg: Pg;
 
   private constructor(pg: Pg) {
@@ -41,6 +43,7 @@ export class PostgresIndex implements Index {
     this.stats = bounded(pg, new PgStats(sql), 'all');
     this.nodes = bounded(pg, new PgNodes(sql));
     this.resumable = bounded(pg, new PgResumable(sql));
+    this.dataKeys = bounded(pg, new PgDataKeys(sql));
   }
 
   /**

@@ -67,16 +67,24 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   #fileUploads = 0;
   /** Small objects whose bytes are being appended (see #journalSmall). */
   readonly #appending = new Map<Oid, Promise<unknown>>();
+  /** Largest object whose bytes go into the journal; 0: references only (see open). */
+  readonly #bytesMax: number;
 
-  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog) {
+  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog, bytesMax: number) {
     super(inner);
     this.#segments = segments;
     this.#refs = refs;
+    this.#bytesMax = bytesMax;
   }
 
-  /** `now`: the clock retirement's lull is measured on; Date.now unless a test moves it. */
-  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs);
+  /**
+   * `now`: the clock retirement's lull is measured on; Date.now unless a test moves it.
+   * `referencesOnly`: no object bytes go into the journal (every upload goes to the store below and
+   * only its reference is journaled), for a store whose objects must not sit in the clear on disk
+   * (encryption at rest: the records are plain). Bytes journaled earlier are still replayed and written out.
+   */
+  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now, referencesOnly = false): Promise<JournalingBlobStore> {
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */
@@ -102,7 +110,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #createWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
     if (options.replace === true) return unjournaled(await this.inner.createWriter(oid, options));
     const size = options.expectedSize;
-    const small = size !== null && size <= SMALL_OBJECT_MAX;
+    const small = size !== null && size <= this.#bytesMax && this.#bytesMax > 0;
     this.#uploads++;
     if (!small) this.#fileUploads++;
     let counted = true;

@@ -6,6 +6,7 @@ import { sql as cluster } from './005-cluster.js';
 import { sql as sweeps } from './006-sweeps.js';
 import { report as repoNamesReport, sql as repoNames } from './007-repo-names.js';
 import { sql as resumableUploads } from './008-resumable-uploads.js';
+import { sql as dataKeys } from './009-data-keys.js';
 
 /**
  * A schema step; `report`, when present, is a query run just before the step whose rows are
@@ -27,4 +28,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { name: '006-sweeps', sql: sweeps },
   { name: '007-repo-names', sql: repoNames, report: repoNamesReport },
   { name: '008-resumable-uploads', sql: resumableUploads },
+  { name: '009-data-keys', sql: dataKeys },
 ];
