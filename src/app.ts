@@ -189,6 +189,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
+    keys,
+    rewrapBatch: config.rewrapBatch,
     log,
   });
 
@@ -216,7 +218,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     },
     pools: () => maintenance.poolLoads(),
     jobs: async () => (await maintenance.jobs()).running,
-    jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[],
+    jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import', 'rewrap', 'rekey', 'encrypt'] satisfies JobKind[],
     journal: () => journal?.flushStats ?? null,
     deferredReferences: () => journal?.deferredReferences ?? 0,
     audits: () => statsRepo.auditTotals(),

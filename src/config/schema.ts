@@ -116,6 +116,8 @@ export interface Config {
   readonly tusPort: number | null;
   /** Seconds a partial resumable upload is kept after its last byte arrived (SVC_UPLOAD_RESUME_TTL). */
   readonly uploadResumeTtl: number;
+  /** Data-key rows the rewrap job reads per index query (SVC_REWRAP_BATCH). */
+  readonly rewrapBatch: number;
 }
 
 /** SVC_S3_* and the standard AWS credential variables (docs/s3.md). */
@@ -243,6 +245,7 @@ export const DEFAULTS = {
   SVC_S3_PRESIGN_TTL: '1h',
   SVC_S3_DEADLINE: '10',
   SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
+  SVC_REWRAP_BATCH: '500',
   SVC_IMPORT_DIR: null, // imports are off
   SVC_TUS_PORT: null, // resumable (tus) uploads are off
   SVC_UPLOAD_RESUME_TTL: '3d',

@@ -2,7 +2,7 @@ import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
-import type { Job, JobDetail } from '../../service/maintenance/job-runner.js';
+import { SERVER_WIDE, type Job, type JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
 import { IMPORT_LAYOUTS, parseImportLayout } from '../../store/foreign-layout.js';
 import { tokenFromAuthorization } from '../auth.js';
@@ -42,8 +42,8 @@ function flag(options: Record<string, unknown>, name: string, fallback: boolean)
  * at once, 202 with the job and a Location for its progress. The job does not depend on this
  * request: a client that hangs up leaves it running, and its result stays readable by id.
  */
-async function answer(ctx: RequestContext, repo: RepoName, job: Job, wait: boolean): Promise<void> {
-  const href = `/${repo.org}/${repo.repo}/objects/jobs/${job.id}`;
+async function answer(ctx: RequestContext, repo: RepoName | null, job: Job, wait: boolean): Promise<void> {
+  const href = `/${repo === null ? SERVER_WIDE : `${repo.org}/${repo.repo}`}/objects/jobs/${job.id}`;
   if (!wait) {
     sendJson(ctx, 202, { ...job.view(), href }, { Location: href });
     return;
@@ -127,6 +127,39 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     if (typeof source !== 'string' || source.length > 1024) throw lfsError('LFS_ERR_BAD_REQUEST', 'source must be a folder name relative to SVC_IMPORT_DIR');
     const job = await maintenance.import(repo, layout, source, flag(options, 'dry_run', false));
     await answer(ctx, repo, job, flag(options, 'wait', true));
+  });
+
+  guard.route(http, 'rewrap', async (ctx, call) => {
+    await guard.serverAdmin(ctx);
+    call.admit();
+    const options = await optionsOf(call);
+    await answer(ctx, null, await maintenance.rewrap(), flag(options, 'wait', true));
+  });
+
+  /** The server-wide job named in the path, for a server administrator; 404 for an unknown id or a repository's job. */
+  const serverJobOf = async (ctx: RequestContext): Promise<JobDetail> => {
+    await guard.serverAdmin(ctx);
+    const id = ctx.params[0]!;
+    const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? await maintenance.serverJob(id) : null;
+    if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such server-wide job');
+    return job;
+  };
+
+  guard.route(http, 'server_job_list', async (ctx) => {
+    await guard.serverAdmin(ctx);
+    sendJson(ctx, 200, { jobs: await maintenance.serverJobs() }, { 'Cache-Control': 'no-store' });
+  });
+
+  guard.route(http, 'server_job', async (ctx) => {
+    sendJson(ctx, 200, await serverJobOf(ctx), { 'Cache-Control': 'no-store' });
+  });
+
+  guard.route(http, 'server_job_cancel', async (ctx, call) => {
+    const job = await serverJobOf(ctx);
+    call.admit();
+    await optionsOf(call);
+    const after = (await maintenance.cancelServerJob(job.id))!;
+    sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });
 
   /** The job named in the path, for a caller with pull; 404 for an unknown id or another repository's job. */

@@ -8,11 +8,13 @@ import { resolveImportSource, type ImportLayout } from '../../store/foreign-layo
 import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import type { JobView, PoolView, WorkSource } from '../stats-service.js';
-import { JobRunner, type Job, type JobDetail } from './job-runner.js';
+import { JobRunner, SERVER_WIDE, type Job, type JobDetail } from './job-runner.js';
+import type { KeyRing } from '../../crypto/key-ring.js';
 import type { MaintenanceDeps, NodeIdentity, UploadGate } from './maintenance-deps.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
+import type { RewrapDeps } from './rewrap-job.js';
 
 /** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
 const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now(), sweep: (run) => run() };
@@ -42,6 +44,10 @@ export interface MaintenanceOptions {
   readonly compressionLevel: number | null;
   /** SVC_IMPORT_DIR: the only folder imports read from; null when imports are off. */
   readonly importDir: string | null;
+  /** The key ring (SVC_ENCRYPTION_KEY_FILE or _COMMAND); null when no keys are configured: rewrap is refused. */
+  readonly keys: KeyRing | null;
+  /** SVC_REWRAP_BATCH: data-key rows the rewrap job reads per query. */
+  readonly rewrapBatch: number;
   readonly log: (msg: string, fields: object) => void;
 }
 
@@ -59,12 +65,14 @@ export class MaintenanceService implements WorkSource {
   readonly #importDir: string | null;
   /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
   readonly #imports = new Map<string, { from: string; job: Job }>();
+  readonly #rewrap: Omit<RewrapDeps, 'keys'> & { keys: KeyRing | null };
 
-  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, importDir: string | null) {
+  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, o: MaintenanceOptions) {
     this.#deps = deps;
     this.#runner = runner;
     this.#pool = pool;
-    this.#importDir = importDir;
+    this.#importDir = o.importDir;
+    this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, log: o.log };
   }
 
   static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
@@ -89,7 +97,7 @@ export class MaintenanceService implements WorkSource {
       const staging = await legacy.maintenanceStaging();
       for (const name of await readdir(staging)) await legacy.purge(join(staging, name)).catch(() => undefined);
     }
-    return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o.importDir);
+    return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o);
   }
 
   // Each job's module is imported when a job of its kind starts: a server at rest runs none.
@@ -128,6 +136,31 @@ export class MaintenanceService implements WorkSource {
   audit(repo: RepoName, quarantine: boolean): Promise<Job> {
     // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
     return this.#runner.start('audit', repo.key, !quarantine, async (ctx) => (await import('./audit-job.js')).runAudit(this.#deps, repo, quarantine, ctx));
+  }
+
+  /**
+   * Rewraps every data key under the key ring's current key (rewrap-job.ts): one job for the whole
+   * server, run by a server administrator. Refused (404) when no keys are configured.
+   */
+  rewrap(): Promise<Job> {
+    const { keys, ...rest } = this.#rewrap;
+    if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
+    return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest }, ctx));
+  }
+
+  /** The server-wide jobs, newest first. */
+  serverJobs(): Promise<JobDetail[]> {
+    return this.#runner.jobsOf(SERVER_WIDE);
+  }
+
+  /** A server-wide job (rewrap) by id; null for an unknown id or a repository's job. */
+  serverJob(id: string): Promise<JobDetail | null> {
+    return this.#runner.find(SERVER_WIDE, id);
+  }
+
+  /** Asks a server-wide job to stop (job-runner.ts); null for an unknown id. */
+  cancelServerJob(id: string): Promise<JobDetail | null> {
+    return this.#runner.cancel(SERVER_WIDE, id);
   }
 
   /** A job of this repository (null for an unknown id or another repository's job). */
