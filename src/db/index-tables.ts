@@ -39,7 +39,8 @@ export type CopiedTable =
   | 'quarantine'
   | 'pending_deletes'
   | 'repo_audits'
-  | 'stats_samples';
+  | 'stats_samples'
+  | 'data_keys';
 
 /**
  * What an operator would miss after the move, in copy order (objects before the references that
@@ -72,6 +73,8 @@ export const COPIED_TABLES: readonly TableSpec[] = [
     key: ['at'],
     columns: ['at', 'repositories', 'objects', 'logical_bytes', 'stored_bytes', 'uploads', 'upload_bytes', 'downloads', 'download_bytes', 'rejections'],
   },
+  // Without its wrapped data key an encrypted object cannot be read: the rows go with the objects.
+  { name: 'data_keys', key: ['data_key_id'], columns: ['data_key_id', 'kek_id', 'wrapped'] },
 ];
 
 /** Tables of the schema that are deliberately not copied (see COPIED_TABLES). */

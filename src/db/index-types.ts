@@ -21,6 +21,7 @@ export interface Index {
   readonly maintenance: MaintenanceIndex;
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
+  readonly dataKeys: DataKeyIndex;
   /** Answers when the database is reachable and migrated; throws (a storage fault) otherwise. */
   ping(): Promise<void>;
   /** Makes what is committed durable on its own (SQLite: a WAL checkpoint; PostgreSQL: nothing to do). */
@@ -465,3 +466,31 @@ export interface NodeIndex {
 export const NODE_HEARTBEAT_MS = 5_000;
 /** A node silent this long is taken for dead. */
 export const NODE_STALE_MS = 30_000;
+
+/** One object copy's data key, as the index keeps it: wrapped by a key-encryption key, never raw. */
+export interface DataKeyRow {
+  /** 32 hex digits, random; written in the header of the object copy it encrypts. */
+  readonly dataKeyId: string;
+  /** The id of the key-encryption key (src/crypto/key-ring.ts) that wrapped it. */
+  readonly kekId: string;
+  readonly wrapped: Buffer;
+}
+
+/**
+ * The wrapped data keys of encrypted object copies (envelope encryption, docs/encryption.md). Rewrap
+ * replaces a row's wrap under another key-encryption key without touching object bytes; a key may
+ * leave the key file once no row names it (kekIdsInUse).
+ */
+export interface DataKeyIndex {
+  /** Records a new data key; a dataKeyId already recorded is an error (ids are random, 128 bits). */
+  putDataKey(row: DataKeyRow): Promise<void>;
+  getDataKey(dataKeyId: string): Promise<DataKeyRow | null>;
+  /** Rows not wrapped under kekId, ordered by dataKeyId, after `after` (exclusive), at most limit. */
+  dataKeysNotWrappedWith(kekId: string, after: string | null, limit: number): Promise<DataKeyRow[]>;
+  /** Compare-and-set: replaces the wrap only if the row is still under fromKekId; true when it did. */
+  rewrapDataKey(dataKeyId: string, fromKekId: string, toKekId: string, wrapped: Buffer): Promise<boolean>;
+  /** The distinct key-encryption key ids rows are wrapped with, sorted. */
+  kekIdsInUse(): Promise<string[]>;
+  /** Removes the row (nothing when absent). */
+  deleteDataKey(dataKeyId: string): Promise<void>;
+}

@@ -323,6 +323,35 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.same(await ix.settings.get('secret'), got[0], 'and it is the saved one');
     });
 
+    await test('data keys: put, get, page rows not under a key, compare-and-set rewrap, keys in use, delete', async (t, ix, more) => {
+      const id = (n: number): string => n.toString(16).padStart(32, '0');
+      const wrap = (n: number): Buffer => Buffer.alloc(60, n);
+      t.same(await ix.dataKeys.kekIdsInUse(), [], 'no key in use in an empty index');
+      t.equal(await ix.dataKeys.getDataKey(id(1)), null);
+      for (let n = 1; n <= 5; n++) await ix.dataKeys.putDataKey({ dataKeyId: id(n), kekId: n % 2 === 0 ? 'new' : 'old', wrapped: wrap(n) });
+      await t.rejects(ix.dataKeys.putDataKey({ dataKeyId: id(1), kekId: 'new', wrapped: wrap(9) }), 'a dataKeyId is recorded once');
+      const [other] = await more(1);
+      t.same(await other!.dataKeys.getDataKey(id(3)), { dataKeyId: id(3), kekId: 'old', wrapped: wrap(3) }, 'seen by every instance, bytes intact');
+      t.same(await ix.dataKeys.kekIdsInUse(), ['new', 'old']);
+      const first = await ix.dataKeys.dataKeysNotWrappedWith('new', null, 2);
+      t.same(first.map((r) => r.dataKeyId), [id(1), id(3)], 'ordered by dataKeyId, at most limit');
+      const rest = await ix.dataKeys.dataKeysNotWrappedWith('new', id(3), 2);
+      t.same(rest.map((r) => r.dataKeyId), [id(5)], 'after is exclusive');
+      t.equal(await ix.dataKeys.rewrapDataKey(id(1), 'old', 'new', wrap(11)), true, 'rewrapped while still under fromKekId');
+      t.equal(await other!.dataKeys.rewrapDataKey(id(1), 'old', 'new', wrap(12)), false, 'a second rewrap from the old key does nothing');
+      t.same(await ix.dataKeys.getDataKey(id(1)), { dataKeyId: id(1), kekId: 'new', wrapped: wrap(11) }, 'the first rewrap stands');
+      const racing = [ix, other!, ...(await more(2))];
+      const won = await Promise.all(racing.map((i, n) => i.dataKeys.rewrapDataKey(id(3), 'old', 'new', wrap(20 + n))));
+      t.equal(won.filter(Boolean).length, 1, 'of racing rewraps exactly one wins');
+      t.same((await ix.dataKeys.getDataKey(id(3)))!.wrapped, wrap(20 + won.indexOf(true)), 'and its wrap is the one kept');
+      await ix.dataKeys.rewrapDataKey(id(5), 'old', 'new', wrap(15));
+      t.same(await ix.dataKeys.dataKeysNotWrappedWith('new', null, 10), [], 'every row under the new key');
+      t.same(await ix.dataKeys.kekIdsInUse(), ['new'], 'the old key is no longer in use');
+      await ix.dataKeys.deleteDataKey(id(2));
+      await ix.dataKeys.deleteDataKey(id(2)); // deleting what is not there is no error
+      t.equal(await other!.dataKeys.getDataKey(id(2)), null, 'deleted');
+    });
+
     await test('jobs: insert, progress, finish, recent, recentOf', async (t, ix) => {
       const t0 = Date.now();
       await ix.jobs.insert('j1', 'retain', 'org/a', true, t0 - 30, 'node-a');

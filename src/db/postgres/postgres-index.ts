@@ -1,6 +1,7 @@
-import type { Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
+import type { DataKeyIndex, Index, JobIndex, LockIndex, MaintenanceIndex, NodeIndex, ObjectIndex, SessionIndex, SettingsIndex, StatsIndex } from '../index-types.js';
 import { migrate, schemaCurrent } from './migrate.js';
 import { connect, type Pg } from './pg-client.js';
+import { PgDataKeys } from './pg-data-keys.js';
 import { PgJobs } from './pg-jobs.js';
 import { PgLocks } from './pg-locks.js';
 import { PgMaintenance } from './pg-maintenance.js';
@@ -25,6 +26,7 @@ export class PostgresIndex implements Index {
   readonly maintenance: MaintenanceIndex;
   readonly stats: StatsIndex;
   readonly nodes: NodeIndex;
+  readonly dataKeys: DataKeyIndex;
   readonly #pg: Pg;
 
   private constructor(pg: Pg) {
@@ -38,6 +40,7 @@ export class PostgresIndex implements Index {
     this.maintenance = bounded(pg, new PgMaintenance(sql), LONG_CALLS);
     this.stats = bounded(pg, new PgStats(sql), 'all');
     this.nodes = bounded(pg, new PgNodes(sql));
+    this.dataKeys = bounded(pg, new PgDataKeys(sql));
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { Index } from '../index-types.js';
+import { DataKeysRepo } from './data-keys-repo.js';
 import { openDatabase } from './database.js';
 import { JobsRepo, MaintenanceRepo } from './jobs-repo.js';
 import { LocksRepo } from './locks-repo.js';
@@ -27,6 +28,7 @@ export function openSqliteIndex(file: string, log?: (msg: string, fields: object
     maintenance: new MaintenanceRepo(db, quarantine),
     stats: new StatsRepo(db),
     nodes: new NodesRepo(db),
+    dataKeys: new DataKeysRepo(db),
     async ping() {
       db.prepare('SELECT 1').get();
     },

@@ -1,6 +1,7 @@
 import { sql as initial } from './001-initial.js';
 import { sql as sweeps } from './002-sweeps.js';
 import { report as repoNamesReport, sql as repoNames } from './003-repo-names.js';
+import { sql as dataKeys } from './005-data-keys.js';
 
 /**
  * A schema step; `report`, when present, is a query run just before the step whose rows are
@@ -17,4 +18,5 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   { name: '001-initial', sql: initial },
   { name: '002-sweeps', sql: sweeps },
   { name: '003-repo-names', sql: repoNames, report: repoNamesReport },
+  { name: '005-data-keys', sql: dataKeys },
 ];

@@ -5,6 +5,7 @@ import { sql as maintenance } from './004-maintenance.js';
 import { sql as cluster } from './005-cluster.js';
 import { sql as sweeps } from './006-sweeps.js';
 import { report as repoNamesReport, sql as repoNames } from './007-repo-names.js';
+import { sql as dataKeys } from './009-data-keys.js';
 
 /**
  * A schema step; `report`, when present, is a query run just before the step whose rows are
@@ -25,4 +26,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { name: '005-cluster', sql: cluster },
   { name: '006-sweeps', sql: sweeps },
   { name: '007-repo-names', sql: repoNames, report: repoNamesReport },
+  { name: '009-data-keys', sql: dataKeys },
 ];
