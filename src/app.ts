@@ -189,7 +189,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
-    keys,
+    keys: null, // wired with the encrypting layer
     rewrapBatch: config.rewrapBatch,
     log,
   });
