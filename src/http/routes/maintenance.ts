@@ -67,9 +67,9 @@ function cancelNeeds(job: JobDetail): Permission {
  * are in ROUTES (route-policy.ts): every job needs push at least;
  * retain needs push (what a pusher may upload, a pusher may stop referencing; bytes go only when no
  * repository references them and never within the grace), audit push (admin to quarantine what it
- * finds), dedupe and compress admin (they rewrite storage other repositories share), and import a
- * server administrator (it reads SVC_IMPORT_DIR, staged for every repository). Job list and show
- * need pull.
+ * finds), dedupe, compress, rekey and encrypt admin (they rewrite storage other repositories share),
+ * import a server administrator (it reads SVC_IMPORT_DIR, staged for every repository), and so does
+ * rewrap (every repository's data keys; its job is under /-/objects/jobs). Job list and show need pull.
  */
 export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, deps: MaintenanceRoutesDeps): void {
   const { access, maintenance } = deps;
@@ -115,6 +115,20 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     await answer(ctx, repo, await maintenance.audit(repo, quarantine), flag(options, 'wait', true));
   });
 
+  guard.route(http, 'rekey', async (ctx, call) => {
+    const repo = repoOf(ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
+    await answer(ctx, repo, await maintenance.reencrypt('rekey', repo), flag(options, 'wait', true));
+  });
+
+  guard.route(http, 'encrypt', async (ctx, call) => {
+    const repo = repoOf(ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
+    await answer(ctx, repo, await maintenance.reencrypt('encrypt', repo), flag(options, 'wait', true));
+  });
+
   // Import reads a folder on the server, so it needs a server administrator, and the folder is only
   // ever named relative to SVC_IMPORT_DIR (MaintenanceService.import resolves and confines it).
   guard.route(http, 'import', async (ctx, call) => {
@@ -136,9 +150,8 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     await answer(ctx, null, await maintenance.rewrap(), flag(options, 'wait', true));
   });
 
-  /** The server-wide job named in the path, for a server administrator; 404 for an unknown id or a repository's job. */
+  /** The server-wide job named in the path (the caller was checked); 404 for an unknown id or a repository's job. */
   const serverJobOf = async (ctx: RequestContext): Promise<JobDetail> => {
-    await guard.serverAdmin(ctx);
     const id = ctx.params[0]!;
     const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? await maintenance.serverJob(id) : null;
     if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such server-wide job');
@@ -151,13 +164,15 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
   });
 
   guard.route(http, 'server_job', async (ctx) => {
+    await guard.serverAdmin(ctx);
     sendJson(ctx, 200, await serverJobOf(ctx), { 'Cache-Control': 'no-store' });
   });
 
   guard.route(http, 'server_job_cancel', async (ctx, call) => {
-    const job = await serverJobOf(ctx);
+    await guard.serverAdmin(ctx);
     call.admit();
     await optionsOf(call);
+    const job = await serverJobOf(ctx);
     const after = (await maintenance.cancelServerJob(job.id))!;
     sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });

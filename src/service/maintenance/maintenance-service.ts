@@ -46,17 +46,21 @@ export interface MaintenanceOptions {
   readonly importDir: string | null;
   /** The key ring (SVC_ENCRYPTION_KEY_FILE or _COMMAND); null when no keys are configured: rewrap is refused. */
   readonly keys: KeyRing | null;
+  /** The backend itself, under the encrypting layer: rekey and encrypt read each copy's header there. */
+  readonly stored: BlobStore;
   /** SVC_REWRAP_BATCH: data-key rows the rewrap job reads per query. */
   readonly rewrapBatch: number;
   readonly log: (msg: string, fields: object) => void;
 }
 
 /**
- * Maintenance while serving: retain, dedupe, compress, audit and import as jobs of this process, on
- * every backend through the BlobStore contract (dedupe needs the disk backend's legacy layout, and
- * finds nothing to fold without it), with their whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
- * Access is decided by the caller (the route): retain needs push, dedupe and compress admin, audit
- * pull, and quarantining what an audit finds admin.
+ * Maintenance while serving: retain, dedupe, compress, audit, import, rekey, encrypt and the
+ * server-wide rewrap as jobs of this process, on every backend through the BlobStore contract
+ * (dedupe needs the disk backend's legacy layout, and finds nothing to fold without it), with their
+ * whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
+ * Access is decided by the caller (the route): retain needs push, dedupe, compress, rekey and
+ * encrypt admin, audit pull, quarantining what an audit finds admin, import and rewrap a server
+ * administrator.
  */
 export class MaintenanceService implements WorkSource {
   readonly #deps: MaintenanceDeps;
@@ -66,6 +70,7 @@ export class MaintenanceService implements WorkSource {
   /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
   readonly #imports = new Map<string, { from: string; job: Job }>();
   readonly #rewrap: Omit<RewrapDeps, 'keys'> & { keys: KeyRing | null };
+  readonly #stored: BlobStore;
 
   private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, o: MaintenanceOptions) {
     this.#deps = deps;
@@ -73,6 +78,7 @@ export class MaintenanceService implements WorkSource {
     this.#pool = pool;
     this.#importDir = o.importDir;
     this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, log: o.log };
+    this.#stored = o.stored;
   }
 
   static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
@@ -151,6 +157,17 @@ export class MaintenanceService implements WorkSource {
   /** The server-wide jobs, newest first. */
   serverJobs(): Promise<JobDetail[]> {
     return this.#runner.jobsOf(SERVER_WIDE);
+  }
+
+  /**
+   * Writes the repository's objects again through the encrypting layer (reencrypt-job.ts): `rekey`
+   * every object under a fresh data key, `encrypt` only those stored in the clear. Refused (404)
+   * when no keys are configured.
+   */
+  reencrypt(kind: 'rekey' | 'encrypt', repo: RepoName): Promise<Job> {
+    const { keys, dataKeys } = this.#rewrap;
+    if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
+    return this.#runner.start(kind, repo.key, false, async (ctx) => (await import('./reencrypt-job.js')).runReencrypt(this.#deps, { keys, dataKeys, stored: this.#stored }, kind, repo, ctx));
   }
 
   /** A server-wide job (rewrap) by id; null for an unknown id or a repository's job. */
