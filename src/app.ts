@@ -41,6 +41,7 @@ import { LockService } from './service/lock-service.js';
 import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
+import { openKeyRing } from './crypto/start-keys.js';
 import { DiskReserve } from './store/disk-reserve.js';
 import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
@@ -77,6 +78,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const firstRun = config.databaseUrl === null && !existsSync(index);
   // SVC_DATABASE_URL: the PostgreSQL index every node shares; otherwise the SQLite file above.
   const db = await openIndex(config, log);
+  // Before anything is served: a start that could not read every encrypted object refuses.
+  const ring = await openKeyRing(config.encryption, db.dataKeys);
   const pool = new WorkerPool(config.workers);
   // Large uploads are hashed by the sha256 addon (scripts/build-native.mjs) on a native thread; without
   // it, on a worker thread of their own (more memory, a start of ~30 ms after each rest).
@@ -93,8 +96,13 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const backend = await openBackend(config, log);
   const disk = backend.kind === 'disk' ? backend : null;
   const s3 = backend.kind === 's3' ? backend : null;
-  const { store: blobs, journal } = await composeStore({
+  const {
+    store: blobs,
+    backend: layered,
+    journal,
+  } = await composeStore({
     backend,
+    encryption: { keys: db.dataKeys, ring, encryptNew: config.encryption.encryptNew },
     codec: pool,
     hasher,
     compressionLevel: config.compressionLevel,
@@ -130,6 +138,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const access = new PolicedAccessService(settings, createForgeAdapter(config, forgeHttp), { ...config.auth, identifyCallers: config.logRequests, budget: lookupBudget }, metrics);
   const links = { baseUrl: config.baseUrl ?? '', chunkedUploadThreshold: config.chunkedUploadThreshold };
   let presign: PresignService | undefined;
+  if (s3 !== null && config.s3!.presign && ring !== null) log('SVC_S3_PRESIGN is set, but a link would hand out ciphertext: with encryption keys every transfer goes through the server', { level: 'warn' });
   if (s3 !== null && blobs.presigner !== null && config.s3!.presign) {
     const enforced = await s3.probeChecksumEnforcement();
     log('presigned bucket links on', { checksumEnforced: enforced });
@@ -157,13 +166,15 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   // Resumable (tus) uploads keep their partial bytes in this node's data directory: one node with the
   // disk store only. A bucket or a shared index answers basic, as if SVC_TUS_PORT were unset.
   const resumable =
-    config.tusPort === null || disk === null || node !== null
+    config.tusPort === null || disk === null || node !== null || config.encryption.encryptNew
       ? null
       : await ResumableUploads.open(config.dataDir, { objects, transfers, limits: settings, ttlSeconds: config.uploadResumeTtl, log }, (key) => {
           const [org, repo, ...rest] = key.split('/');
           return org === undefined || repo === undefined || rest.length > 0 ? null : parseRepoName(org, repo);
         });
-  if (config.tusPort !== null && resumable === null) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
+  if (config.tusPort !== null && resumable === null && !config.encryption.encryptNew) log('SVC_TUS_PORT is set, but resumable uploads need one node with the disk store: uploads stay basic', { level: 'warn' });
+  // Partial resumable uploads are kept in the clear: not with encryption on.
+  if (config.tusPort !== null && config.encryption.encryptNew) log('SVC_TUS_PORT is set, but partial uploads would be kept unencrypted: with encryption on uploads stay basic', { level: 'warn' });
   const tusLinks = { baseUrl: config.baseUrl ?? '' };
   // The disk store also serves the legacy per-repository layout until dedupe folds it.
   const batch = new BatchService(objects, links, {
@@ -181,7 +192,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     index: db,
     node,
     store: blobs,
-    backend,
+    backend: layered,
     codec: maintenanceTasks,
     hasher,
     pool,

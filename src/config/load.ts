@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parseRepoName } from '../protocol/repo-name.js';
-import { DEFAULTS, PROVIDER_ALIASES, type AwsContainerConfig, type AwsCredentialsConfig, type AwsWebIdentityConfig, type Config, type ConfigVariable, type ForgeProvider, type S3Config } from './schema.js';
+import { DEFAULTS, PROVIDER_ALIASES, type AwsContainerConfig, type AwsCredentialsConfig, type AwsWebIdentityConfig, type Config, type ConfigVariable, type EncryptionConfig, type ForgeProvider, type S3Config } from './schema.js';
 
 /** A configuration value that cannot be used; main.ts prints `message` and exits non-zero. */
 export class ConfigError extends Error {
@@ -110,6 +110,15 @@ export function parseRepoPatterns(name: string, value: string): string[] {
 }
 
 /** A readable PEM private key (the GitHub App identity's signing key). */
+/** SVC_ENCRYPTION (on|off, default: on when keys are given) and where the keys come from; the keys themselves are read at start. */
+function parseEncryption(mode: string | null, keyFile: string | null, keyCommand: string | null): EncryptionConfig {
+  if (keyFile !== null && keyCommand !== null) throw new ConfigError('set SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND, not both');
+  const keys = keyFile !== null || keyCommand !== null;
+  if (mode !== null && mode !== 'on' && mode !== 'off') throw new ConfigError(`SVC_ENCRYPTION must be on or off, got "${mode}"`);
+  if (mode === 'on' && !keys) throw new ConfigError('SVC_ENCRYPTION=on needs SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND');
+  return { keyFile: keyFile === null ? null : resolve(keyFile), keyCommand, encryptNew: mode === null ? keys : mode === 'on' };
+}
+
 function checkPrivateKeyFile(name: string, path: string): void {
   let pem: Buffer;
   try {
@@ -380,6 +389,7 @@ export function loadConfig(env: Env): Config {
   const store = raw(env, 'SVC_STORE')!;
   if (store !== 'disk' && store !== 's3') throw new ConfigError(`SVC_STORE must be disk or s3, got "${store}"`);
   const compressionLevel = parseCompression(raw(env, 'SVC_COMPRESSION')!);
+  const encryption = parseEncryption(raw(env, 'SVC_ENCRYPTION'), raw(env, 'SVC_ENCRYPTION_KEY_FILE'), raw(env, 'SVC_ENCRYPTION_KEY_COMMAND'));
   const importDirRaw = raw(env, 'SVC_IMPORT_DIR');
   const tusPortRaw = raw(env, 'SVC_TUS_PORT');
 
@@ -408,6 +418,7 @@ export function loadConfig(env: Env): Config {
     chunkedUploadThreshold: parseSize('SVC_CHUNKED_UPLOAD_THRESHOLD', raw(env, 'SVC_CHUNKED_UPLOAD_THRESHOLD')!, 0, 1_000_000_000),
     workers: workersRaw === null ? availableParallelism() : parseInteger('SVC_WORKERS', workersRaw, 1, 256),
     compressionLevel,
+    encryption,
     diskReserve: parseSize('SVC_DISK_RESERVE', raw(env, 'SVC_DISK_RESERVE')!, 0, 2 ** 50),
     directIo: parseBoolean('SVC_DIRECT_IO', raw(env, 'SVC_DIRECT_IO')!),
     logRequests: parseBoolean('SVC_LOG_REQUESTS', raw(env, 'SVC_LOG_REQUESTS')!),

@@ -58,6 +58,8 @@ export interface Config {
   readonly workers: number;
   /** zstd level for new objects (SVC_COMPRESSION=zstd[:level]), or null when off. */
   readonly compressionLevel: number | null;
+  /** Encryption at rest (docs/encryption.md). */
+  readonly encryption: EncryptionConfig;
   /**
    * Bytes of free space on the data directory's file system that new object bytes never take
    * (SVC_DISK_RESERVE; docs/durability.md): left for the index, the journal and maintenance, so
@@ -199,6 +201,16 @@ export interface AwsImdsConfig {
   readonly endpoint: string;
 }
 
+/** Where the key ring comes from (at most one of the two), and whether new objects are encrypted. */
+export interface EncryptionConfig {
+  /** SVC_ENCRYPTION_KEY_FILE: one `<id> <base64 key>` per line, readable by its owner only. */
+  readonly keyFile: string | null;
+  /** SVC_ENCRYPTION_KEY_COMMAND: a command (run with /bin/sh) that prints the same format. */
+  readonly keyCommand: string | null;
+  /** SVC_ENCRYPTION: new objects are encrypted; false still reads encrypted ones while the keys are given. */
+  readonly encryptNew: boolean;
+}
+
 /** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */
 export const DEFAULTS = {
   SVC_HOST: '0.0.0.0',
@@ -223,6 +235,9 @@ export const DEFAULTS = {
   SVC_CHUNKED_UPLOAD_THRESHOLD: '1000000000',
   SVC_WORKERS: null, // number of cores
   SVC_COMPRESSION: 'off',
+  SVC_ENCRYPTION: null, // on when a key file or command is given, off otherwise
+  SVC_ENCRYPTION_KEY_FILE: null,
+  SVC_ENCRYPTION_KEY_COMMAND: null,
   SVC_DISK_RESERVE: '128MiB', // the index's WAL up to its checkpoint mark, a journal segment's retirement, margin (docs/durability.md)
   SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',

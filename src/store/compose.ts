@@ -6,6 +6,7 @@ import type { S3BlobStore } from './s3/s3-store.js';
 import type { CredentialsLog } from './s3/credentials/credentials-cache.js';
 import { log as defaultLog } from '../util/log.js';
 import { CompressingBlobStore } from './layers/compress.js';
+import { EncryptingBlobStore, type EncryptionParts } from './layers/encrypt.js';
 import { JournalingBlobStore, type ReferenceLog } from './journal/journaling-store.js';
 import { VerifyingBlobStore } from './layers/verify.js';
 import type { BlobStore } from './types.js';
@@ -45,18 +46,22 @@ export interface StoreParts {
   readonly compressionLevel: number | null;
   /** The small-object journal's folder and its port to the index; null without one (see below). */
   readonly journal: { readonly dir: string; readonly references: ReferenceLog } | null;
+  /** The encrypting layer's data keys and key ring (docs/encryption.md); null: no such layer. */
+  readonly encryption?: EncryptionParts | null;
 }
 
 /** The built stack, and the journal layer in it (start-up replay, retirement, metrics, close). */
 export interface ComposedStore {
   readonly store: BlobStore;
+  /** The backend as the layers above it see it (encrypt(backend) with encryption): what maintenance reads and rewrites through. */
+  readonly backend: BlobStore;
   readonly journal: JournalingBlobStore | null;
 }
 
 /**
  * The one place the storage stack is assembled (docs/architecture.md, "Conventions"):
  *
- *     verify( journal( compress( backend ) ) )
+ *     verify( journal( compress( encrypt( backend ) ) ) )
  *
  * - verify is outermost: every byte a client sends is counted and hashed before any layer below may
  *   make the object visible, whatever those layers do with the bytes ("the last thing between the
@@ -66,20 +71,34 @@ export interface ComposedStore {
  *   compress, so a journaled small object is written out through compression like any upload. Its
  *   durability is the local disk's: it is used with a disk backend only (with a bucket an
  *   acknowledged object must already be in the bucket, not on one node's disk).
- * - compress sits on the backend: it turns logical bytes into frames and back, and the backend
- *   stores whatever it is given.
+ * - compress sits on encrypt (or on the backend): it turns logical bytes into frames and back.
+ * - encrypt sits on the backend: what compression stored is sealed into authenticated frames under
+ *   a per-copy data key (ciphertext does not compress), and the backend, its staging files and
+ *   multipart parts only ever hold ciphertext. With encryption on, the journal keeps references
+ *   only (its records are not encrypted), so no object byte reaches the disk in the clear.
  * A new backend implements BlobStore (plus the capabilities it has), passes
  * test/conformance/blob-store.suite.ts, and is opened by openBackend above; the stack is the same.
  */
 export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
-  let store: BlobStore = parts.backend;
+  const enc = parts.encryption ?? null;
+  const backend = enc === null ? parts.backend : encryptedBackend(parts.backend, enc);
+  let store: BlobStore = backend;
   // Always there: with compression off new objects are stored as they arrive, but objects framed
   // earlier (compression on before, or the compress job, which frames at level 3 either way) must
   // still be read through the one frame reader.
   store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
   let journal: JournalingBlobStore | null = null;
-  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references);
-  return { store: new VerifyingBlobStore(store, parts.hasher), journal };
+  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references, enc?.encryptNew === true);
+  return { store: new VerifyingBlobStore(store, parts.hasher), backend, journal };
+}
+
+/**
+ * encrypt(backend): reads encrypted and plain objects alike, writes new ones encrypted when
+ * `encryptNew`. Always in the server's stack, keys or not, so an encrypted object is never served
+ * as ciphertext.
+ */
+export function encryptedBackend(backend: BlobStore, parts: EncryptionParts): BlobStore {
+  return new EncryptingBlobStore(backend, parts);
 }
 
 /**

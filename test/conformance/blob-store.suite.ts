@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Test } from 'tap';
+import { CRYPT_FRAME_SIZE, storedSizeOf } from '../../src/format/encrypted-format.js';
 import { FRAME_SIZE, MIN_FRAMED_SIZE } from '../../src/format/frame-format.js';
 import { parseOid, type Oid } from '../../src/protocol/oid.js';
 import { isInjectedFault, type FaultyBlobStore } from '../../src/store/layers/faulty.js';
@@ -30,6 +31,8 @@ export interface StoreUnderTest {
   readonly compresses: boolean;
   /** The stack may hold small objects outside their own file or key (a journal): storedBytesOf may be null for them. */
   readonly journals: boolean;
+  /** The stack has the encrypting layer (on, with a key ring): every object takes its header and frame tags on top. */
+  readonly encrypts?: boolean;
   /**
    * The backend creates an oid atomically (disk: a hard link fails on an existing name), so of two
    * concurrent writers exactly one reports `created`. A bucket without conditional writes cannot
@@ -254,7 +257,8 @@ async function assertStored(t: Test, h: StoreUnderTest, data: Buffer, put: PutRe
   const held = await h.storedBytesOf(oid);
   if (held === null) t.ok(h.journals && data.byteLength < FRAME_SIZE, `${what}: only a journaling stack holds a small object outside its own file`);
   else t.equal(held, stat.storedSize, `${what}: storedSize is what the backend really holds`);
-  if (!h.compresses) t.equal(stat.storedSize, data.byteLength, `${what}: stored as given without a compress layer`);
+  if (!h.compresses && h.encrypts !== true) t.equal(stat.storedSize, data.byteLength, `${what}: stored as given without a compress layer`);
+  if (!h.compresses && h.encrypts === true) t.equal(stat.storedSize, storedSizeOf(data.byteLength, CRYPT_FRAME_SIZE), `${what}: the plaintext, its header and one tag per frame`);
 }
 
 /**
@@ -572,6 +576,7 @@ export async function blobStoreConformance(t: Test, name: string, make: MakeStor
       const r = (await h.store.stat(oidOf(text)))!;
       // The defect this guards: a small compressed object counted at its logical size.
       if (h.compresses && !inJournal(h, text.byteLength)) t.ok(r.storedSize < text.byteLength / 2, `300,000 text bytes take ${r.storedSize} stored bytes, not their logical size`);
+      else if (h.encrypts === true) t.equal(r.storedSize, storedSizeOf(text.byteLength, CRYPT_FRAME_SIZE), '300,000 bytes sealed: header and frame tags on top');
       else t.equal(r.storedSize, text.byteLength, '300,000 bytes stored as given');
     });
 

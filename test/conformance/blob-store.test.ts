@@ -1,14 +1,17 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdir, readdir, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { shardPath, type Oid } from '../../src/protocol/oid.js';
+import { KeyRing } from '../../src/crypto/key-ring.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { composeStore } from '../../src/store/compose.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
 import { INLINE_READ_MAX } from '../../src/store/inline-reader.js';
 import { CompressingBlobStore } from '../../src/store/layers/compress.js';
+import { EncryptingBlobStore } from '../../src/store/layers/encrypt.js';
 import { FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { ReferenceLog } from '../../src/store/journal/journaling-store.js';
 import { VerifyingBlobStore } from '../../src/store/layers/verify.js';
@@ -42,6 +45,11 @@ const nativeHasher = addon === null ? null : new NativeHasher(addon);
 const threadHasher = new HashThread();
 const hasher = nativeHasher ?? threadHasher;
 
+/** The key ring of the encrypted stacks, and the index holding their wrapped data keys (one for all: ids are random). */
+const ring = KeyRing.parse(`conformance ${randomBytes(32).toString('base64')}`);
+let dataKeys: ReturnType<typeof openSqliteIndex> | null = null;
+const encryption = () => ({ keys: (dataKeys ??= openSqliteIndex(join(scratch, 'data-keys.sqlite'))).dataKeys, ring, encryptNew: true });
+
 const adapter = {
   /** The disk backend, bytes as given (no compression, no journal). */
   async disk(root: string): Promise<BlobStore> {
@@ -58,6 +66,9 @@ const adapter = {
       prefix,
     });
   },
+  encrypt(inner: BlobStore): BlobStore {
+    return new EncryptingBlobStore(inner, encryption());
+  },
   compress(inner: BlobStore): BlobStore {
     return new CompressingBlobStore(inner, codec, LEVEL);
   },
@@ -65,7 +76,7 @@ const adapter = {
     return new VerifyingBlobStore(inner, onThread ? threadHasher : hasher);
   },
   /** The full default stack, verify(journal(compress(disk))), as the server builds it; `close` ends what it opened. */
-  async composed(backend: BlobStore, root: string): Promise<{ store: BlobStore; close(): Promise<void> }> {
+  async composed(backend: BlobStore, root: string, encrypted = false): Promise<{ store: BlobStore; close(): Promise<void> }> {
     const db = openSqliteIndex(join(root, 'index.sqlite'));
     const objects = db.objects;
     const references: ReferenceLog = {
@@ -74,7 +85,14 @@ const adapter = {
       stored: (oid, storedSize) => objects.setStoredSize(oid, storedSize),
       checkpoint: () => db.checkpoint(),
     };
-    const composed = await composeStore({ backend, codec, hasher, compressionLevel: LEVEL, journal: { dir: join(root, 'journal'), references } });
+    const composed = await composeStore({
+      backend,
+      codec,
+      hasher,
+      compressionLevel: LEVEL,
+      journal: { dir: join(root, 'journal'), references },
+      encryption: encrypted ? { keys: db.dataKeys, ring, encryptNew: true } : null,
+    });
     return {
       store: composed.store,
       close: async () => {
@@ -95,6 +113,7 @@ const adapter = {
 t.teardown(async () => {
   await codec.close();
   await threadHasher.close();
+  await dataKeys?.close();
 });
 
 const scratch = mkdtempSync(join(tmpdir(), 'stowage-conformance-'));
@@ -121,11 +140,13 @@ interface Layers {
   readonly faulty?: boolean;
   /** The verify layer hashes large uploads on a worker thread (the fallback), not the addon. */
   readonly hashThread?: boolean;
+  /** The encrypting layer right on the backend. */
+  readonly encrypt?: boolean;
 }
 
 /** Builds `layers` over `backend`; returns the top, the store under the verify layer and the faulty layer. */
 function stack(backend: BlobStore, layers: Layers): { store: BlobStore; below: BlobStore | null; faulty: FaultyBlobStore | null } {
-  let store = backend;
+  let store = layers.encrypt === true ? adapter.encrypt(backend) : backend;
   if (layers.compress === true) store = adapter.compress(store);
   const faulty = layers.faulty === true ? new FaultyBlobStore(store) : null;
   if (faulty !== null) store = faulty;
@@ -139,16 +160,17 @@ function onDisk(layers: Layers): () => Promise<StoreUnderTest> {
     const root = join(scratch, `disk-${++made}`);
     await mkdir(root, { recursive: true });
     const built = stack(await adapter.disk(root), layers);
-    // The faulty layer injects its faults through open: it reads nothing in line.
-    const inLineMax = layers.faulty === true ? 0 : INLINE_READ_MAX;
-    return diskHarness(root, built, { verifies: layers.verify === true, compresses: layers.compress === true, journals: false, atomicCreate: true, inLineMax }, async () => undefined);
+    // The faulty layer injects its faults through open, and an encrypted object needs its key from the index: neither reads in line.
+    const inLineMax = layers.faulty === true || layers.encrypt === true ? 0 : INLINE_READ_MAX;
+    const traits = { verifies: layers.verify === true, compresses: layers.compress === true, encrypts: layers.encrypt === true, journals: false, atomicCreate: true, inLineMax };
+    return diskHarness(root, built, traits, async () => undefined);
   };
 }
 
 function diskHarness(
   root: string,
   built: { store: BlobStore; below: BlobStore | null; faulty: FaultyBlobStore | null },
-  traits: { verifies: boolean; compresses: boolean; journals: boolean; atomicCreate: boolean; inLineMax: number },
+  traits: { verifies: boolean; compresses: boolean; encrypts?: boolean; journals: boolean; atomicCreate: boolean; inLineMax: number },
   close: () => Promise<void>,
 ): StoreUnderTest {
   const staging = adapter.diskStaging(root);
@@ -197,6 +219,7 @@ function onS3(layers: Layers): () => Promise<StoreUnderTest> {
       ...built,
       verifies: layers.verify === true,
       compresses: layers.compress === true,
+      encrypts: layers.encrypt === true,
       journals: false,
       atomicCreate: false,
       inLineMax: 0,
@@ -229,6 +252,16 @@ function composedOnDisk(): () => Promise<StoreUnderTest> {
   };
 }
 
+/** The default stack with encryption on, built by compose.ts: its journal keeps references only, so every object is below. */
+function composedEncryptedOnDisk(): () => Promise<StoreUnderTest> {
+  return async () => {
+    const root = join(scratch, `composed-${++made}`);
+    await mkdir(root, { recursive: true });
+    const composed = await adapter.composed(await adapter.disk(root), root, true);
+    return diskHarness(root, { store: composed.store, below: null, faulty: null }, { verifies: true, compresses: true, encrypts: true, journals: false, atomicCreate: true, inLineMax: 0 }, composed.close);
+  };
+}
+
 // The stacks. A new backend adds its own lines here: bare, compress(x), verify(compress(x)).
 // CONFORMANCE_STACKS=disk,s3 runs only the stacks whose name starts with one of those (for work on one).
 const only = process.env.CONFORMANCE_STACKS?.split(',');
@@ -245,3 +278,9 @@ await blobStoreConformance(t, 'verify(compress(s3))', onS3({ verify: true, compr
 await blobStoreConformance(t, 'verify(journal(compress(disk))), the default stack', composedOnDisk());
 await blobStoreConformance(t, 'faulty(disk)', onDisk({ faulty: true }));
 await blobStoreConformance(t, 'verify(faulty(compress(disk)))', onDisk({ verify: true, faulty: true, compress: true }));
+await blobStoreConformance(t, 'encrypt(disk)', onDisk({ encrypt: true }));
+await blobStoreConformance(t, 'encrypt(s3)', onS3({ encrypt: true }));
+await blobStoreConformance(t, 'verify(compress(encrypt(disk)))', onDisk({ verify: true, compress: true, encrypt: true }));
+await blobStoreConformance(t, 'verify(compress(encrypt(s3)))', onS3({ verify: true, compress: true, encrypt: true }));
+await blobStoreConformance(t, 'verify(faulty(compress(encrypt(disk))))', onDisk({ verify: true, faulty: true, compress: true, encrypt: true }));
+await blobStoreConformance(t, 'verify(journal(compress(encrypt(disk)))), the default stack encrypted', composedEncryptedOnDisk());

@@ -67,15 +67,23 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   #fileUploads = 0;
   /** Small objects whose bytes are being appended (see #journalSmall). */
   readonly #appending = new Map<Oid, Promise<unknown>>();
+  /** Largest object whose bytes go into the journal; 0: references only (see open). */
+  readonly #bytesMax: number;
 
-  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog) {
+  private constructor(inner: BlobStore, segments: SegmentLog, refs: ReferenceLog, bytesMax: number) {
     super(inner);
     this.#segments = segments;
     this.#refs = refs;
+    this.#bytesMax = bytesMax;
   }
 
-  static async open(inner: BlobStore, dir: string, refs: ReferenceLog): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs);
+  /**
+   * `referencesOnly`: no object bytes go into the journal (every upload goes to the store below and
+   * only its reference is journaled), for a store whose objects must not sit in the clear on disk
+   * (encryption at rest: the records are plain). Bytes journaled earlier are still replayed and written out.
+   */
+  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, referencesOnly = false): Promise<JournalingBlobStore> {
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */
@@ -101,7 +109,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #createWriter(repo: string | null, oid: Oid, options: WriterOptions): Promise<JournaledWriter> {
     if (options.replace === true) return unjournaled(await this.inner.createWriter(oid, options));
     const size = options.expectedSize;
-    const small = size !== null && size <= SMALL_OBJECT_MAX;
+    const small = size !== null && size <= this.#bytesMax && this.#bytesMax > 0;
     this.#uploads++;
     if (!small) this.#fileUploads++;
     let counted = true;

@@ -70,7 +70,8 @@ export class CompressingBlobStore extends ForwardingBlobStore {
     const stored = await this.inner.open(oid);
     if (stored === null || stored.framed === false) return stored === null ? null : { ...plain(stored) };
     try {
-      const index = await readFrameIndex(stored.storedSize, (into, position) => stored.readAt(into, position));
+      // The bytes below as this layer wrote them (`size`): a layer under it (encrypt) may store more.
+      const index = await readFrameIndex(stored.size, (into, position) => stored.readAt(into, position));
       if (index === null) return plain(stored);
       const codec = this.#codec;
       return {
@@ -274,13 +275,14 @@ class FramedWriter implements ObjectWriter {
     if (this.#entries.every((e) => e.codec === Codec.Raw)) {
       // All frames raw: the frames region is the object exactly as it arrived; no index.
       const r = await this.#inner.finish();
-      return { size, storedSize: size, created: r.created };
+      return { size, storedSize: r.storedSize, created: r.created };
     }
     const index = encodeIndex(this.#entries);
     const tail = Buffer.concat([index, encodeTrailer(FRAME_SIZE, size, this.#entries.length, this.#framesLength, index)]);
     await this.#sink(tail);
     const r = await this.#inner.finish();
-    return { size, storedSize: this.#framesLength + this.#entries.length * INDEX_ENTRY_SIZE + TRAILER_SIZE, created: r.created };
+    // What the store below holds: the frames, index and trailer, plus whatever a layer under this one adds.
+    return { size, storedSize: r.storedSize, created: r.created };
   }
 
   async abort(): Promise<void> {

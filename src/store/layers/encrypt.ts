@@ -1,0 +1,468 @@
+import { createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { open as openFile } from 'node:fs/promises';
+import type { KeyRing } from '../../crypto/key-ring.js';
+import type { DataKeyIndex, DataKeyRow } from '../../db/index-types.js';
+import { lfsError } from '../../errors/errors.js';
+import {
+  CRYPT_FRAME_SIZE,
+  HEADER_SIZE,
+  MAGIC,
+  TAG_SIZE,
+  damaged,
+  decodeHeader,
+  encodeHeader,
+  frameOffset,
+  framePlainLength,
+  geometry,
+  looksEncrypted,
+  openFrame,
+  sealFrame,
+  storedSizeOf,
+  type CryptGeometry,
+  type CryptHeader,
+} from '../../format/encrypted-format.js';
+import type { Oid } from '../../protocol/oid.js';
+import { ChunkGatherer, directBuffers } from '../buffer-pool.js';
+import { fillFrom } from '../fill-from.js';
+import type { BlobReader, BlobStat, BlobStore, ChunkSource, InLineObject, LegacyLayout, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
+import { ForwardingBlobStore } from './forwarding.js';
+
+/** What the layer needs to encrypt and decrypt: the wrapped data keys, the key ring, and whether new objects are encrypted. */
+export interface EncryptionParts {
+  readonly keys: DataKeyIndex;
+  /** Null when no key is given: encrypted objects then fail to read (never served as ciphertext). */
+  readonly ring: KeyRing | null;
+  readonly encryptNew: boolean;
+}
+
+/** Reads up to this many stored bytes at once when opening: a one-frame object in one read. */
+const ONE_FRAME = HEADER_SIZE + CRYPT_FRAME_SIZE + TAG_SIZE;
+
+/**
+ * The encrypting layer (format/encrypted-format.ts, docs/encryption.md): on the backend, under
+ * compression (what it encrypts is what compression stored; ciphertext does not compress). Each
+ * object copy gets a random data key, wrapped by the key ring's current key into the index
+ * (DataKeyIndex) before the copy becomes visible; its id is in the copy's header, so concurrent
+ * copies of one oid each find their own key. Frames of CRYPT_FRAME_SIZE plaintext bytes are sealed
+ * with AES-256-GCM on the event loop (AES-NI: a 64 KiB frame costs ~20 µs), streaming, one frame
+ * held per writer.
+ *
+ * Reads take both forms: a stored object is encrypted when it starts with the header magic
+ * (looksEncrypted), otherwise it is served as it is (objects stored before encryption was turned
+ * on, or with it off). Opening an encrypted object reads its header and authenticates its final
+ * frame, so its size is proven before a byte is served; ranges decrypt only the frames they touch.
+ * A frame that does not authenticate fails the read as LFS_ERR_OBJECT_DAMAGED, as a damaged
+ * compressed frame does: a download fails rather than serving other bytes, and an audit quarantines.
+ */
+export class EncryptingBlobStore extends ForwardingBlobStore {
+  readonly #parts: EncryptionParts;
+  readonly #legacy: LegacyLayout | null;
+
+  constructor(inner: BlobStore, parts: EncryptionParts) {
+    super(inner);
+    this.#parts = parts;
+    const legacy = inner.legacy;
+    // Adopting a verified file is a hard link of its plaintext: with encryption on it is copied in through this layer instead.
+    this.#legacy = legacy === null || !parts.encryptNew ? legacy : { ...bindAll(legacy), adoptFile: (oid, path) => this.#adoptByCopy(oid, path) };
+  }
+
+  /** A bucket would hand clients ciphertext: with a key ring every transfer goes through the server. */
+  override get presigner(): Presigner | null {
+    return this.#parts.ring === null ? this.inner.presigner : null;
+  }
+
+  override get legacy(): LegacyLayout | null {
+    return this.#legacy;
+  }
+
+  override async createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter> {
+    const ring = this.#parts.ring;
+    if (ring === null || !this.#parts.encryptNew) return new PlainWriter(await this.inner.createWriter(oid, options));
+    const previous = options.replace === true ? await this.#dataKeyIdOf(oid) : null;
+    // The backend is told the stored size (a small plain write is taken whole at its exact size).
+    const expectedSize = options.expectedSize === null ? null : storedSizeOf(options.expectedSize, CRYPT_FRAME_SIZE);
+    const inner = await this.inner.createWriter(oid, { ...options, expectedSize });
+    return new EncryptingWriter(inner, oid, ring, this.#parts.keys, previous);
+  }
+
+  override async open(oid: Oid): Promise<BlobReader | null> {
+    const stored = await this.inner.open(oid);
+    if (stored === null) return null;
+    try {
+      const head = Buffer.alloc(Math.min(stored.storedSize, stored.storedSize <= ONE_FRAME ? ONE_FRAME : HEADER_SIZE));
+      if (head.byteLength >= HEADER_SIZE) await stored.readAt(head, 0);
+      if (!looksEncrypted(head, stored.storedSize)) return stored;
+      const header = decodeHeader(head);
+      const g = geometry(stored.storedSize, header.frameSize);
+      const key = await this.#dataKey(header);
+      const last = g.frames - 1;
+      const lastStored = head.byteLength === stored.storedSize ? head.subarray(frameOffset(g, last)) : await readStored(stored, frameOffset(g, last), g.storedSize - frameOffset(g, last));
+      const lastPlain = openFrame(key, header.bytes, oidBytes(oid), g, last, lastStored);
+      return new DecryptingReader(stored, { key, header: header.bytes, oid: oidBytes(oid), g, lastPlain });
+    } catch (e) {
+      await stored.close();
+      throw e;
+    }
+  }
+
+  override openInLine(oid: Oid): InLineObject | undefined {
+    const held = this.inner.openInLine?.(oid);
+    if (held === undefined || !looksEncrypted(held.bytes, held.bytes.byteLength)) return held;
+    // Its key is in the index (a round trip): open decides.
+    held.release();
+    return undefined;
+  }
+
+  override async stat(oid: Oid): Promise<BlobStat | null> {
+    const below = await this.inner.stat(oid);
+    if (below === null || below.storedSize < HEADER_SIZE + TAG_SIZE) return below;
+    const header = await this.#headerOf(oid);
+    if (header === undefined) return null;
+    if (header === null) return below;
+    return { size: geometry(below.storedSize, header.frameSize).size, storedSize: below.storedSize, framed: below.framed };
+  }
+
+  /** Deletes the copy, then its data key (a reader already open holds the key it unwrapped). */
+  override async delete(oid: Oid): Promise<boolean> {
+    const id = await this.#dataKeyIdOf(oid);
+    const deleted = await this.inner.delete(oid);
+    if (deleted && id !== null) await this.#parts.keys.deleteDataKey(id);
+    return deleted;
+  }
+
+  /** The stored copy's header: null when it is plain, undefined when there is none. */
+  async #headerOf(oid: Oid): Promise<CryptHeader | null | undefined> {
+    const stored = await this.inner.open(oid);
+    if (stored === null) return undefined;
+    try {
+      if (stored.storedSize < HEADER_SIZE + TAG_SIZE) return null;
+      const head = Buffer.alloc(HEADER_SIZE);
+      await stored.readAt(head, 0);
+      return looksEncrypted(head, stored.storedSize) ? decodeHeader(head) : null;
+    } finally {
+      await stored.close();
+    }
+  }
+
+  /** The data key id of the stored copy, or null (none, plain, or a header too damaged to name one). */
+  async #dataKeyIdOf(oid: Oid): Promise<string | null> {
+    try {
+      return (await this.#headerOf(oid))?.dataKeyId ?? null;
+    } catch {
+      return null;
+    }
+  }
+
+  async #dataKey(header: CryptHeader): Promise<KeyObject> {
+    const ring = this.#parts.ring;
+    if (ring === null) throw lfsError('LFS_ERR_INTERNAL', 'The stored object is encrypted and no encryption key is configured');
+    const row = await this.#parts.keys.getDataKey(header.dataKeyId);
+    if (row === null) throw damaged(`no data key ${header.dataKeyId} in the index`);
+    try {
+      return createSecretKey(ring.unwrap(row.kekId, row.dataKeyId, row.wrapped));
+    } catch (e) {
+      throw damaged((e as Error).message);
+    }
+  }
+
+  /** LegacyLayout.adoptFile with encryption on: the verified file is copied in through this layer (its bytes never linked in plain). */
+  async #adoptByCopy(oid: Oid, path: string): Promise<boolean> {
+    const fh = await openFile(path, 'r');
+    try {
+      const size = (await fh.stat()).size;
+      const w = await this.createWriter(oid, { expectedSize: size });
+      try {
+        const buf = Buffer.allocUnsafe(1 << 20);
+        for (let at = 0; at < size; ) {
+          const { bytesRead } = await fh.read(buf, 0, Math.min(buf.byteLength, size - at), at);
+          if (bytesRead === 0) throw new Error(`short read of ${path} at ${at}`);
+          w.write(buf.subarray(0, bytesRead));
+          at += bytesRead;
+        }
+        return (await w.finish()).created;
+      } catch (e) {
+        await w.abort();
+        throw e;
+      }
+    } finally {
+      await fh.close();
+    }
+  }
+}
+
+/** The methods of a legacy layout bound to it, so one can be replaced in a copy. */
+function bindAll(l: LegacyLayout): LegacyLayout {
+  return {
+    legacySizeSync: (repo, oid) => l.legacySizeSync(repo, oid),
+    openLegacy: (repo, oid) => l.openLegacy(repo, oid),
+    scanLegacy: (repo, listed) => l.scanLegacy(repo, listed),
+    setAsideLegacy: (repo, oid, suffix) => l.setAsideLegacy(repo, oid, suffix),
+    maintenanceStaging: () => l.maintenanceStaging(),
+    adoptFile: (oid, path) => l.adoptFile(oid, path),
+    purge: (path) => l.purge(path),
+  };
+}
+
+const oidBytes = (oid: Oid): Buffer => Buffer.from(oid, 'hex');
+
+async function readStored(stored: BlobReader, position: number, length: number): Promise<Buffer> {
+  const b = Buffer.alloc(length);
+  await stored.readAt(b, position);
+  return b;
+}
+
+/** An opened encrypted copy: its key, header, geometry and the plaintext of its final frame (authenticated at open). */
+interface OpenedCopy {
+  readonly key: KeyObject;
+  readonly header: Buffer;
+  readonly oid: Buffer;
+  readonly g: CryptGeometry;
+  readonly lastPlain: Buffer;
+}
+
+class DecryptingReader implements BlobReader {
+  readonly #stored: BlobReader;
+  readonly #copy: OpenedCopy;
+
+  constructor(stored: BlobReader, copy: OpenedCopy) {
+    this.#stored = stored;
+    this.#copy = copy;
+  }
+
+  get size(): number {
+    return this.#copy.g.size;
+  }
+
+  get storedSize(): number {
+    return this.#stored.storedSize;
+  }
+
+  get framed(): boolean | null {
+    return this.#stored.framed;
+  }
+
+  read(start: number, end: number): ChunkSource {
+    return new DecryptingSource(this.#stored, this.#copy, start, Math.min(end, this.#copy.g.size - 1));
+  }
+
+  readAt(into: Uint8Array, position: number): Promise<void> {
+    return fillFrom(this.read(position, position + into.byteLength - 1), into);
+  }
+
+  close(): Promise<void> {
+    return this.#stored.close();
+  }
+}
+
+/**
+ * Plaintext bytes [start, end] of an encrypted copy: the stored bytes of the frames they touch are
+ * streamed from the backend in one ranged read, each frame authenticated before any of it is returned.
+ */
+class DecryptingSource implements ChunkSource {
+  readonly #stored: BlobReader;
+  readonly #c: OpenedCopy;
+  readonly #start: number;
+  readonly #end: number;
+  #next: number;
+  readonly #lastFrame: number;
+  #src: ChunkSource | null = null;
+  #rest: Uint8Array | null = null;
+  #restAt = 0;
+  #frame: Buffer | null = null;
+
+  constructor(stored: BlobReader, copy: OpenedCopy, start: number, end: number) {
+    this.#stored = stored;
+    this.#c = copy;
+    this.#start = start;
+    this.#end = end;
+    const F = copy.g.frameSize;
+    this.#next = Math.floor(start / F);
+    this.#lastFrame = end < start ? -1 : Math.floor(end / F);
+  }
+
+  async next(): Promise<Uint8Array | null> {
+    if (this.#next > this.#lastFrame) return null;
+    const i = this.#next++;
+    const g = this.#c.g;
+    const plain = i === g.frames - 1 ? this.#c.lastPlain : await this.#decrypt(i);
+    const from = i * g.frameSize;
+    return plain.subarray(Math.max(0, this.#start - from), Math.min(plain.byteLength, this.#end - from + 1));
+  }
+
+  async #decrypt(i: number): Promise<Buffer> {
+    const g = this.#c.g;
+    if (this.#src === null) {
+      // Every frame this read needs but the final one (held since open), in one ranged read.
+      const to = Math.min(this.#lastFrame, g.frames - 2);
+      this.#src = this.#stored.read(frameOffset(g, i), frameOffset(g, to + 1) - 1);
+    }
+    const need = framePlainLength(g, i) + TAG_SIZE;
+    const buf = (this.#frame ??= Buffer.allocUnsafe(g.frameSize + TAG_SIZE));
+    for (let have = 0; have < need; ) {
+      if (this.#rest === null || this.#restAt === this.#rest.byteLength) {
+        this.#rest = await this.#src.next();
+        this.#restAt = 0;
+        if (this.#rest === null) throw damaged(`frame ${i} cut short`);
+      }
+      const n = Math.min(need - have, this.#rest.byteLength - this.#restAt);
+      buf.set(this.#rest.subarray(this.#restAt, this.#restAt + n), have);
+      have += n;
+      this.#restAt += n;
+    }
+    return openFrame(this.#c.key, this.#c.header, this.#c.oid, g, i, buf.subarray(0, need));
+  }
+
+  async close(): Promise<void> {
+    const src = this.#src;
+    this.#src = null;
+    this.#rest = null;
+    await src?.close();
+  }
+}
+
+/**
+ * Seals one object copy into the inner writer: a fresh data key, the header, then frames of
+ * CRYPT_FRAME_SIZE plaintext bytes. A full frame is held until the next byte (or finish) tells
+ * whether it is the final one. Sealed bytes are gathered into aligned blocks for the backend. The
+ * wrapped data key is recorded before the inner writer finishes (a visible copy always has its key)
+ * and removed again when the copy is not the one kept.
+ */
+class EncryptingWriter implements ObjectWriter {
+  readonly #inner: ObjectWriter;
+  readonly #keys: DataKeyIndex;
+  readonly #row: DataKeyRow;
+  readonly #key: KeyObject;
+  readonly #header: Buffer;
+  readonly #oid: Buffer;
+  /** The data key of the copy a replace overwrites: removed once the new copy is in place. */
+  readonly #previous: string | null;
+  readonly #frame = Buffer.allocUnsafe(CRYPT_FRAME_SIZE);
+  #fill = 0;
+  #index = 0;
+  #size = 0;
+  #failed: unknown = null;
+  #ready = true;
+  #waiting = false;
+  readonly #drains: (() => void)[] = [];
+  readonly #out = new ChunkGatherer(directBuffers, (buf, len) => {
+    this.#ready = this.#inner.write(buf.subarray(0, len), () => directBuffers.giveView(buf));
+  });
+
+  constructor(inner: ObjectWriter, oid: Oid, ring: KeyRing, keys: DataKeyIndex, previous: string | null) {
+    this.#inner = inner;
+    this.#keys = keys;
+    this.#previous = previous;
+    const dataKey = randomBytes(32);
+    const dataKeyId = randomBytes(16).toString('hex');
+    const { kekId, wrapped } = ring.wrap(dataKey, dataKeyId);
+    this.#row = { dataKeyId, kekId, wrapped };
+    this.#key = createSecretKey(dataKey);
+    dataKey.fill(0);
+    this.#header = encodeHeader(CRYPT_FRAME_SIZE, dataKeyId);
+    this.#oid = oidBytes(oid);
+    inner.onDrain(() => {
+      this.#ready = true;
+      if (!this.#waiting) return;
+      this.#waiting = false;
+      for (const l of this.#drains) l();
+    });
+    this.#out.add(this.#header);
+  }
+
+  write(chunk: Uint8Array, release?: () => void): boolean {
+    try {
+      if (this.#failed !== null) throw this.#failed;
+      for (let off = 0; off < chunk.byteLength; ) {
+        if (this.#fill === CRYPT_FRAME_SIZE) this.#seal(false);
+        const n = Math.min(chunk.byteLength - off, CRYPT_FRAME_SIZE - this.#fill);
+        this.#frame.set(chunk.subarray(off, off + n), this.#fill);
+        this.#fill += n;
+        off += n;
+      }
+      this.#size += chunk.byteLength;
+    } catch (e) {
+      this.#failed ??= e;
+      throw e;
+    } finally {
+      release?.();
+    }
+    if (!this.#ready) this.#waiting = true;
+    return this.#ready;
+  }
+
+  onDrain(listener: () => void): void {
+    this.#drains.push(listener);
+  }
+
+  #seal(final: boolean): void {
+    for (const part of sealFrame(this.#key, this.#header, this.#oid, this.#index, final, this.#frame.subarray(0, this.#fill))) this.#out.add(part);
+    this.#index++;
+    this.#fill = 0;
+  }
+
+  async finish(): Promise<PutResult> {
+    if (this.#failed !== null) throw this.#failed;
+    this.#seal(true);
+    this.#out.flush();
+    await this.#keys.putDataKey(this.#row);
+    let r: PutResult;
+    try {
+      r = await this.#inner.finish();
+    } catch (e) {
+      await this.#keys.deleteDataKey(this.#row.dataKeyId).catch(() => undefined);
+      throw e;
+    }
+    // Not kept (the store held a copy already): its key goes. Replaced: the old copy's key goes.
+    if (!r.created) await this.#keys.deleteDataKey(this.#row.dataKeyId);
+    else if (this.#previous !== null) await this.#keys.deleteDataKey(this.#previous);
+    return { size: this.#size, storedSize: r.storedSize, created: r.created };
+  }
+
+  async abort(): Promise<void> {
+    this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
+    this.#out.discard();
+    await this.#inner.abort();
+  }
+}
+
+/**
+ * A plain write (encryption off, or no key ring): bytes pass through as they are, but an object
+ * whose first bytes would read as an encrypted header is refused (it could not be read back as
+ * itself); such content is stored only with encryption on.
+ */
+class PlainWriter implements ObjectWriter {
+  readonly #inner: ObjectWriter;
+  /** The first MAGIC.length bytes, until they are all seen; then null. */
+  #head: Buffer | null = Buffer.alloc(0);
+
+  constructor(inner: ObjectWriter) {
+    this.#inner = inner;
+  }
+
+  write(chunk: Uint8Array, release?: () => void): boolean {
+    if (this.#head !== null) {
+      this.#head = Buffer.concat([this.#head, chunk.subarray(0, MAGIC.length - this.#head.byteLength)]);
+      if (this.#head.byteLength === MAGIC.length) {
+        const head = this.#head;
+        this.#head = null;
+        if (looksEncrypted(head, Infinity)) {
+          release?.();
+          throw lfsError('LFS_ERR_BAD_REQUEST', 'The object begins with the encrypted-object marker; it can be stored only with encryption on (SVC_ENCRYPTION=on)');
+        }
+      }
+    }
+    return this.#inner.write(chunk, release);
+  }
+
+  onDrain(listener: () => void): void {
+    this.#inner.onDrain(listener);
+  }
+
+  finish(): Promise<PutResult> {
+    return this.#inner.finish();
+  }
+
+  abort(): Promise<void> {
+    return this.#inner.abort();
+  }
+}
