@@ -200,7 +200,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     graceSeconds: config.gcGrace,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
-    keys: null, // wired with the encrypting layer
+    keys: ring,
+    stored: backend,
     rewrapBatch: config.rewrapBatch,
     log,
   });
