@@ -98,7 +98,7 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
       const last = g.frames - 1;
       const lastStored = head.byteLength === stored.storedSize ? head.subarray(frameOffset(g, last)) : await readStored(stored, frameOffset(g, last), g.storedSize - frameOffset(g, last));
       const lastPlain = openFrame(key, header.bytes, oidBytes(oid), g, last, lastStored);
-      return new DecryptingReader(stored, { key, header: header.bytes, oid: oidBytes(oid), g, lastPlain });
+      return new DecryptingReader(stored, { key, header: header.bytes, dataKeyId: header.dataKeyId, oid: oidBytes(oid), g, lastPlain });
     } catch (e) {
       await stored.close();
       throw e;
@@ -144,10 +144,16 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
     }
   }
 
-  /** The data key id of the stored copy, or null (none, plain, or a header too damaged to name one). */
+  /**
+   * The data key id of the stored copy, only once the copy authenticated under it: a header alone
+   * could name another object's key, which a delete or replace would then remove. Null when there
+   * is no copy, it is plain, or it does not authenticate (its row, if any, is left).
+   */
   async #dataKeyIdOf(oid: Oid): Promise<string | null> {
     try {
-      return (await this.#headerOf(oid))?.dataKeyId ?? null;
+      const r = await this.open(oid);
+      await r?.close();
+      return r instanceof DecryptingReader ? r.dataKeyId : null;
     } catch {
       return null;
     }
@@ -215,6 +221,7 @@ async function readStored(stored: BlobReader, position: number, length: number):
 interface OpenedCopy {
   readonly key: KeyObject;
   readonly header: Buffer;
+  readonly dataKeyId: string;
   readonly oid: Buffer;
   readonly g: CryptGeometry;
   readonly lastPlain: Buffer;
@@ -231,6 +238,10 @@ class DecryptingReader implements BlobReader {
 
   get size(): number {
     return this.#copy.g.size;
+  }
+
+  get dataKeyId(): string {
+    return this.#copy.dataKeyId;
   }
 
   get storedSize(): number {
@@ -297,6 +308,12 @@ class DecryptingSource implements ChunkSource {
       this.#src = this.#stored.read(frameOffset(g, i), frameOffset(g, to + 1) - 1);
     }
     const need = framePlainLength(g, i) + TAG_SIZE;
+    if (this.#rest !== null && this.#rest.byteLength - this.#restAt >= need) {
+      // The whole frame is in the chunk at hand (most are: the backend reads in 1 MiB pieces): no copy.
+      const stored = this.#rest.subarray(this.#restAt, this.#restAt + need);
+      this.#restAt += need;
+      return openFrame(this.#c.key, this.#c.header, this.#c.oid, g, i, stored);
+    }
     const buf = (this.#frame ??= Buffer.allocUnsafe(g.frameSize + TAG_SIZE));
     for (let have = 0; have < need; ) {
       if (this.#rest === null || this.#restAt === this.#rest.byteLength) {
