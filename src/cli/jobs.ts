@@ -26,6 +26,8 @@ export interface Io {
 const running = (j: JobJson): boolean => j.state === 'queued' || j.state === 'running';
 /** How a command line names the client's target: its repository, or --server-wide. */
 const targetArg = (c: Client): string => (c.target.repo === SERVER_WIDE ? '--server-wide' : c.target.repo);
+/** The client's target for people: its repository, or the whole server. */
+const targetName = (c: Client): string => (c.target.repo === SERVER_WIDE ? 'the whole server' : c.target.repo);
 const followHint = (c: Client, id: string): string => `stowage jobs follow ${targetArg(c)} ${id}`;
 
 /**
@@ -65,8 +67,7 @@ export async function follow(client: Client, first: JobJson, io: Io, announce = 
 /** Starts a job without waiting (the server answers 202), says its id, and follows it. */
 export async function startAndFollow(client: Client, kind: string, body: object, io: Io): Promise<JobJson | null> {
   const started = (await client.call('POST', `objects/${kind}`, { ...body, wait: false })).json as JobJson;
-  const on = client.target.repo === SERVER_WIDE ? 'the whole server' : client.target.repo;
-  return follow(client, started, io, `${kind} job ${started.id} started on ${on} (Ctrl-C stops watching, not the job)\n`);
+  return follow(client, started, io, `${kind} job ${started.id} started on ${targetName(client)} (Ctrl-C stops watching, not the job)\n`);
 }
 
 /**
@@ -88,7 +89,7 @@ export async function listJobs(client: Client, io: Io): Promise<number> {
     return EXIT.ok;
   }
   if (jobs.length === 0) {
-    io.out.write(`no jobs on ${client.target.repo}\n`);
+    io.out.write(`no jobs on ${targetName(client)}\n`);
     return EXIT.ok;
   }
   const rows = jobs.map((j) => {
