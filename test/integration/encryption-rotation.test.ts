@@ -60,6 +60,11 @@ async function everyObjectIntact(t: Test, server: RunningServer, all: Blob[]): P
   t.equal(intact, all.length, `all ${all.length} objects read back intact (sha256)`);
 }
 
+/** The CLI against `server`, as a server administrator. */
+function stowage(server: RunningServer, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', STOWAGE_URL: server.url, STOWAGE_TOKEN: 'tok-admin' } });
+}
+
 /** Starts the server on `dataDir` expecting a refusal: its exit status and stderr. */
 function refusedStart(dataDir: string, env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -112,14 +117,18 @@ t.test('rotate k1 → k2, rewrap, retire k1, restart: every object reads back', 
   keys(K2, K1);
   server = await startServer({ ...baseEnv }, { dataDir });
   const before = objectFiles(dataDir);
-  const cli = await run(process.execPath, [CLI, 'rewrap', '--json', '-q'], { env: { PATH: process.env.PATH ?? '', STOWAGE_URL: server.url, STOWAGE_TOKEN: 'tok-admin' } });
+  const cli = await stowage(server, 'rewrap', '--json', '-q');
   const report = JSON.parse(cli.stdout);
   t.match(report, { state: 'done', outcome: 'clean', current_key: 'k2', unwrappable: 0, object_bytes_written: 0, keys_in_use: ['k2'], retirable_keys: ['k1'], complete: true }, 'rewrap: every data key now under k2, k1 retirable');
   t.ok(report.rewrapped >= underK1.length, `${report.rewrapped} data keys rewrapped (at least one per object written under k1)`);
   const after = objectFiles(dataDir);
   t.ok([...before].every(([p, sum]) => after.get(p) === sum), `none of the ${before.size} object files was rewritten`);
-  const again = JSON.parse((await run(process.execPath, [CLI, 'rewrap', '--json', '-q'], { env: { PATH: process.env.PATH ?? '', STOWAGE_URL: server.url, STOWAGE_TOKEN: 'tok-admin' } })).stdout);
+  const again = JSON.parse((await stowage(server, 'rewrap', '--json', '-q')).stdout);
   t.match(again, { data_keys: 0, rewrapped: 0, keys_in_use: ['k2'] }, 'a second rewrap finds nothing to do');
+  const { jobs } = JSON.parse((await stowage(server, 'jobs', '--server-wide', '--json')).stdout);
+  t.match(jobs, [{ kind: 'rewrap', state: 'done', outcome: 'clean' }, { kind: 'rewrap', state: 'done' }], 'stowage jobs --server-wide lists both runs');
+  const named = await stowage(server, 'rewrap', 'acme/vault').catch((e: { code: number; stderr: string }) => e);
+  t.match(named, { code: 2, stderr: /works on the whole server/ }, 'rewrap naming a repository: usage error, exit 2');
   await server.stop();
 
   // Retire k1 and restart: everything still reads.
