@@ -9,6 +9,8 @@ import { KeyRing } from '../../src/crypto/key-ring.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { hasPostgres, POSTGRES_INSTALL_HINT, startPostgres } from '../helpers/postgres.js';
+import { startS3Server } from '../helpers/s3-server.js';
 import { basic, blobOf, http, push, type Blob } from '../helpers/lfs-http.js';
 import { MAIN, startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
 
@@ -29,6 +31,9 @@ forge.repos.set('acme/vault', { private: true });
 forge.tokens.set('tok-admin', { login: 'boss', siteAdmin: true, repos: { 'acme/vault': 'admin' } });
 forge.tokens.set('tok-push', { login: 'dev', repos: { 'acme/vault': 'push' } });
 const auth = { authorization: basic('tok-admin') };
+
+// Before the first t.test (test/helpers/postgres.ts says why).
+const pg = hasPostgres() ? await startPostgres((fn) => t.teardown(fn)) : null;
 
 const K1 = `k1 ${randomBytes(32).toString('base64')}`;
 const K2 = `k2 ${randomBytes(32).toString('base64')}`;
@@ -209,4 +214,40 @@ t.test('rewrap killed mid-way: every row keeps a valid wrap, and running it agai
   keys(K2);
   server = await startServer(env, { dataDir });
   await everyObjectIntact(t, server, real);
+});
+
+t.test('a cluster on PostgreSQL and S3: k2 first on every node, rewrap through one node, retire k1', async (t) => {
+  if (pg === null) {
+    t.fail(POSTGRES_INSTALL_HINT);
+    return;
+  }
+  const s3 = await startS3Server(tmpDir('stowage-s3-'));
+  t.teardown(() => s3.stop());
+  const env = { ...baseEnv, ...s3.env(), SVC_DATABASE_URL: await pg.createDatabase() };
+  const dirs = [tmpDir(), tmpDir()];
+  const nodes: RunningServer[] = [];
+  t.teardown(() => Promise.all(nodes.map((n) => n.stop('SIGKILL'))));
+  keys(K1);
+  nodes.push(await startServer(env, { dataDir: dirs[0] }));
+  const first = [blobOf(randomBytes(40_000)), blobOf(textLike(2_000_000, 9))];
+  for (const o of first) t.equal(await push(nodes[0]!.url, 'acme/vault', 'tok-push', o), 200, 'under k1, through node 0');
+
+  // Node 0 restarts with k2 first; node 1 joins with the same file.
+  keys(K2, K1);
+  await nodes[0]!.stop();
+  nodes[0] = await startServer(env, { dataDir: dirs[0] });
+  nodes.push(await startServer(env, { dataDir: dirs[1] }));
+  const second = [blobOf(randomBytes(40_000)), blobOf(textLike(2_000_000, 10))];
+  for (const o of second) t.equal(await push(nodes[1]!.url, 'acme/vault', 'tok-push', o), 200, 'under k2, through node 1');
+
+  const report = (await http('POST', `${nodes[0]!.url}/-/objects/rewrap`, { headers: { ...auth, 'content-type': 'application/json' }, body: '{}' })).json();
+  t.match(report, { state: 'done', outcome: 'clean', rewrapped: first.length, keys_in_use: ['k2'], retirable_keys: ['k1'], object_bytes_written: 0 }, 'rewrap through node 0 covers the data keys of the whole cluster');
+  const seen = (await http('GET', `${nodes[1]!.url}/-/objects/jobs/${report.job}`, { headers: auth })).json();
+  t.match(seen, { kind: 'rewrap', state: 'done', outcome: 'clean' }, 'node 1 shows the job from the shared index');
+
+  // k1 leaves the file; node 0 restarts without it (node 1 still holds it: both read everything).
+  keys(K2);
+  await nodes[0]!.stop();
+  nodes[0] = await startServer(env, { dataDir: dirs[0] });
+  for (const n of nodes) await everyObjectIntact(t, n, [...first, ...second]);
 });
