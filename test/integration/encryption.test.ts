@@ -174,6 +174,21 @@ t.test('disk store: no plaintext at rest, tampering never served, audit and push
   t.equal(await server.stop(), 0);
 });
 
+t.test('the compress job rewrites encrypted objects encrypted', async (t) => {
+  const dataDir = tmpDir();
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: firstKeys }, { dataDir });
+  t.teardown(() => server.stop());
+  const o = markedObjects('compress').find((x) => x.name === 'large-text')!;
+  const oid = await put(server, o.data);
+  const before = readFileSync(objectFile(dataDir, oid)).length;
+  t.ok(before > o.data.length, 'stored uncompressed (compression off), sealed');
+  const res = await http('POST', `${server.url}/acme/game/objects/compress`, { headers: { ...as('tok-admin'), 'content-type': 'application/json' }, body: '{}' });
+  t.match(res.json(), { compressed: 1, refused: 0 }, 'compressed');
+  t.ok(readFileSync(objectFile(dataDir, oid)).length < before / 2, 'the new copy is smaller');
+  t.ok((await get(server, oid)).body.equals(o.data), 'and reads back');
+  t.same(markersIn(dataDir, [o.marker]), [], 'no plaintext after the rewrite');
+});
+
 t.test('S3 store: no plaintext in any key of the bucket; transfers go through the server', async (t) => {
   const s3 = await startS3Server(tmpDir('stowage-encryption-s3-'));
   t.teardown(() => s3.stop());
