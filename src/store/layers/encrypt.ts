@@ -114,12 +114,19 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
   }
 
   override async stat(oid: Oid): Promise<BlobStat | null> {
+    // Absent or too short to be encrypted: no need to open it (the journal asks this of objects not written yet).
     const below = await this.inner.stat(oid);
     if (below === null || below.storedSize < HEADER_SIZE + TAG_SIZE) return below;
-    const header = await this.#headerOf(oid);
-    if (header === undefined) return null;
-    if (header === null) return below;
-    return { size: geometry(below.storedSize, header.frameSize).size, storedSize: below.storedSize, framed: below.framed };
+    const stored = await this.inner.open(oid);
+    if (stored === null) return null;
+    try {
+      const head = Buffer.alloc(HEADER_SIZE);
+      await stored.readAt(head, 0);
+      const size = looksEncrypted(head, stored.storedSize) ? geometry(stored.storedSize, decodeHeader(head).frameSize).size : stored.size;
+      return { size, storedSize: stored.storedSize, framed: stored.framed };
+    } finally {
+      await stored.close();
+    }
   }
 
   /** Deletes the copy, then its data key (a reader already open holds the key it unwrapped). */
@@ -128,20 +135,6 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
     const deleted = await this.inner.delete(oid);
     if (deleted && id !== null) await this.#parts.keys.deleteDataKey(id);
     return deleted;
-  }
-
-  /** The stored copy's header: null when it is plain, undefined when there is none. */
-  async #headerOf(oid: Oid): Promise<CryptHeader | null | undefined> {
-    const stored = await this.inner.open(oid);
-    if (stored === null) return undefined;
-    try {
-      if (stored.storedSize < HEADER_SIZE + TAG_SIZE) return null;
-      const head = Buffer.alloc(HEADER_SIZE);
-      await stored.readAt(head, 0);
-      return looksEncrypted(head, stored.storedSize) ? decodeHeader(head) : null;
-    } finally {
-      await stored.close();
-    }
   }
 
   /**
