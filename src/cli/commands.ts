@@ -205,7 +205,7 @@ export const COMMANDS: Record<string, CommandSpec> = {
       'new data key, verified before it replaces the old copy, then deletes the old data key. Exit 1 when\n' +
       'objects were refused (they did not hash to their oid: run an audit).',
     options: { ...REMOTE_OPTIONS },
-    run: jobCommand('rekey', () => ({}), (r) => `${r.reencrypted} re-encrypted (${bytes(r.bytes_written)} written), ${r.skipped} skipped, ${r.refused} refused`),
+    run: jobCommand('rekey', () => ({}), (r) => `${r.rekeyed} under a fresh data key, ${r.encrypted} encrypted from the clear (${bytes(r.bytes_written)} written), ${r.skipped} skipped, ${r.refused} refused`),
   },
   encrypt: {
     usage: 'stowage encrypt [org/repo]',
@@ -215,7 +215,7 @@ export const COMMANDS: Record<string, CommandSpec> = {
       'encrypted, verified before it replaces the plain copy. Objects already encrypted are left as they\n' +
       'are. Exit 1 when objects were refused (they did not hash to their oid: run an audit).',
     options: { ...REMOTE_OPTIONS },
-    run: jobCommand('encrypt', () => ({}), (r) => `${r.reencrypted} encrypted (${bytes(r.bytes_written)} written), ${r.already_encrypted} already encrypted, ${r.skipped} skipped, ${r.refused} refused`),
+    run: jobCommand('encrypt', () => ({}), (r) => `${r.encrypted} encrypted (${bytes(r.bytes_written)} written), ${r.already_encrypted} already encrypted, ${r.skipped} skipped, ${r.refused} refused`),
   },
   retain: {
     usage: 'stowage retain [org/repo] [--dry-run | --yes]',
