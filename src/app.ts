@@ -223,6 +223,9 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
     partials: resumable,
+    keys: ring,
+    stored: backend,
+    rewrapBatch: config.rewrapBatch,
     log,
   });
 
@@ -261,7 +264,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     },
     pools: () => maintenance.poolLoads(),
     jobs: async () => (await maintenance.jobs()).running,
-    jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import'] satisfies JobKind[],
+    jobKinds: ['retain', 'dedupe', 'compress', 'audit', 'import', 'rewrap', 'rekey', 'encrypt'] satisfies JobKind[],
     journal: () => journal?.flushStats ?? null,
     deferredReferences: () => journal?.deferredReferences ?? 0,
     audits: () => statsRepo.auditTotals(),

@@ -11,14 +11,15 @@
  *      every object step 1 references is there, whichever place it moved to meanwhile.
  *
  * Objects only ever appear by an atomic rename, so a copy never sees half a file. Objects already in
- * DEST with the same size are skipped (their name is their sha256), so running it again into the
- * same DEST is incremental. `--index-only` does step 1 alone, for SVC_STORE=s3 or when the objects
+ * DEST with the same size and modification time are skipped (their name is their sha256, and a file
+ * rewritten in place by rekey or encrypt has a new time), so running it again into the same DEST is
+ * incremental. `--index-only` does step 1 alone, for SVC_STORE=s3 or when the objects
  * are backed up by another tool run after it. Restore: copy DEST into an empty SVC_DATA_DIR and start
  * the server, which replays the journal.
  *
  * Like main.ts this is a process entry: it alone reads its arguments and sets the exit code.
  */
-import { copyFile, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { backupIndex } from './db/sqlite/index-backup.js';
@@ -47,18 +48,24 @@ function isMissing(e: unknown): boolean {
   return (e as NodeJS.ErrnoException)?.code === 'ENOENT';
 }
 
-/** Copies one file unless DEST has it at the same size; a file removed meanwhile is no error. */
+/**
+ * Copies one file unless DEST has it at the same size and modification time (set from the source on
+ * every copy, to the millisecond); a file removed meanwhile is no error. Size alone is not enough: rekey and encrypt
+ * replace an object's file by one of the same size under another data key, and the old copy in
+ * DEST would need the data key the rekey deleted.
+ */
 async function copyOne(from: string, to: string, counts: Counts, alwaysCopy: boolean): Promise<void> {
   try {
     const src = await stat(from);
     if (!alwaysCopy) {
       const dst = await stat(to).catch(() => null);
-      if (dst !== null && dst.size === src.size) {
+      if (dst !== null && dst.size === src.size && Math.trunc(dst.mtimeMs) === Math.trunc(src.mtimeMs)) {
         counts.skipped++;
         return;
       }
     }
     await copyFile(from, to);
+    await utimes(to, src.atime, src.mtime);
     counts.files++;
     counts.bytes += src.size;
   } catch (e) {

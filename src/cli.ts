@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { CliError, Client, credentialFill, EXIT, lfsEndpoint, REPO_NAME } from './cli/client.js';
+import { CliError, Client, credentialFill, EXIT, lfsEndpoint, REPO_NAME, SERVER_WIDE } from './cli/client.js';
 import { COMMANDS, type CommandSpec, type OptionSpec } from './cli/commands.js';
 import { Paint } from './cli/output.js';
 
@@ -93,15 +93,18 @@ async function main(argv: string[]): Promise<number> {
   }
 
   // The repository: named, or the clone's. For `jobs`, a sub-command and a job id may come around it.
+  // A server-wide command (rewrap, or jobs --server-wide) names none: its routes are under /-/.
   const words = [...parsed.positionals];
   const sub =
     (first === 'jobs' && ['list', 'follow', 'cancel'].includes(words[0] ?? '')) || (first === 'cache' && words[0] !== undefined && !words[0].includes('/')) ? words.shift() : undefined;
   const named = words[0] !== undefined && words[0].includes('/') ? words.shift()! : undefined;
+  const serverWide = spec.serverWide === true || parsed.values['server-wide'] === true;
+  if (serverWide && named !== undefined) throw new CliError(`${first}: works on the whole server; name no repository (stowage ${first} --help)`, EXIT.usage);
   if (named !== undefined && !REPO_NAME.test(named)) throw new CliError(`${first}: not a repository name: ${named} (org/repo)`, EXIT.usage);
   if (first !== 'jobs' && first !== 'cache' && words.length > 0) throw new CliError(`${first}: unexpected argument ${words[0]} (stowage ${first} --help)`, EXIT.usage);
   const cwd = process.cwd();
   const clone = named === undefined || (parsed.values.server ?? process.env.STOWAGE_URL) === undefined ? await lfsEndpoint(cwd) : null;
-  const repo = named ?? clone?.repo;
+  const repo = serverWide ? SERVER_WIDE : (named ?? clone?.repo);
   if (repo === undefined) throw new CliError(`${first}: name org/repo, or run it inside a clone whose LFS endpoint is this server`, EXIT.usage);
   const base = ((parsed.values.server as string | undefined) ?? process.env.STOWAGE_URL ?? clone?.base)?.replace(/\/+$/, '');
   if (base === undefined) throw new CliError(`${first}: give --server URL (or set STOWAGE_URL)`, EXIT.usage);

@@ -22,6 +22,9 @@ export interface Target {
   readonly repo: string;
 }
 
+/** The `repo` of a target for server-wide commands: their routes are /-/objects/… (rewrap and its job). */
+export const SERVER_WIDE = '-';
+
 /** `org/repo` as the server's routes accept it. */
 export const REPO_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*\/[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 

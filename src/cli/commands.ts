@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { CliError, EXIT, type Client } from './client.js';
+import { CliError, EXIT, SERVER_WIDE, type Client } from './client.js';
 import { cancelJob, finalStatus, follow, jobId, listJobs, startAndFollow, type Io, type JobJson } from './jobs.js';
 import { runMigrate, type LocalContext } from './migrate-command.js';
 import { bytes, duration } from './output.js';
@@ -37,6 +37,8 @@ export interface CommandSpec {
   readonly options: Record<string, OptionSpec>;
   readonly run?: (ctx: RunContext) => Promise<number>;
   readonly local?: (ctx: LocalContext) => Promise<number>;
+  /** Works on the whole server (its routes under /-/): no repository is named or looked up. */
+  readonly serverWide?: boolean;
 }
 
 /** Options every command that talks to a server takes. */
@@ -53,7 +55,7 @@ function finish(j: JobJson | null, io: Io, summary: (r: Record<string, any>) => 
   if (io.json) io.out.write(`${JSON.stringify({ ...r, job: j.id, state: j.state, outcome: j.outcome })}\n`);
   else if (j.report !== null) {
     const mark = j.outcome === 'clean' ? io.paint.green('ok') : j.outcome === 'problems' ? io.paint.red('PROBLEMS') : io.paint.yellow(j.state);
-    io.out.write(`${mark} ${j.repository}: ${summary(r)} (${duration((Date.parse(j.finished_at ?? '') - Date.parse(j.started_at)) / 1000)})\n`);
+    io.out.write(`${mark} ${j.repository === SERVER_WIDE ? 'server' : j.repository}: ${summary(r)} (${duration((Date.parse(j.finished_at ?? '') - Date.parse(j.started_at)) / 1000)})\n`);
   }
   return finalStatus(j, io);
 }
@@ -178,6 +180,44 @@ export const COMMANDS: Record<string, CommandSpec> = {
       )(ctx);
     },
   },
+  rewrap: {
+    usage: 'stowage rewrap --server URL',
+    summary: "wrap every object's data key under the key file's first key (server admin)",
+    details:
+      'After a new key was put first in SVC_ENCRYPTION_KEY_FILE and every node restarted: rewraps each\n' +
+      'data key still under an older key, in the index only (no object byte is written). Safe to stop and\n' +
+      'run again. When it ends clean, the keys it lists as retirable can leave the key file\n' +
+      '(docs/encryption.md, "Rotating and retiring keys"). Exit 1 when data keys could not be unwrapped.',
+    options: { ...REMOTE_OPTIONS },
+    serverWide: true,
+    run: jobCommand(
+      'rewrap',
+      () => ({}),
+      (r) =>
+        `${r.rewrapped} data keys rewrapped under ${r.current_key} (${r.changed_meanwhile} changed meanwhile, ${r.unwrappable} unwrappable), ${r.object_bytes_written} object bytes written; ` +
+        `keys in use: ${(r.keys_in_use ?? []).join(', ') || 'none'}; retirable: ${(r.retirable_keys ?? []).join(', ') || 'none'}`,
+    ),
+  },
+  rekey: {
+    usage: 'stowage rekey [org/repo]',
+    summary: "re-encrypt the repository's objects under fresh data keys (admin)",
+    details:
+      'After a suspected leak of data keys: writes every encrypted object of the repository again under a\n' +
+      'new data key, verified before it replaces the old copy, then deletes the old data key. Exit 1 when\n' +
+      'objects were refused (they did not hash to their oid: run an audit).',
+    options: { ...REMOTE_OPTIONS },
+    run: jobCommand('rekey', () => ({}), (r) => `${r.rekeyed} under a fresh data key, ${r.encrypted} encrypted from the clear (${bytes(r.bytes_written)} written), ${r.skipped} skipped, ${r.refused} refused`),
+  },
+  encrypt: {
+    usage: 'stowage encrypt [org/repo]',
+    summary: "encrypt the repository's objects stored in the clear (admin)",
+    details:
+      'With encryption on: writes every object of the repository still stored in the clear again,\n' +
+      'encrypted, verified before it replaces the plain copy. Objects already encrypted are left as they\n' +
+      'are. Exit 1 when objects were refused (they did not hash to their oid: run an audit).',
+    options: { ...REMOTE_OPTIONS },
+    run: jobCommand('encrypt', () => ({}), (r) => `${r.encrypted} encrypted (${bytes(r.bytes_written)} written), ${r.already_encrypted} already encrypted, ${r.skipped} skipped, ${r.refused} refused`),
+  },
   retain: {
     usage: 'stowage retain [org/repo] [--dry-run | --yes]',
     summary: 'from a full clone: keep what its history references, drop the rest (push)',
@@ -251,11 +291,11 @@ export const COMMANDS: Record<string, CommandSpec> = {
     },
   },
   jobs: {
-    usage: 'stowage jobs [org/repo]\n       stowage jobs follow [org/repo] ID\n       stowage jobs cancel [org/repo] ID',
+    usage: 'stowage jobs [org/repo | --server-wide]\n       stowage jobs follow [org/repo | --server-wide] ID\n       stowage jobs cancel [org/repo | --server-wide] ID',
     summary: "list the repository's jobs; follow one; cancel one",
     details:
-      'Jobs run inside the server: Ctrl-C on a command stops watching, not the job. `follow` shows a job\'s\nprogress to its end (exit status as for the command that started it); `cancel` stops it after the\nobject in hand (push; admin for dedupe, compress and a quarantining audit) and waits for `cancelled`.',
-    options: { ...REMOTE_OPTIONS },
+      'Jobs run inside the server: Ctrl-C on a command stops watching, not the job. `follow` shows a job\'s\nprogress to its end (exit status as for the command that started it); `cancel` stops it after the\nobject in hand (push; admin for dedupe, compress and a quarantining audit) and waits for `cancelled`.\n--server-wide: the jobs of the whole server (rewrap; a server administrator).',
+    options: { 'server-wide': { type: 'boolean', help: 'the server-wide jobs (rewrap) instead of a repository\'s' }, ...REMOTE_OPTIONS },
     run: async ({ client, rest, io }) => {
       const [sub, id, extra] = rest;
       if (extra !== undefined) throw new CliError(`jobs: unexpected argument ${extra}`, EXIT.usage);

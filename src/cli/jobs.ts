@@ -1,4 +1,4 @@
-import { CliError, EXIT, type Client } from './client.js';
+import { CliError, EXIT, SERVER_WIDE, type Client } from './client.js';
 import { bytes, duration, Paint, table } from './output.js';
 import { ProgressView, type JobProgressView } from './progress.js';
 
@@ -24,7 +24,11 @@ export interface Io {
 }
 
 const running = (j: JobJson): boolean => j.state === 'queued' || j.state === 'running';
-const followHint = (c: Client, id: string): string => `stowage jobs follow ${c.target.repo} ${id}`;
+/** How a command line names the client's target: its repository, or --server-wide. */
+const targetArg = (c: Client): string => (c.target.repo === SERVER_WIDE ? '--server-wide' : c.target.repo);
+/** The client's target for people: its repository, or the whole server. */
+const targetName = (c: Client): string => (c.target.repo === SERVER_WIDE ? 'the whole server' : c.target.repo);
+const followHint = (c: Client, id: string): string => `stowage jobs follow ${targetArg(c)} ${id}`;
 
 /**
  * Follows a job to its end with a progress view, and returns its final view; null when the user
@@ -49,7 +53,7 @@ export async function follow(client: Client, first: JobJson, io: Io, announce = 
       if ((await Promise.race([tick, interrupted])) === null) {
         clearTimeout(timer);
         view.end();
-        io.err.write(`\nstopped following; job ${j.id} keeps running on the server.\n  follow it:  ${followHint(client, j.id)}\n  cancel it:  stowage jobs cancel ${client.target.repo} ${j.id}\n`);
+        io.err.write(`\nstopped following; job ${j.id} keeps running on the server.\n  follow it:  ${followHint(client, j.id)}\n  cancel it:  stowage jobs cancel ${targetArg(client)} ${j.id}\n`);
         return null;
       }
       j = (await client.call('GET', `objects/jobs/${encodeURIComponent(j.id)}`)).json as JobJson;
@@ -63,7 +67,7 @@ export async function follow(client: Client, first: JobJson, io: Io, announce = 
 /** Starts a job without waiting (the server answers 202), says its id, and follows it. */
 export async function startAndFollow(client: Client, kind: string, body: object, io: Io): Promise<JobJson | null> {
   const started = (await client.call('POST', `objects/${kind}`, { ...body, wait: false })).json as JobJson;
-  return follow(client, started, io, `${kind} job ${started.id} started on ${client.target.repo} (Ctrl-C stops watching, not the job)\n`);
+  return follow(client, started, io, `${kind} job ${started.id} started on ${targetName(client)} (Ctrl-C stops watching, not the job)\n`);
 }
 
 /**
@@ -85,7 +89,7 @@ export async function listJobs(client: Client, io: Io): Promise<number> {
     return EXIT.ok;
   }
   if (jobs.length === 0) {
-    io.out.write(`no jobs on ${client.target.repo}\n`);
+    io.out.write(`no jobs on ${targetName(client)}\n`);
     return EXIT.ok;
   }
   const rows = jobs.map((j) => {

@@ -456,6 +456,7 @@ export function loadConfig(env: Env): Config {
     store,
     s3: loadS3(env, store),
     gcGrace: parseDuration('SVC_GC_GRACE', raw(env, 'SVC_GC_GRACE')!, 0, 10 * 365 * 86400),
+    rewrapBatch: parseInteger('SVC_REWRAP_BATCH', raw(env, 'SVC_REWRAP_BATCH')!, 1, 100_000),
     importDir: importDirRaw === null ? null : resolve(importDirRaw),
     tusPort: tusPortRaw === null ? null : parseInteger('SVC_TUS_PORT', tusPortRaw, 0, 65535),
     uploadResumeTtl: parseDuration('SVC_UPLOAD_RESUME_TTL', raw(env, 'SVC_UPLOAD_RESUME_TTL')!, 1, 365 * 86400),

@@ -120,6 +120,8 @@ export interface Config {
   readonly uploadResumeTtl: number;
   /** Cache mode (docs/cache.md): the upstream LFS endpoint and the cache's bounds; null: an ordinary server. */
   readonly cache: CacheConfig | null;
+  /** Data-key rows the rewrap job reads per index query (SVC_REWRAP_BATCH). */
+  readonly rewrapBatch: number;
 }
 
 /** SVC_UPSTREAM_LFS_URL and SVC_CACHE_* (docs/cache.md). */
@@ -270,6 +272,7 @@ export const DEFAULTS = {
   SVC_S3_PRESIGN_TTL: '1h',
   SVC_S3_DEADLINE: '10',
   SVC_GC_GRACE: '14d', // retain never takes what was uploaded or referenced this recently
+  SVC_REWRAP_BATCH: '500',
   SVC_IMPORT_DIR: null, // imports are off
   SVC_TUS_PORT: null, // resumable (tus) uploads are off
   SVC_UPLOAD_RESUME_TTL: '3d',

@@ -108,6 +108,15 @@ export const ROUTES = {
   job: { method: 'get', pattern: '/:org/:repo/objects/jobs/:id', needs: 'pull', body: NONE, changesState: false },
   // Stopping a job needs what starting it needed (asked once the job is found), and push at least.
   job_cancel: { method: 'post', pattern: '/:org/:repo/objects/jobs/:id/cancel', needs: 'push', body: OPTIONS, changesState: true },
+  // Re-encrypt objects under fresh data keys: admin, as compress (they rewrite storage other repositories share).
+  rekey: { method: 'post', pattern: '/:org/:repo/objects/rekey', needs: 'admin', body: OPTIONS, changesState: true },
+  encrypt: { method: 'post', pattern: '/:org/:repo/objects/encrypt', needs: 'admin', body: OPTIONS, changesState: true },
+  // Jobs of the whole server, under /-/objects: every data key of every repository, as the key file
+  // covers the whole server. A server administrator's act; their progress and cancel likewise.
+  rewrap: { method: 'post', pattern: '/-/objects/rewrap', needs: 'server_admin', body: OPTIONS, changesState: true },
+  server_job_list: { method: 'get', pattern: '/-/objects/jobs', needs: 'server_admin', body: NONE, changesState: false },
+  server_job: { method: 'get', pattern: '/-/objects/jobs/:id', needs: 'server_admin', body: NONE, changesState: false },
+  server_job_cancel: { method: 'post', pattern: '/-/objects/jobs/:id/cancel', needs: 'server_admin', body: OPTIONS, changesState: true },
 
   repo_stats: { method: 'get', pattern: '/:org/:repo/objects/stats', needs: 'pull', body: NONE, changesState: false },
   repo_page: { method: 'get', pattern: '/:org/:repo', needs: 'pull', body: NONE, changesState: false },

@@ -1,4 +1,6 @@
 import type { Config } from '../config/schema.js';
+import type { KeyRing } from '../crypto/key-ring.js';
+import type { DataKeyIndex } from '../db/index-types.js';
 import type { FrameCodec, Hasher } from '../format/frame-codec.js';
 import { DiscardBlobStore } from './discard.js';
 import { DiskBlobStore } from './disk.js';
@@ -126,4 +128,14 @@ export function measuringStore(blockSize: number, codec: FrameCodec, hasher: Has
  */
 export function readingStore(backend: BlobStore, codec: FrameCodec): BlobStore {
   return new CompressingBlobStore(backend, codec, null);
+}
+
+/**
+ * verify(compress(encrypt(backend))) with every copy sealed under a fresh data key, whatever
+ * SVC_ENCRYPTION says about new uploads: how rekey and encrypt write an object again (with
+ * `replace: true`; the old copy's data key goes once the new copy is in place). `level` keeps the
+ * object's form: a zstd level for a framed object, null for a plain one.
+ */
+export function sealingStore(backend: BlobStore, keys: DataKeyIndex, ring: KeyRing, codec: FrameCodec, hasher: Hasher, level: number | null): BlobStore {
+  return new VerifyingBlobStore(new CompressingBlobStore(new EncryptingBlobStore(backend, { keys, ring, encryptNew: true }), codec, level), hasher);
 }

@@ -2,7 +2,7 @@ import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
-import type { Job, JobDetail } from '../../service/maintenance/job-runner.js';
+import { SERVER_WIDE, type Job, type JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
 import { IMPORT_LAYOUTS, parseImportLayout } from '../../store/foreign-layout.js';
 import { tokenFromAuthorization } from '../auth.js';
@@ -42,8 +42,8 @@ function flag(options: Record<string, unknown>, name: string, fallback: boolean)
  * at once, 202 with the job and a Location for its progress. The job does not depend on this
  * request: a client that hangs up leaves it running, and its result stays readable by id.
  */
-async function answer(ctx: RequestContext, repo: RepoName, job: Job, wait: boolean): Promise<void> {
-  const href = `/${repo.org}/${repo.repo}/objects/jobs/${job.id}`;
+async function answer(ctx: RequestContext, repo: RepoName | null, job: Job, wait: boolean): Promise<void> {
+  const href = `/${repo === null ? SERVER_WIDE : `${repo.org}/${repo.repo}`}/objects/jobs/${job.id}`;
   if (!wait) {
     sendJson(ctx, 202, { ...job.view(), href }, { Location: href });
     return;
@@ -67,9 +67,9 @@ function cancelNeeds(job: JobDetail): Permission {
  * are in ROUTES (route-policy.ts): every job needs push at least;
  * retain needs push (what a pusher may upload, a pusher may stop referencing; bytes go only when no
  * repository references them and never within the grace), audit push (admin to quarantine what it
- * finds), dedupe and compress admin (they rewrite storage other repositories share), and import a
- * server administrator (it reads SVC_IMPORT_DIR, staged for every repository). Job list and show
- * need pull.
+ * finds), dedupe, compress, rekey and encrypt admin (they rewrite storage other repositories share),
+ * import a server administrator (it reads SVC_IMPORT_DIR, staged for every repository), and so does
+ * rewrap (every repository's data keys; its job is under /-/objects/jobs). Job list and show need pull.
  */
 export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, deps: MaintenanceRoutesDeps): void {
   const { access, maintenance } = deps;
@@ -115,6 +115,20 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     await answer(ctx, repo, await maintenance.audit(repo, quarantine), flag(options, 'wait', true));
   });
 
+  guard.route(http, 'rekey', async (ctx, call) => {
+    const repo = repoOf(ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
+    await answer(ctx, repo, await maintenance.reencrypt('rekey', repo), flag(options, 'wait', true));
+  });
+
+  guard.route(http, 'encrypt', async (ctx, call) => {
+    const repo = repoOf(ctx);
+    await call.authorize(repo);
+    const options = await optionsOf(call);
+    await answer(ctx, repo, await maintenance.reencrypt('encrypt', repo), flag(options, 'wait', true));
+  });
+
   // Import reads a folder on the server, so it needs a server administrator, and the folder is only
   // ever named relative to SVC_IMPORT_DIR (MaintenanceService.import resolves and confines it).
   guard.route(http, 'import', async (ctx, call) => {
@@ -127,6 +141,40 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     if (typeof source !== 'string' || source.length > 1024) throw lfsError('LFS_ERR_BAD_REQUEST', 'source must be a folder name relative to SVC_IMPORT_DIR');
     const job = await maintenance.import(repo, layout, source, flag(options, 'dry_run', false));
     await answer(ctx, repo, job, flag(options, 'wait', true));
+  });
+
+  guard.route(http, 'rewrap', async (ctx, call) => {
+    await guard.serverAdmin(ctx);
+    call.admit();
+    const options = await optionsOf(call);
+    await answer(ctx, null, await maintenance.rewrap(), flag(options, 'wait', true));
+  });
+
+  /** The server-wide job named in the path (the caller was checked); 404 for an unknown id or a repository's job. */
+  const serverJobOf = async (ctx: RequestContext): Promise<JobDetail> => {
+    const id = ctx.params[0]!;
+    const job = /^[A-Za-z0-9_-]{1,64}$/.test(id) ? await maintenance.serverJob(id) : null;
+    if (job === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No such server-wide job');
+    return job;
+  };
+
+  guard.route(http, 'server_job_list', async (ctx) => {
+    await guard.serverAdmin(ctx);
+    sendJson(ctx, 200, { jobs: await maintenance.serverJobs() }, { 'Cache-Control': 'no-store' });
+  });
+
+  guard.route(http, 'server_job', async (ctx) => {
+    await guard.serverAdmin(ctx);
+    sendJson(ctx, 200, await serverJobOf(ctx), { 'Cache-Control': 'no-store' });
+  });
+
+  guard.route(http, 'server_job_cancel', async (ctx, call) => {
+    await guard.serverAdmin(ctx);
+    call.admit();
+    await optionsOf(call);
+    const job = await serverJobOf(ctx);
+    const after = (await maintenance.cancelServerJob(job.id))!;
+    sendJson(ctx, after.finished_at === null ? 202 : 200, after, { 'Cache-Control': 'no-store' });
   });
 
   /** The job named in the path, for a caller with pull; 404 for an unknown id or another repository's job. */

@@ -10,6 +10,9 @@ const PROBLEM_COUNTS: Readonly<Record<string, readonly string[]>> = {
   dedupe: ['unreadable', 'refused'],
   compress: ['refused'],
   import: ['refused'],
+  rewrap: ['unwrappable'],
+  rekey: ['refused'],
+  encrypt: ['refused'],
 };
 
 /**

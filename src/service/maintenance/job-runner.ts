@@ -6,7 +6,10 @@ import { ByteMeter } from '../../workers/byte-meter.js';
 import type { JobView } from '../stats-service.js';
 import { jobOutcome, type JobState } from './job-outcome.js';
 
-export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit' | 'import';
+export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit' | 'import' | 'rewrap' | 'rekey' | 'encrypt';
+
+/** The `repo` of a job that works on the whole server (rewrap): no repository is named so. */
+export const SERVER_WIDE = '-';
 
 /**
  * Objects and bytes done out of the total, as a job goes; totals are null until counted. Bytes

@@ -8,11 +8,13 @@ import { resolveImportSource, type ImportLayout } from '../../store/foreign-layo
 import { lfsError } from '../../errors/errors.js';
 import type { WorkerPool } from '../../workers/pool.js';
 import type { JobView, PoolView, WorkSource } from '../stats-service.js';
-import { JobRunner, type Job, type JobDetail } from './job-runner.js';
+import { JobRunner, SERVER_WIDE, type Job, type JobDetail } from './job-runner.js';
+import type { KeyRing } from '../../crypto/key-ring.js';
 import type { MaintenanceDeps, NodeIdentity, PartialUploadSweep, UploadGate } from './maintenance-deps.js';
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
+import type { RewrapDeps } from './rewrap-job.js';
 
 /** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
 const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now(), sweep: (run) => run() };
@@ -44,15 +46,23 @@ export interface MaintenanceOptions {
   readonly importDir: string | null;
   /** Partial resumable uploads, which retain also removes; none when resumable uploads are off. */
   readonly partials?: PartialUploadSweep | null;
+  /** The key ring (SVC_ENCRYPTION_KEY_FILE or _COMMAND); null when no keys are configured: rewrap is refused. */
+  readonly keys: KeyRing | null;
+  /** The backend itself, under the encrypting layer: rekey and encrypt read each copy's header there. */
+  readonly stored: BlobStore;
+  /** SVC_REWRAP_BATCH: data-key rows the rewrap job reads per query. */
+  readonly rewrapBatch: number;
   readonly log: (msg: string, fields: object) => void;
 }
 
 /**
- * Maintenance while serving: retain, dedupe, compress, audit and import as jobs of this process, on
- * every backend through the BlobStore contract (dedupe needs the disk backend's legacy layout, and
- * finds nothing to fold without it), with their whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
- * Access is decided by the caller (the route): retain needs push, dedupe and compress admin, audit
- * pull, and quarantining what an audit finds admin.
+ * Maintenance while serving: retain, dedupe, compress, audit, import, rekey, encrypt and the
+ * server-wide rewrap as jobs of this process, on every backend through the BlobStore contract
+ * (dedupe needs the disk backend's legacy layout, and finds nothing to fold without it), with their
+ * whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
+ * Access is decided by the caller (the route): retain needs push, dedupe, compress, rekey and
+ * encrypt admin, audit pull, quarantining what an audit finds admin, import and rewrap a server
+ * administrator.
  */
 export class MaintenanceService implements WorkSource {
   readonly #deps: MaintenanceDeps;
@@ -61,12 +71,16 @@ export class MaintenanceService implements WorkSource {
   readonly #importDir: string | null;
   /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
   readonly #imports = new Map<string, { from: string; job: Job }>();
+  readonly #rewrap: Omit<RewrapDeps, 'keys'> & { keys: KeyRing | null };
+  readonly #stored: BlobStore;
 
-  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, importDir: string | null) {
+  private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, o: MaintenanceOptions) {
     this.#deps = deps;
     this.#runner = runner;
     this.#pool = pool;
-    this.#importDir = importDir;
+    this.#importDir = o.importDir;
+    this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, log: o.log };
+    this.#stored = o.stored;
   }
 
   static async open(o: MaintenanceOptions): Promise<MaintenanceService> {
@@ -92,7 +106,7 @@ export class MaintenanceService implements WorkSource {
       const staging = await legacy.maintenanceStaging();
       for (const name of await readdir(staging)) await legacy.purge(join(staging, name)).catch(() => undefined);
     }
-    return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o.importDir);
+    return new MaintenanceService(deps, await JobRunner.open(o.index.jobs, o.node, o.log), o.pool, o);
   }
 
   // Each job's module is imported when a job of its kind starts: a server at rest runs none.
@@ -131,6 +145,42 @@ export class MaintenanceService implements WorkSource {
   audit(repo: RepoName, quarantine: boolean): Promise<Job> {
     // An audit that may quarantine and one that may not are different jobs (the dry-run flag tells them apart).
     return this.#runner.start('audit', repo.key, !quarantine, async (ctx) => (await import('./audit-job.js')).runAudit(this.#deps, repo, quarantine, ctx));
+  }
+
+  /**
+   * Rewraps every data key under the key ring's current key (rewrap-job.ts): one job for the whole
+   * server, run by a server administrator. Refused (404) when no keys are configured.
+   */
+  rewrap(): Promise<Job> {
+    const { keys, ...rest } = this.#rewrap;
+    if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
+    return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest }, ctx));
+  }
+
+  /** The server-wide jobs, newest first. */
+  serverJobs(): Promise<JobDetail[]> {
+    return this.#runner.jobsOf(SERVER_WIDE);
+  }
+
+  /**
+   * Writes the repository's objects again through the encrypting layer (reencrypt-job.ts): `rekey`
+   * every object under a fresh data key, `encrypt` only those stored in the clear. Refused (404)
+   * when no keys are configured.
+   */
+  reencrypt(kind: 'rekey' | 'encrypt', repo: RepoName): Promise<Job> {
+    const { keys, dataKeys } = this.#rewrap;
+    if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
+    return this.#runner.start(kind, repo.key, false, async (ctx) => (await import('./reencrypt-job.js')).runReencrypt(this.#deps, { keys, dataKeys, stored: this.#stored }, kind, repo, ctx));
+  }
+
+  /** A server-wide job (rewrap) by id; null for an unknown id or a repository's job. */
+  serverJob(id: string): Promise<JobDetail | null> {
+    return this.#runner.find(SERVER_WIDE, id);
+  }
+
+  /** Asks a server-wide job to stop (job-runner.ts); null for an unknown id. */
+  cancelServerJob(id: string): Promise<JobDetail | null> {
+    return this.#runner.cancel(SERVER_WIDE, id);
   }
 
   /** A job of this repository (null for an unknown id or another repository's job). */

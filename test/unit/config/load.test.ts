@@ -46,6 +46,7 @@ const refusals: [Record<string, string>, RegExp][] = [
   [{ SVC_LOG_REQUESTS: 'maybe' }, /SVC_LOG_REQUESTS must be true or false/],
   [{ SVC_DIRECT_IO: 'sometimes' }, /SVC_DIRECT_IO must be true or false/],
   [{ SVC_CHUNKED_UPLOAD_THRESHOLD: '2GiB' }, /SVC_CHUNKED_UPLOAD_THRESHOLD must be between/],
+  [{ SVC_REWRAP_BATCH: '0' }, /SVC_REWRAP_BATCH must be between 1 and 100000/],
 ];
 for (const [env, message] of refusals) {
   t.test(`refuses ${JSON.stringify(env)}`, async (t) => {
@@ -61,6 +62,11 @@ t.test('size and duration parsers', async (t) => {
   t.equal(parseDuration('X', '14d', 0, 10 ** 9), 14 * 86400);
   t.equal(parseDuration('X', '90', 0, 10 ** 9), 90);
   t.throws(() => parseDuration('X', '1w', 0, 10 ** 9));
+});
+
+t.test('SVC_REWRAP_BATCH: rows per rewrap query, 500 unless set', async (t) => {
+  t.equal(loadConfig({}).rewrapBatch, 500);
+  t.equal(loadConfig({ SVC_REWRAP_BATCH: '10' }).rewrapBatch, 10);
 });
 
 t.test('SVC_IMPORT_DIR: unset means imports are off; set, it is made absolute', async (t) => {
