@@ -17,9 +17,8 @@ export interface RequestContext {
   readonly route: string;
   readonly startedAt: number;
   /**
-   * Aborted when the client goes away (uWS onAborted) or the server is forced down. Made on first
-   * use (an AbortController costs ~20 µs here): only forge lookups, which may outlive a client,
-   * need one; code on every request's path uses onAbort.
+   * Aborted when the client goes away or the server is forced down. Made on first use: only forge
+   * lookups need one (an AbortController is not free); the hot path uses onAbort.
    */
   readonly signal: AbortSignal;
   /** Runs `listener` once when the client goes away; returns a function that removes it. */
@@ -27,9 +26,7 @@ export interface RequestContext {
   header(name: string): string;
   /** True once the client disconnected; `res` must not be touched after that. */
   readonly aborted: boolean;
-  /** True once a response was completed. */
   responded: boolean;
-  /** Status of the response sent (for logs and metrics). */
   status: number;
   /** Bytes of request body still on the wire when the handler answered (drained or cut). */
   bodyPending: boolean;
@@ -43,10 +40,7 @@ export interface RequestContext {
   bytesOut: number;
   /** Body bytes read and thrown away: of a refused body, or of one no reader takes. */
   bytesDiscarded: number;
-  /**
-   * The client said the connection closes after this request (uWS's test: a Connection header of
-   * five characters), so uWS closes it the moment a response ends.
-   */
+  /** The client said `Connection: close` (uWS's test: a value of five characters): uWS closes at the response's end. */
   readonly clientCloses: boolean;
   /** Set once a refusal was answered mid-body to such a client: the rest of the body is discarded, then the connection closed. */
   linger: Linger | null;
@@ -82,7 +76,6 @@ export class UwsRequestContext implements RequestContext {
   readonly route: string;
   readonly startedAt = performance.now();
   readonly #headers = new Map<string, string>();
-  /** Made on first use of `signal` (forge lookups): most requests never need one. */
   #abort: AbortController | null = null;
   #onAbort: (() => void)[] = [];
   #aborted = false;
@@ -166,7 +159,6 @@ export class UwsRequestContext implements RequestContext {
     return this.#headers.get(name) ?? '';
   }
 
-  /** Force the connection down (shutdown deadline); runs the abort path. */
   forceClose(): void {
     if (!this.aborted && !this.responded) this.res.close();
   }

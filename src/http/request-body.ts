@@ -12,43 +12,30 @@ const PRE_BUFFER = 1 << 20;
 export const PRE_AUTH_BYTES = 16 * 1024;
 
 /**
- * uWS rearms its 10 s idle timeout on request data only once 160 KiB arrived within it (16 KiB/s,
- * HTTP_RECEIVE_THROUGHPUT_BYTES in its HttpContext), so an upload slower than that is cut after 8-12 s
- * with no answer though it is still progressing. `resume()` sets the timeout anew, so pause + resume
- * while bytes keep coming rearms it: a slow link can push, and a connection that sends nothing for
- * about 10 s is still cut. At most once a second: each is a couple of epoll_ctl calls.
+ * uWS rearms its idle timeout on body data only past 16 KiB/s (HTTP_RECEIVE_THROUGHPUT_BYTES), so a
+ * slower upload is cut mid-way. `resume()` sets the timeout anew: pause + resume while bytes come
+ * rearms it, and a silent connection is still cut. At most once a second (epoll_ctl calls).
  */
 const REARM_EVERY_MS = 1000;
 
-/**
- * Bytes that reach the writer are told to the metrics counter in sums of at least this much (and
- * whenever the body pauses or ends), not chunk by chunk: curl sends 64 KiB pieces and git-lfs 32 KiB,
- * and a prom-client inc() per piece hashes its labels every time.
- */
+/** Bytes are told to the metrics counter in sums of this much: each prom-client inc() hashes labels. */
 const COUNT_EVERY = 1 << 20;
 
 /**
- * After a refusal answered mid-body to a client that said `Connection: close`, at most this many
- * more body bytes are read (and thrown away) before the connection is closed: more than a client's
- * socket buffers hold (Linux autotunes the send buffer up to 4 MiB) plus what is in flight, so a
- * client that stops sending once it has read the answer is not cut before it could.
+ * After a refusal answered mid-body, at most this many more body bytes are discarded before the
+ * close: more than a client's socket buffers hold (Linux autotunes up to 4 MiB), so a client that
+ * stops sending once it read the answer is not cut before it could.
  */
 export const LINGER_BYTES = 8 << 20;
 /** ... and for at most this long after the answer, whichever comes first. */
 export const LINGER_MS = 5000;
 
 /**
- * A lingering close (nginx's): the answer to a refusal went out while a client that said
- * `Connection: close` was still sending its body. uWS closes such a connection the moment its
- * response ends, and closing with body bytes unread in the receive buffer makes the kernel send a
- * reset, which throws away the answer waiting in the client's receive buffer before the client
- * reads it (EPIPE or ECONNRESET rather than its 401, 413 or 507). So the answer is written without
- * ending the response (respond.ts), the rest of the body is read and discarded (never held, never
- * parsed), and the connection is closed once the body has ended (nothing is left unread, so the
- * close is a FIN), the client closed it, LINGER_BYTES were discarded or LINGER_MS passed.
- *
- * Nothing after the body is run as a next request: uWS closes a connection on which a request
- * comes while the one before is unanswered, as it sees this one.
+ * A lingering close (nginx's) after a refusal answered while the client was still sending. Closing
+ * with body bytes unread makes the kernel send a reset, which discards the answer before the client
+ * reads it (ECONNRESET rather than its 401/413/507). So the answer is written without ending the
+ * response (respond.ts), the rest of the body is discarded, and the connection is closed once the
+ * body ended (a FIN), the client closed, or LINGER_BYTES / LINGER_MS were reached.
  */
 export class Linger {
   readonly #ctx: RequestContext;
@@ -79,11 +66,7 @@ export class Linger {
     if (isLast || this.#ctx.bytesDiscarded - this.#from > LINGER_BYTES) this.close();
   }
 
-  /**
-   * Closes the connection (the body ended, a bound was hit, or the server shuts down) once uWS has
-   * sent what it holds: an answer given inside one of its callbacks waits in its cork buffer until
-   * the read that callback handles is done, and closing before that would throw the answer away.
-   */
+  /** Closes once uWS has sent its cork buffer: closing inside its callback would drop the answer. */
   close(): void {
     if (this.#closing) return;
     this.#closing = true;
@@ -103,12 +86,9 @@ export class Linger {
 }
 
 /**
- * Body bytes no reader takes: of a refused body, or of a body the route does not read. After a
- * lingering answer they go to its Linger; before any answer they are counted and dropped. When
- * the client said `Connection: close`, a body that ended before the answer leaves nothing to
- * linger for: uWS's close after the answer finds nothing unread. On a connection the client keeps,
- * the answer still closes it (respond.ts): the socket may be paused, and the next request on it
- * would never be read.
+ * Body bytes no reader takes (refused, or a route that reads none): after a lingering answer they go
+ * to its Linger; before any answer they are dropped. A kept connection is closed by the answer
+ * (respond.ts): its socket may be paused and the next request would never be read.
  */
 function discard(ctx: RequestContext, bytes: number, isLast: boolean): void {
   if (ctx.linger !== null) {
@@ -128,10 +108,7 @@ class IdleRearm {
     this.#ctx = ctx;
   }
 
-  /**
-   * Bytes arrived and the socket is not paused by us. Never once answered: a refusal pauses the
-   * socket on purpose (respond.ts), and a resume would read on.
-   */
+  /** Never once answered: a refusal pauses the socket on purpose, and a resume would read on. */
   progress(): boolean {
     const now = performance.now();
     if (now - this.#at < REARM_EVERY_MS || this.#ctx.responded || this.#ctx.aborted) return false;
@@ -149,18 +126,15 @@ export interface BodyCap {
 }
 
 /**
- * Feeds an upload body from uWS to an ObjectWriter with backpressure: when the writer has enough in
- * flight the socket is paused, and it resumes on the writer's drain. uWS delivers data only to an
- * onData registered synchronously in the route handler, so the pump is created first and the body is
- * held until the writer exists: PRE_AUTH_BYTES until authorized(), then one MiB (past either the
- * socket pauses).
+ * Feeds an upload body to an ObjectWriter with backpressure (pause; resume on drain). uWS delivers
+ * data only to an onData registered synchronously in the handler, so the pump exists first and holds
+ * the body until the writer does: PRE_AUTH_BYTES until authorized(), then PRE_BUFFER.
  */
 export class BodyPump {
   readonly #ctx: RequestContext;
   #writer: ObjectWriter | null = null;
   #held: Uint8Array[] = [];
   #heldBytes = 0;
-  /** Held before the writer exists: PRE_AUTH_BYTES until the uploader is authorized, then PRE_BUFFER. */
   #hold = PRE_AUTH_BYTES;
   #paused = false;
   #ended = false;
@@ -172,13 +146,10 @@ export class BodyPump {
   /** Bytes given to the writer and not told to `counted` yet (see COUNT_EVERY). */
   #uncounted = 0;
   readonly #idle: IdleRearm;
-  /** This pump resumed the socket, which arms uWS's 10 s idle timer (see #onData's end). */
+  /** This pump resumed the socket, which arms uWS's idle timer (see #onData's end). */
   #timerArmed = false;
 
-  /**
-   * `counted` is told of every byte as it reaches the writer (metrics count uploads as they
-   * stream); bytes of a body refused before its writer exists are discarded and never counted.
-   */
+  /** Bytes of a body refused before its writer exists are never counted. */
   constructor(ctx: RequestContext, counted: (bytes: number) => void = () => undefined) {
     this.#ctx = ctx;
     this.#counted = counted;
@@ -232,16 +203,13 @@ export class BodyPump {
       this.#ended = true;
       this.#ctx.bodyPending = false;
       if (this.#timerArmed && !this.#ctx.responded && !this.#ctx.aborted) {
-        // A resume armed uWS's idle timer, which cuts the connection ~10 s later with no answer if
-        // the object takes that long to finish (a large object's multipart completion on a busy
-        // bucket: seen as nginx's 502 for an object then stored). Paused, the timer is off; the
-        // answer resumes the socket so the next request on the connection is read (respond.ts).
+        // A resume armed uWS's idle timer, which would cut a slow finish (a large multipart
+        // completion) with no answer. Paused, the timer is off; the answer resumes (respond.ts).
         if (!this.#paused) this.#ctx.res.pause();
         this.#paused = true;
         this.#ctx.parked = true;
       } else {
-        // Never leave a finished body's socket paused: the next request on a keep-alive connection
-        // would never be read. (The response is not written yet, so `res` is still usable.)
+        // Never leave a finished body's socket paused: the next keep-alive request would not be read.
         this.#resume();
       }
       if (this.#writer !== null) this.#settle?.resolve();
@@ -285,7 +253,6 @@ export class BodyPump {
     this.#settle?.reject(e);
   }
 
-  /** Streams the whole body into `writer`; resolves once every byte was given to it. */
   into(writer: ObjectWriter): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (this.#failure !== null) {
@@ -315,11 +282,8 @@ export class BodyPump {
 }
 
 /**
- * A small body (JSON API calls) collected while its request is being authorized: at most `hold`
- * bytes are taken in until release() (then the socket is paused, so an unauthorized caller makes the
- * server read little more than that), and at most `cap` in all (past it: 413, and the socket stays
- * paused). Must be created synchronously in the handler: uWS hands data only to an onData
- * registered then.
+ * A small JSON body collected while its request is authorized: at most `hold` bytes until release()
+ * (then the socket pauses), `cap` in all (past it: 413). Create it synchronously in the handler.
  */
 export class HeldBody {
   readonly #ctx: RequestContext;
@@ -394,7 +358,6 @@ export class HeldBody {
     }
   }
 
-  /** The caller is authorized: the body may be read up to its cap. */
   release(): void {
     if (this.#released) return;
     this.#released = true;
@@ -437,19 +400,13 @@ export function jsonTooDeep(json: Uint8Array, max: number): boolean {
   return false;
 }
 
-/**
- * True when the request announces a body. A route that takes none answers such a request and closes
- * the connection (respond.ts), rather than reading the body to its end at the sender's pace.
- */
+/** A route that takes no body answers a request announcing one and closes (respond.ts). */
 export function carriesBody(ctx: RequestContext): boolean {
   const length = ctx.header('content-length');
   return ctx.header('transfer-encoding') !== '' || (length !== '' && length !== '0');
 }
 
-/**
- * For a route that takes no body, or a request refused before its body's reader exists: stop
- * reading the body at once; the answer then closes the connection (respond.ts).
- */
+/** Stops reading a body nobody takes; the answer then closes the connection (respond.ts). */
 export function refuseBody(ctx: RequestContext): void {
   if (!carriesBody(ctx)) return;
   ctx.bodyPending = true;
@@ -460,7 +417,6 @@ export function refuseBody(ctx: RequestContext): void {
   if (ctx.clientCloses) ctx.res.onData((chunk, isLast) => discard(ctx, chunk.byteLength, isLast));
 }
 
-/** Parses a collected JSON body; malformed JSON is a 400 with the LFS error body. */
 export function parseJson(body: Buffer): unknown {
   try {
     return JSON.parse(body.toString('utf8'));

@@ -11,19 +11,13 @@ import { lazyModule } from '../util/lazy-module.js';
 const nodeHttp = lazyModule<typeof import('node:http')>('node:http');
 const statusLine = (status: number): string => `${status} ${nodeHttp().STATUS_CODES[status] ?? 'Unknown'}`;
 
-/**
- * uWS's cork buffer. uWS corks the socket while it parses what one read brought, and sends what was
- * written only after that; a write that does not fit in the buffer goes out at once.
- */
+/** uWS's cork buffer: a write that does not fit it goes out at once instead of after the parse. */
 const CORK_BUFFER_BYTES = 16 * 1024;
 
 /** Errors after which the connection cannot be read on: answered, then closed (see sendAndClose). */
 const CLOSING_CODES: ReadonlySet<string> = new Set(['LFS_ERR_BAD_FRAMING', 'LFS_ERR_LENGTH_TOO_LARGE']);
 
-/**
- * Writes one response's head in a corked write, then lets `finish` end it. No-op when the client is
- * gone or an answer was already given.
- */
+/** Writes one response's head corked, then `finish` ends it. No-op when gone or already answered. */
 function answer(
   ctx: RequestContext,
   status: number,
@@ -48,7 +42,6 @@ function answer(
   });
 }
 
-/** Writes a complete response in one corked write. No-op when the client is gone. */
 export function send(
   ctx: RequestContext,
   status: number,
@@ -73,14 +66,10 @@ export function send(
       res.end(body);
       return;
     }
-    // Answered before the body was read (a refusal), on a connection the client means to keep: the
-    // rest of the body must not be parsed as the next request, but cutting the connection at once
-    // would reset it while the client is still sending, and a reset throws away the answer waiting
-    // in the client's receive buffer. git-lfs then sees only "connection reset" and retries with
-    // backoff, never learning that the 401 asked for credentials (measured: 1 GiB pushes of 1.1 s
-    // took 9–28 s now and then). So the socket stops being read, the answer says the connection
-    // will close, and the client closes it (Go, curl and undici do once they have the answer) or
-    // uWS's idle timeout does (~10 s).
+    // A refusal before the body was read, on a kept connection: the rest must not be parsed as a
+    // request, but cutting now would reset it and discard the answer in the client's buffer (git-lfs
+    // would retry with backoff, never seeing the 401). So stop reading, say the connection will
+    // close, and let the client (or uWS's idle timeout) close it.
     res.pause();
     res.writeHeader('Connection', 'close');
     res.end(body, false);
@@ -91,15 +80,11 @@ export function send(
 const WITHOUT_BODY: ReadonlySet<number> = new Set([204, 304]);
 
 /**
- * Ends, inside `answer`'s cork, an answer given before the body was read to a client that said
- * `Connection: close`. uWS closes such a connection the moment a response ends, and with body bytes
- * still unread that close is a reset which throws the answer away before the client reads it. So
- * the response is never ended in uWS's terms: the end of the head and the body are written as the
- * value of its last header, and a Linger discards the rest of the body, then closes.
- *
- * The CRLF uWS writes after a header value then ends the body (whitespace after the JSON, counted
- * in Content-Length). A number is a HEAD answer's Content-Length; null is an answer without a body
- * (204, 304), whose head ends with the Connection header.
+ * Ends an early answer to a `Connection: close` client without ending the response in uWS's terms
+ * (its close with body bytes unread would be a reset that discards the answer): the head's end and
+ * the body go in its last header's value (the CRLF uWS adds is whitespace counted in Content-Length),
+ * and a Linger discards the rest of the body, then closes. `length`: a HEAD's Content-Length; null:
+ * no body (204, 304).
  */
 function endLingering(ctx: RequestContext, body: string | Buffer | number | null): void {
   if (body === null) {
@@ -116,16 +101,13 @@ function endLingering(ctx: RequestContext, body: string | Buffer | number | null
   ctx.linger = new Linger(ctx);
 }
 
-/** Answers a HEAD request: the head a GET would send, with `length` as its Content-Length, and no body. */
 export function sendHead(ctx: RequestContext, status: number, headers: Readonly<Record<string, string>>, length: number): void {
   answer(ctx, status, headers, null, () => (ctx.bodyPending && ctx.clientCloses ? endLingering(ctx, length) : endHead(ctx, length)));
 }
 
 /**
- * Ends a HEAD answer announcing `length` bytes. Not endWithoutBody(length): uWS then counts the
- * response as still owing those bytes, and the next request on the connection is never answered or
- * the connection is closed under it (behind nginx's keep-alive pool: a 502 or a 504 for whatever
- * request comes next). The header written by hand, endWithoutBody() completes the response.
+ * Not endWithoutBody(length): uWS would count the response as still owing those bytes and never
+ * answer the next request on the connection. The header is written by hand instead.
  */
 function endHead(ctx: RequestContext, length: number): void {
   if (ctx.bodyPending) {
@@ -138,13 +120,10 @@ function endHead(ctx: RequestContext, length: number): void {
 }
 
 /**
- * Answers and closes the connection at once: for a request whose framing cannot be trusted, where
- * the bytes after its head must never be parsed as a next request (RFC 9112 §6.3), and for one uWS
- * closes on its own right after the handler (Content-Length of 1e9 or more). Both happen while uWS
- * has the socket corked; a response that fits the cork buffer would then wait for the uncork, by
- * which time uWS has parsed the smuggled next request (and answered it) or closed the connection
- * (throwing the answer away). So the JSON body is padded with spaces (still valid JSON) past the
- * cork buffer: uWS writes it at once, then ends the connection and parses nothing more.
+ * Answers and closes at once: for framing that cannot be trusted (RFC 9112 §6.3) and for what uWS
+ * closes itself after the handler (Content-Length >= 1e9). A corked answer would wait until uWS had
+ * parsed the smuggled next request or closed; so the JSON is padded with spaces past the cork buffer
+ * and goes out at once.
  */
 function sendAndClose(ctx: RequestContext, status: number, json: string, headers: Readonly<Record<string, string>>): void {
   answer(ctx, status, headers, LFS_JSON, (res) => res.end(json.padEnd(CORK_BUFFER_BYTES + 1), true));
@@ -154,10 +133,7 @@ export function sendJson(ctx: RequestContext, status: number, value: unknown, he
   send(ctx, status, JSON.stringify(value), headers);
 }
 
-/**
- * The single error boundary's writer (docs/architecture.md, "Conventions"): an LfsError becomes its status, its headers
- * and the Git LFS error body; anything else is logged and answered as a generic 500.
- */
+/** The single error boundary's writer (docs/architecture.md, "Conventions"): anything not an LfsError is a logged 500. */
 export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, fields: object) => void): void {
   // A full disk or an I/O error is a condition we can name, whichever layer hit it (the index's
   // SQLITE_FULL included): its own status and body, never a 500.
@@ -174,12 +150,9 @@ export function sendError(ctx: RequestContext, err: unknown, log: (msg: string, 
 }
 
 /**
- * Streams `length` bytes from `source` as the response, honouring uWS backpressure: a chunk tryEnd
- * could not take whole is finished from onWritable before the next is asked for, so a connection
- * holds at most the source's read-ahead (READ_AHEAD + 1 pooled buffers for a file) whatever the
- * object size. On any failure after the head went out the connection is cut, so a client never
- * takes a short or damaged body for a whole one. `counted` is told of each chunk once uWS has
- * taken all of it (metrics count downloads as they stream).
+ * Streams `length` bytes with uWS backpressure: a chunk tryEnd could not take whole is finished from
+ * onWritable before the next is asked for, so memory is the source's read-ahead whatever the size.
+ * A failure after the head cuts the connection, so a short body is never taken for a whole one.
  */
 export async function sendStream(
   ctx: RequestContext,

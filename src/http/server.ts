@@ -25,7 +25,6 @@ export class HttpServer {
   readonly #app: TemplatedApp = uws.App();
   readonly #metrics: Metrics;
   readonly #log: Logger;
-  /** SVC_LOG_REQUESTS: the request line writer, or null when request lines are off. */
   readonly #requestLog: RequestLog | null;
   readonly #inFlight = new Set<UwsRequestContext>();
   /** Answered mid-body, their connections still discarding the rest of the body (Linger). */
@@ -35,7 +34,7 @@ export class HttpServer {
   readonly #patterns: { re: RegExp; methods: string[] }[] = [];
   #closing = false;
   #idle: (() => void) | null = null;
-  /** The request series per route and status, their labels hashed once rather than on every request. */
+  /** The request series per route and status, labels hashed once rather than per request. */
   readonly #series = new Map<string, RequestSeries>();
 
   constructor(metrics: Metrics, log: Logger, requestLog: RequestLog | null) {
@@ -163,7 +162,6 @@ export class HttpServer {
     return series;
   }
 
-  /** The Allow header value when some route serves `url` with another method; null otherwise. */
   knownPath(url: string): string | null {
     const methods = this.#patterns.filter((p) => p.re.test(url)).flatMap((p) => p.methods);
     return methods.length > 0 ? [...new Set(methods)].join(', ') : null;
@@ -185,10 +183,7 @@ export class HttpServer {
     });
   }
 
-  /**
-   * Graceful close: stop accepting, let in-flight requests finish until the deadline, then cut
-   * what is left (their staging files are removed by the abort path).
-   */
+  /** Stop accepting, let requests finish until the deadline, then cut what is left. */
   async close(graceMs: number): Promise<void> {
     this.#closing = true;
     if (this.#listenSocket) {
