@@ -45,25 +45,19 @@ export interface TusLinks {
 export const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
 
 /**
- * Negotiation: one entry per requested object, in request order, each with its requested oid and
- * size echoed and either actions or an error (git-lfs hangs on a missing entry:
- * it waits for every object it asked about). Presence is per repository (proof of possession): an oid stored by another
+ * One entry per requested object, in request order, with actions or an error (git-lfs hangs on a
+ * missing entry). Presence is per repository (proof of possession): an oid stored by another
  * repository is invisible here, so the client uploads it and proves it holds the bytes.
  */
 export class BatchService {
   readonly #objects: ObjectIndex;
   readonly #links: BatchLinks;
-  /** Access settings: max object size and repository quota; none when absent. */
   readonly #limits: UploadLimits | null;
   /** The legacy per-repository layout: its objects count as present until dedupe folds them. */
   readonly #legacy: Pick<LegacyLayout, 'legacySizeSync'> | null;
-  /** SVC_S3_PRESIGN (docs/s3.md): links straight to the bucket; null = every link points at this server. */
   readonly #presign: PresignService | null;
-  /** Downloads this answer grants, so their GETs need not look them up again (DownloadGrants). */
   readonly #grants: DownloadGrants | null;
-  /** Told the size of each upload a batch sends to this server, before its PUT arrives. */
   readonly #uploadAhead: ((size: number) => void) | null;
-  /** The disk's free-space reserve (SVC_DISK_RESERVE); null: none (a bucket store). */
   readonly #reserve: DiskReserve | null;
   readonly #tus: TusLinks | null;
 
@@ -133,20 +127,16 @@ export class BatchService {
       if (row !== null) this.#grants?.grant(repo.key, o.parsedOid);
       return { oid: o.oid, size: o.size, actions: { download: { href: `${base}/${o.oid}` } } };
     }
-    // Already present in this repository → no actions, the client skips it.
     if (held !== null) return { oid: o.oid, size: o.size };
-    // --- access settings: an over-size object gets 422, one past the quota 507, each in its own entry.
+    // An over-size object gets 422, one past the quota 507, each in its own entry.
     const refusal = budget?.admit(o.size) ?? null;
     if (refusal !== null) return { oid: o.oid, size: o.size, error: refusal };
-    // --- end access settings
     if (this.#reserve !== null) {
       if (!this.#reserve.admits(room.asked + o.size, false)) return { oid: o.oid, size: o.size, error: { code: 507, message: RESERVE_MESSAGE } };
       room.asked += o.size;
     }
     if (tus !== null) {
-      // A resumable upload: its href names this repository's partial upload of the oid, the same
-      // for every push of it. The last PATCH answers once the object is stored, as a PUT does; the
-      // verify action serves a client whose last answer was lost (it resumes at the end, then verifies).
+      // The same href for every push of the oid; verify serves a client whose last answer was lost.
       await tus.announce(repo, o.parsedOid, o.size);
       return {
         oid: o.oid,
@@ -168,9 +158,8 @@ export class BatchService {
       header[EXPECTED_SIZE_HEADER] = String(o.size);
     }
     this.#uploadAhead?.(o.size);
-    // No verify action: this server's PUT answers 200 only once the bytes are checked against the
-    // oid and size and are durable, so a verify request would cost the client a round trip per
-    // object to learn nothing new. The verify endpoint still answers for clients that call it.
+    // No verify action: a PUT answers 200 only once the bytes are checked and durable, so verify
+    // would cost a round trip per object to learn nothing. The endpoint still answers.
     return {
       oid: o.oid,
       size: o.size,

@@ -17,11 +17,7 @@ const SWEEP_POLL_MS = 200;
 /** A live node that has not acknowledged a sweep by then fails the retain (its heartbeats work, its acknowledgement does not). */
 const SWEEP_ACK_WAIT_MS = 2 * NODE_STALE_MS;
 
-/**
- * This process as a node of a cluster sharing a PostgreSQL index: a random id and a heartbeat row. A
- * node silent for NODE_STALE_MS is dead to the others (its uploads no longer hold deletes back, its
- * leases free, its jobs interrupted). The heartbeat also acknowledges retain sweeps (NodeIndex).
- */
+/** This process as a node of a cluster: a random id and a heartbeat row that also acknowledges sweeps (NodeIndex). */
 export class ClusterNode {
   /** Random per process start, so rows a dead predecessor left are never mistaken for ours. */
   readonly id = randomBytes(9).toString('base64url');

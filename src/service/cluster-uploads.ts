@@ -25,10 +25,8 @@ export interface ClusterWrite {
 }
 
 /**
- * Uploads on a node of a cluster, as retain on any node must see them (NodeIndex explains sweeps).
- * With no sweep open an upload costs one statement, its reference; with one open, each upload
- * records itself in flight first and waits out another node's delete of its oid. Uploads running
- * when a sweep is learnt are recorded before it is acknowledged.
+ * Uploads on a cluster node, as retain must see them (NodeIndex explains sweeps): with a sweep open
+ * each records itself in flight first and waits out another node's delete of its oid.
  */
 export class ClusterUploads implements SweepWatcher {
   readonly node: ClusterNode;

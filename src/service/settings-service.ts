@@ -7,13 +7,11 @@ import type { Oid } from '../protocol/oid.js';
 import type { RepoName } from '../protocol/repo-name.js';
 import { CHALLENGE } from './access-service.js';
 
-// Lives in its own module now; re-exported so the composition root's import keeps working.
-
 /** The access settings the dashboard edits (GET/PUT/DELETE /-/api/access). */
 export interface AccessSettings {
   /** Token-less reads of public repositories. Off: every request needs a token. */
   readonly anonymousRead: boolean;
-  /** Lower-cased organisations or `org/repo` patterns served; empty = every repository. */
+  /** Lower-cased `org` or `org/repo` patterns served; empty = every repository. */
   readonly allowedRepos: readonly string[];
   /** Largest object accepted for upload, bytes; 0 = no limit. */
   readonly maxObjectSize: number;
@@ -21,7 +19,6 @@ export interface AccessSettings {
   readonly repoQuota: number;
 }
 
-/** The settings in their wire form, with where they come from. */
 export interface AccessSettingsView {
   readonly anonymous_read: boolean;
   readonly allowed_repos: readonly string[];
@@ -77,11 +74,9 @@ function compilePattern(pattern: string): RegExp {
 }
 
 /**
- * Holds the access settings (saved in the index over the environment's defaults), edits them, and
- * enforces them. On one node reads come from memory, so a saved change applies to the very next
- * request. With an index shared by several nodes (`shared`), every request reads the saved row
- * again (one primary-key query, shared by the requests that arrive while it runs), so a change
- * saved through one node applies to the next request on every node.
+ * The access settings (saved in the index over the environment's defaults). With an index shared by
+ * several nodes every request reads the saved row again (coalesced), so a change saved through one
+ * node applies to the next request on every node.
  */
 export class SettingsService implements UploadLimits {
   readonly #repo: SettingsIndex;
@@ -108,7 +103,6 @@ export class SettingsService implements UploadLimits {
     this.#fresh = shared ? new FreshRead(() => this.#load()) : null;
   }
 
-  /** Loads the saved settings; `shared` when other nodes may save them too (see the class comment). */
   static async open(repo: SettingsIndex, stats: StatsIndex, objects: ObjectIndex, metrics: Metrics, defaults: Config['access'], shared: boolean): Promise<SettingsService> {
     const s = new SettingsService(repo, stats, objects, metrics, defaults, shared);
     await s.#load();
@@ -132,11 +126,7 @@ export class SettingsService implements UploadLimits {
     }
   }
 
-  /**
-   * With shared settings: the settings as last read, as a guard an upload's reference statement
-   * checks (UploadCommit.setting), so an upload is admitted without reading them again first and is
-   * judged again if they changed meanwhile. Null on one node, where they are always current.
-   */
+  /** The settings as last read, for an upload's reference statement to check; null on one node. */
   guard(): SettingGuard | null {
     return this.#fresh === null ? null : { key: SETTINGS_KEY, value: this.#savedText };
   }
@@ -163,7 +153,6 @@ export class SettingsService implements UploadLimits {
     };
   }
 
-  /** Applies the fields present in `patch` over the current settings, saves and enforces them at once. */
   async save(patch: unknown, by: string): Promise<AccessSettingsView> {
     await this.refresh();
     const next = this.#merge(this.#current, patch);
@@ -174,7 +163,6 @@ export class SettingsService implements UploadLimits {
     return this.view();
   }
 
-  /** Forgets the saved settings: the environment's defaults apply again. */
   async reset(): Promise<AccessSettingsView> {
     await this.#repo.delete(SETTINGS_KEY);
     this.#apply(this.#defaults, null, null);
@@ -239,7 +227,6 @@ export class SettingsService implements UploadLimits {
     throw refusal.error();
   }
 
-  /** Whether checkRepo would refuse (nothing counted). */
   refusesRepo(repo: RepoName, token: string | null): boolean {
     return this.#repoRefusal(repo, token) !== null;
   }
@@ -329,8 +316,7 @@ export class SettingsService implements UploadLimits {
 
 /**
  * Coalesces reads that must each see the state as of their own call: a caller joins the next read
- * to start, never one already running (it may have started before the caller's change committed).
- * Under load this is at most one read running and one queued, whatever the request rate.
+ * to start, never one already running (it may predate the caller's change).
  */
 class FreshRead {
   readonly #read: () => Promise<void>;

@@ -14,10 +14,7 @@ import { log as defaultLog } from '../util/log.js';
 /** The body of an upload, fed into a writer as it arrives (the HTTP layer's BodyPump). */
 export interface UploadBody {
   into(writer: ObjectWriter): Promise<void>;
-  /**
-   * The body's sha256, when this process already hashed every byte of it (a resumable upload, as
-   * its bytes arrived): the verify layer checks it against the oid instead of hashing them again.
-   */
+  /** The body's sha256 when this process already hashed it (resumable upload): not hashed again. */
   readonly sha256?: string;
 }
 
@@ -28,13 +25,9 @@ export interface IncomingPromoter {
 
 /** What transfers use besides the store and the index; each absent part is simply not used. */
 export interface TransferParts {
-  /** This node's part in a cluster (a shared index); absent on the one node of an embedded index. */
   readonly cluster?: ClusterUploads | null;
-  /** The disk's free-space reserve (SVC_DISK_RESERVE); absent with a bucket store. */
   readonly reserve?: DiskReserve | null;
-  /** Downloads granted by batch answers (DownloadGrants). */
   readonly grants?: DownloadGrants | null;
-  /** Promotion of presigned uploads by the verify action (SVC_S3_PRESIGN). */
   readonly promoter?: IncomingPromoter | null;
   readonly log?: (msg: string, fields: object) => void;
 }
@@ -50,21 +43,17 @@ export class TransferService implements UploadGate {
   readonly #store: BlobStore;
   readonly #objects: ObjectIndex;
   readonly #metrics: Metrics;
-  /** The legacy per-repository layout, served until dedupe folds it (disk only). */
   readonly #legacy: LegacyLayout | null;
   /** Oids with an upload between its first byte and its recorded reference (retain never takes them). */
   readonly #uploading = new Map<string, number>();
   /** The deletion gate: oids retain is deleting, each with the promise that settles with the delete. */
   readonly #deleting = new Map<string, Promise<void>>();
-  /** Null on the one node of an embedded index. */
   readonly #cluster: ClusterUploads | null;
-  /** The disk's free-space reserve (SVC_DISK_RESERVE): new object bytes stop short of it; null: none (a bucket store). */
+  /** New object bytes stop short of the disk's free-space reserve; null with a bucket store. */
   readonly #reserve: DiskReserve | null;
-  /** Downloads granted by batch answers (DownloadGrants), which skip their own index lookup; null: every download asks the index. */
+  /** Downloads granted by batch answers skip their own index lookup. */
   readonly #grants: DownloadGrants | null;
-  /** SVC_S3_PRESIGN (docs/s3.md): promotes presigned uploads at verify; null when links point here. */
   readonly #promoter: IncomingPromoter | null;
-  /** Per-chunk byte counters for the HTTP layer (BodyPump, sendStream): bytes counted as they stream. */
   readonly countUploadBytes: (bytes: number) => void;
   readonly countDownloadBytes: (bytes: number) => void;
   readonly #log: (msg: string, fields: object) => void;
@@ -89,24 +78,18 @@ export class TransferService implements UploadGate {
     this.countDownloadBytes = (bytes) => (down ??= metrics.transferBytes.labels({ direction: 'download' })).inc(bytes);
   }
 
-  /**
-   * Throws 507 when `size` new bytes (0 for a size not announced) would leave less free space than
-   * the reserve: the room left is kept for what frees space (retain) and for the index.
-   */
+  /** 507 when `size` new bytes would eat the reserve, kept for what frees space and for the index. */
   admitBytes(size: number | null): void {
     if (this.#reserve !== null && !this.#reserve.admits(size ?? 0)) throw reserveReached();
   }
 
-  /** True while an upload of `oid` is in flight, up to and including recording its reference. */
   isUploading(oid: Oid): boolean {
     return this.#uploading.has(oid);
   }
 
   /**
-   * Retain marks an oid before it drops the oid's last reference (same synchronous step as its
-   * isUploading check), and calls the returned function once the store's delete settled: uploads of
-   * the oid on this node wait until then, so none finds the doomed bytes "already stored", and each
-   * stores fresh ones instead. Other nodes learn of the delete from its intent in the index.
+   * Retain marks an oid (in the same synchronous step as its isUploading check) and calls the result
+   * once the delete settled: uploads of the oid wait, so none finds the doomed bytes "already stored".
    */
   markDeleting(oid: Oid): () => void {
     this.#grants?.withdraw(oid);
@@ -119,10 +102,7 @@ export class TransferService implements UploadGate {
     };
   }
 
-  /**
-   * Runs a write of `oid` (writer to recorded reference) as an upload: in flight from this call on
-   * (retain skips the oid), and begun only once a deletion of the oid under way has settled.
-   */
+  /** In flight from this call on (retain skips the oid); begun once a deletion under way settled. */
   async asUpload<T>(oid: Oid, write: (upload: UploadInProgress) => Promise<T>): Promise<T> {
     this.#uploading.set(oid, (this.#uploading.get(oid) ?? 0) + 1);
     try {
@@ -172,10 +152,8 @@ export class TransferService implements UploadGate {
   }
 
   /**
-   * Streams an upload into the shared store and records this repository's reference. A second
-   * upload of bytes the store already holds proves possession and adds only the reference.
-   * `acknowledge` (the answer to the client) is called once the upload is stored, before its
-   * reference is committed when that is safe (#acknowledgesFirst), and never when it throws.
+   * A second upload of bytes the store holds proves possession and adds only the reference.
+   * `acknowledge` is called once stored, before the commit when that is safe (#acknowledgesFirst).
    */
   async upload(repo: RepoName, oid: Oid, body: UploadBody, expectedSize: number | null, judge: UploadJudge | null = null, acknowledge: () => void = () => undefined): Promise<number> {
     const started = performance.now();
@@ -198,11 +176,9 @@ export class TransferService implements UploadGate {
     judge: UploadJudge | null,
     acknowledge: () => void,
   ): Promise<number> {
-    // A quarantined oid's bad bytes must be gone before the new ones commit, or the store would keep
-    // them as "already stored" (the audit moves them; this covers a crash between its mark and its
-    // move). Every backend: a disk file, a bucket key, a journal entry.
+    // A quarantined oid's bad bytes must go first, or the store would keep them as "already stored"
+    // (covers a crash between the audit's mark and its move).
     if (await upload.quarantined()) await this.#store.quarantine(oid);
-    // Where the store journals uploads, their reference goes into the journal with the bytes.
     const journal = this.#store.journal;
     const options = { expectedSize, sha256: body.sha256 };
     const journaled = journal === null ? null : await journal.createWriter(repo.key, oid, options);
@@ -233,16 +209,10 @@ export class TransferService implements UploadGate {
   }
 
   /**
-   * Whether the client may hear "stored" before the reference commits, so the commit overlaps the
-   * client's next round trip (a sequential curl client: 0.83 → 0.72 ms per 64 KiB PUT; see
-   * docs/performance.md). All of these must hold:
-   * - the store holds the reference durably itself (the journal: restored from there after a crash,
-   *   and kept there should the commit fail; JournaledPut.keepReference, checked by the caller);
-   * - the index cannot refuse it: the bytes are new (no quarantined copy), no cluster (no sweep to
-   *   miss), no shared settings to change under it (no judge);
-   * - the index is embedded: its commit runs in this same turn, before any other request is read,
-   *   so whatever the client asks next sees the reference;
-   * - no commit has failed since the last that succeeded (a failing index answers with its error).
+   * Whether the client may hear "stored" before the reference commits (the commit overlaps its next
+   * round trip). All must hold: the journal holds the reference (keepReference, checked by the
+   * caller); the index cannot refuse it (new bytes, no cluster, no settings judge); the index is
+   * embedded (the commit runs before any other request is read); no commit failed since the last.
    */
   #acknowledgesFirst(put: PutResult, judge: UploadJudge | null): boolean {
     return this.#indexTakes && put.created && judge === null && this.#cluster === null;
@@ -259,11 +229,7 @@ export class TransferService implements UploadGate {
     }
   }
 
-  /**
-   * Records an upload's reference, held to the access settings it was admitted by (with settings
-   * shared by several nodes): when they were saved anew meanwhile, it is judged again by them (a
-   * refusal is the answer) and recorded under them.
-   */
+  /** Held to the shared settings it was admitted by: saved anew meanwhile, it is judged again. */
   async #referenceJudged(upload: UploadInProgress, repo: RepoName, put: PutResult, judge: UploadJudge | null): Promise<void> {
     let setting = judge?.setting ?? null;
     for (let attempt = 1; ; attempt++) {
@@ -282,10 +248,7 @@ export class TransferService implements UploadGate {
     this.#grants?.withdraw(oid);
   }
 
-  /**
-   * A small object's bytes at once, when the batch has just granted this download and the store can
-   * read them in line (BlobStore.openInLine); undefined otherwise, and openForDownload decides.
-   */
+  /** A just-granted small object's bytes read in line; undefined: openForDownload decides. */
   openInLine(repo: RepoName, oid: Oid): InLineObject | undefined {
     if (this.#grants === null || this.#store.openInLine === undefined || !this.#grants.has(repo.key, oid)) return undefined;
     const held = this.#store.openInLine(oid);
@@ -312,11 +275,7 @@ export class TransferService implements UploadGate {
     return reader;
   }
 
-  /**
-   * The verify action: 200 only when this repository holds the object with exactly that size. With
-   * presigned uploads, the object arrives in the bucket's landing area and this is where it is
-   * promoted into the shared store, after its digest was confirmed, and its reference recorded.
-   */
+  /** 200 only when the repository holds the object with that size; promotes a presigned upload. */
   async verify(repo: RepoName, oid: Oid, size: number): Promise<void> {
     const row = (await this.#objects.findInRepo(repo.key, oid)) ?? (await this.#legacyRow(repo, oid));
     if (row === null && this.#promoter !== null) {
@@ -345,7 +304,7 @@ export class TransferService implements UploadGate {
 
   /** A download finished: `bytes` is what a completed one sent (its chunks were counted as they streamed). */
   countDownloaded(bytes: number, ok: boolean): void {
-    // Bound at first use (a series appears once it has counted something), then kept: a clone counts a thousand of these.
+    // Bound at first use (a series appears once it has counted something), then kept.
     (this.#downloadedBytes ??= this.#metrics.transferCompletedBytes.labels({ direction: 'download' })).inc(bytes);
     if (ok) (this.#downloadsOk ??= this.#metrics.transfers.labels({ direction: 'download', outcome: 'ok' })).inc();
     else this.#metrics.transfers.inc({ direction: 'download', outcome: 'failed' });

@@ -34,10 +34,8 @@ export interface AuditReport {
 }
 
 /**
- * Audit: reads every object back as a download does (frames checked and decoded) and checks sha256
- * and size. Read-only unless asked to quarantine (admin): the index mark first (batch reports the
- * object missing, so the next push uploads good bytes), then `store.quarantine` moves the bytes
- * aside; a legacy file is renamed `<oid>.corrupt`.
+ * Audit: reads every object back as a download does and checks sha256 and size. Asked to quarantine:
+ * the index mark first (so the next push uploads good bytes), then the bytes move aside.
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;

@@ -42,10 +42,9 @@ export interface ImportRequest {
 }
 
 /**
- * Import: reads another LFS server's content folder (read only) and records every object for `repo`.
- * Each file goes through the store stack as an upload does, so it is visible only when its sha256 is
- * the oid its path names; a bad file is refused and reported, never passed over. Walked twice (count,
- * then import), one folder at a time, so memory stays bounded; safe to run again.
+ * Import: another LFS server's content folder (read only) into `repo`, each file through the store
+ * stack as an upload, so a bad file is refused and reported. Walked twice (count, then import), one
+ * folder at a time; safe to run again.
  */
 export async function runImport(deps: MaintenanceDeps, repo: RepoName, req: ImportRequest, ctx: JobContext): Promise<ImportReport> {
   const { objects, tasks } = deps;

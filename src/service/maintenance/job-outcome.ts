@@ -15,12 +15,7 @@ const PROBLEM_COUNTS: Readonly<Record<string, readonly string[]>> = {
   encrypt: ['refused'],
 };
 
-/**
- * What a finished job's report names for an operator to look at ("1 corrupt", "not complete"): an
- * audit's corrupt or unreadable objects, files a dedupe, compress or import refused (or a dedupe
- * could not read), and any job that says it did not cover everything (`complete: false`, objects
- * left unchecked or untouched). Empty when nothing is wrong.
- */
+/** What a finished job's report names for an operator to look at ("1 corrupt", "not complete"). */
 export function jobProblems(kind: string, report: unknown): string[] {
   if (typeof report !== 'object' || report === null) return [];
   const r = report as Record<string, unknown>;
@@ -28,11 +23,7 @@ export function jobProblems(kind: string, report: unknown): string[] {
   return r.complete === false ? [...found, 'not complete'] : found;
 }
 
-/**
- * The outcome of a job from its state and final report, null while it is queued or running. A job
- * that ran to the end is `problems` when jobProblems names anything, otherwise `clean`. Derived
- * rather than stored, so rows written before this field existed read the same way.
- */
+/** Null while queued or running. Derived, not stored, so rows older than the field read the same way. */
 export function jobOutcome(kind: string, state: string, report: unknown): JobOutcome | null {
   switch (state) {
     case 'failed':

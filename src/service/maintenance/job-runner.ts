@@ -11,11 +11,7 @@ export type JobKind = 'retain' | 'dedupe' | 'compress' | 'audit' | 'import' | 'r
 /** The `repo` of a job that works on the whole server (rewrap): no repository is named so. */
 export const SERVER_WIDE = '-';
 
-/**
- * Objects and bytes done out of the total, as a job goes; totals are null until counted. Bytes
- * count within an object too: an object being read on a worker has a ByteMeter here until it is
- * done, so one large object moves the figure as it is read.
- */
+/** Totals are null until counted; an object read on a worker moves the bytes figure as it is read. */
 export class Progress {
   objectsDone = 0;
   objectsTotal: number | null = null;
@@ -23,7 +19,6 @@ export class Progress {
   #finishedBytes = 0;
   readonly #reading = new Set<ByteMeter>();
 
-  /** Bytes of finished objects plus what the workers have read of the objects in hand. */
   get bytesDone(): number {
     let n = this.#finishedBytes;
     for (const m of this.#reading) n += m.read();
@@ -144,27 +139,17 @@ const LEASE_RETRY_MS = 1000;
 const RECENT_SHOWN = 20;
 
 /**
- * Runs maintenance jobs in this process, independently of the request that started them (a client
- * that hangs up does not stop its job). Jobs of one repository run one after another, so retain,
- * dedupe and compress never work on the same references at once; a second request for a job
- * already queued or running here (same kind, repository and dry-run flag) joins it instead of
- * starting another. Every job is a row in the jobs table; a row left `running` by a killed process
- * is marked `interrupted`, and running the job again finishes the work (each job is written to be
- * safe to interrupt at any instant and to run twice).
- *
- * With an index shared by several nodes (`node` given), "one after another" holds across the
- * cluster: a job runs only while its node holds the repository's lease row in the index, so a job
- * started through another node waits for it. A node that dies loses its leases and its running
- * rows become `interrupted` (every node looks for those); another node can then run the job again.
- * Jobs are listed and shown from any node (progress from their rows); a cancel reaches only the
- * node running the job.
+ * Runs maintenance jobs independently of the request that started them. Jobs of one repository run
+ * one after another (across the cluster: only while this node holds the repository's lease), so
+ * retain, dedupe and compress never work on the same references at once; an identical request joins
+ * the queued or running job. A row left `running` by a dead process becomes `interrupted`; every job
+ * is safe to interrupt at any instant and to run twice.
  */
 export class JobRunner {
   readonly #repo: JobIndex;
   readonly #log: (msg: string, fields: object) => void;
   readonly #node: NodeIdentity | null;
   readonly #live = new Map<string, Job>();
-  /** Tail of each repository's queue. */
   readonly #tails = new Map<string, Promise<void>>();
   readonly #abort = new AbortController();
   #reaper: NodeJS.Timeout | null = null;
@@ -260,7 +245,7 @@ export class JobRunner {
       const report = await body({ signal: AbortSignal.any([shutdown, job.cancelled.signal]), progress: job.progress });
       // Stopped part-way by a shutdown: not a result; running the job again finishes it.
       if (shutdown.aborted) throw lfsError('LFS_ERR_SHUTTING_DOWN', 'The server stopped during this job; run it again to finish');
-      // Cancelled: the work done so far stands (each object is complete on its own), and its report says how far it got.
+      // Cancelled: the work done so far stands (each object is complete on its own).
       await this.#end(job, job.cancelled.signal.aborted ? 'cancelled' : 'done', report, null);
     } catch (e) {
       if (shutdown.aborted) {
@@ -273,13 +258,11 @@ export class JobRunner {
     } finally {
       if (timer !== null) clearInterval(timer);
       if (leased && this.#node !== null) await this.#record(() => this.#repo.releaseLease(job.repo, this.#node!.id));
-      // Keep a few finished jobs in memory for the dashboard; the table keeps the rest.
       const finished = [...this.#live.values()].filter((j) => j.finishedAt !== null);
       for (const old of finished.slice(0, Math.max(0, finished.length - RECENT_SHOWN))) this.#live.delete(old.id);
     }
   }
 
-  /** Records a job's final state, in memory and in the table, and settles those waiting for it. */
   async #end(job: Job, state: 'done' | 'cancelled' | 'failed' | 'interrupted', report: JobReport | null, error: unknown): Promise<void> {
     job.state = state;
     job.report = report;
@@ -303,11 +286,7 @@ export class JobRunner {
     });
   }
 
-  /**
-   * Asks a job of `repo` to stop: a queued one never starts, a running one stops before its next
-   * object (what it finished stays done) and ends `cancelled`. A finished job is left as it is.
-   * Returns the job's view (state still `running` until it reaches that boundary), null when unknown.
-   */
+  /** A running job stops before its next object; its view says `running` until then. Null: unknown. */
   async cancel(repo: string, id: string): Promise<JobDetail | null> {
     const live = this.#live.get(id);
     if (live === undefined || live.repo !== repo) return this.find(repo, id);
@@ -320,10 +299,7 @@ export class JobRunner {
     return live.view();
   }
 
-  /**
-   * Writes a job's row; a failure (a full disk) is logged, never thrown: the job's outcome must
-   * still reach whoever waits for it, and the repository's next job must still run.
-   */
+  /** Never throws: the outcome must still reach its waiters and the next job must still run. */
   async #record<T>(write: () => Promise<T>): Promise<T | undefined> {
     try {
       return await write();
@@ -341,14 +317,12 @@ export class JobRunner {
     return row !== null && row.repo === repo ? rowView(row) : null;
   }
 
-  /** The jobs of one repository, newest first: those queued or running, then recent finished ones. */
   async jobsOf(repo: string): Promise<JobDetail[]> {
     const live = [...this.#live.values()].filter((j) => j.repo === repo && j.finishedAt === null).reverse(); // newest first
     const rows = (await this.#repo.recentOf(repo, RECENT_SHOWN)).filter((r) => !live.some((j) => j.id === r.id));
     return [...live.map((j) => j.view()), ...rows.map((r) => this.#live.get(r.id)?.view() ?? rowView(r))].sort((a, b) => b.started_at.localeCompare(a.started_at));
   }
 
-  /** For the dashboard: jobs queued or running, and the most recent finished ones. */
   async jobs(): Promise<{ running: JobView[]; recent: JobView[] }> {
     const running = [...this.#live.values()].filter((j) => j.state === 'queued' || j.state === 'running').map((j) => j.view());
     const recent = (await this.#repo.recent(RECENT_SHOWN + running.length))

@@ -23,22 +23,16 @@ export interface MaintenanceOptions {
   readonly index: Index;
   /** This node when the index is shared by several (job leases, intents); null for the one node of an embedded index. */
   readonly node: NodeIdentity | null;
-  /** The composed store stack (verify outermost), as TransferService uses it. */
   readonly store: BlobStore;
   /** The raw backend under that stack (disk or S3): compress writes through compressingStore(backend). */
   readonly backend: BlobStore;
-  /**
-   * The low-priority maintenance pool (whole-file tasks, and the frame codec compress writes with).
-   * The composition root owns it and closes it after close().
-   */
+  /** The low-priority maintenance pool; the composition root closes it after close(). */
   readonly codec: WorkerTasks;
   /** The Hasher: audit hashes large objects with it, and compress's verify layer does. */
   readonly hasher: Hasher;
-  /** The transfer pool: only its load, for the dashboard. */
   readonly pool: WorkerPool;
   /** TransferService: uploads in flight and the per-oid deletion gate. */
   readonly uploads: UploadGate;
-  /** SVC_GC_GRACE in seconds. */
   readonly graceSeconds: number;
   /** SVC_COMPRESSION's level, or null when new uploads are stored plain (compress then uses 3). */
   readonly compressionLevel: number | null;
@@ -56,13 +50,8 @@ export interface MaintenanceOptions {
 }
 
 /**
- * Maintenance while serving: retain, dedupe, compress, audit, import, rekey, encrypt and the
- * server-wide rewrap as jobs of this process, on every backend through the BlobStore contract
- * (dedupe needs the disk backend's legacy layout, and finds nothing to fold without it), with their
- * whole-file work on the low-priority worker pool. Also the dashboard's WorkSource (pool load and jobs).
- * Access is decided by the caller (the route): retain needs push, dedupe, compress, rekey and
- * encrypt admin, audit pull, quarantining what an audit finds admin, import and rewrap a server
- * administrator.
+ * Maintenance jobs while serving, through the BlobStore contract, with whole-file work on the
+ * low-priority pool; also the dashboard's WorkSource. Access is decided by the caller (the route).
  */
 export class MaintenanceService implements WorkSource {
   readonly #deps: MaintenanceDeps;
@@ -122,11 +111,7 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.start('compress', repo.key, dryRun, async (ctx) => (await import('./compress-job.js')).runCompress(this.#deps, repo, dryRun, ctx));
   }
 
-  /**
-   * Imports another server's content folder, `source` (relative to SVC_IMPORT_DIR), into `repo`.
-   * Refused (404) when imports are off, and (422) for a source that is not a folder inside
-   * SVC_IMPORT_DIR or while an import of another folder into the same repository is under way.
-   */
+  /** `source` is relative to SVC_IMPORT_DIR; 404 when imports are off, 422 for a bad or second source. */
   async import(repo: RepoName, layout: ImportLayout, source: string, dryRun: boolean): Promise<Job> {
     if (this.#importDir === null) throw lfsError('LFS_ERR_NOT_FOUND', 'Imports are off on this server: set SVC_IMPORT_DIR to the folder it may read them from');
     const resolved = await resolveImportSource(this.#importDir, source);
@@ -147,26 +132,18 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.start('audit', repo.key, !quarantine, async (ctx) => (await import('./audit-job.js')).runAudit(this.#deps, repo, quarantine, ctx));
   }
 
-  /**
-   * Rewraps every data key under the key ring's current key (rewrap-job.ts): one job for the whole
-   * server, run by a server administrator. Refused (404) when no keys are configured.
-   */
+  /** One job for the whole server; 404 when no keys are configured. */
   rewrap(): Promise<Job> {
     const { keys, ...rest } = this.#rewrap;
     if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
     return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest }, ctx));
   }
 
-  /** The server-wide jobs, newest first. */
   serverJobs(): Promise<JobDetail[]> {
     return this.#runner.jobsOf(SERVER_WIDE);
   }
 
-  /**
-   * Writes the repository's objects again through the encrypting layer (reencrypt-job.ts): `rekey`
-   * every object under a fresh data key, `encrypt` only those stored in the clear. Refused (404)
-   * when no keys are configured.
-   */
+  /** `rekey`: every object under a fresh data key; `encrypt`: those stored in the clear. 404 without keys. */
   reencrypt(kind: 'rekey' | 'encrypt', repo: RepoName): Promise<Job> {
     const { keys, dataKeys } = this.#rewrap;
     if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
@@ -188,7 +165,6 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.find(repo.key, id);
   }
 
-  /** The jobs of this repository, newest first (queued and running ones, then recent finished ones). */
   jobsOf(repo: RepoName): Promise<JobDetail[]> {
     return this.#runner.jobsOf(repo.key);
   }
@@ -198,7 +174,6 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.cancel(repo.key, id);
   }
 
-  /** Both pools: the transfer pool and the low-priority maintenance pool. */
   pool(): PoolView {
     const a = this.#pool.stats;
     const b = this.#deps.tasks.stats;
@@ -216,10 +191,7 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.jobs();
   }
 
-  /**
-   * Shutdown: jobs stop at their next object (their rows say interrupted at the next start). The
-   * maintenance pool is the composition root's to close, after this.
-   */
+  /** Jobs stop at their next object; the maintenance pool is the composition root's to close. */
   async close(): Promise<void> {
     await this.#runner.close();
   }

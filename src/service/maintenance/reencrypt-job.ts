@@ -42,15 +42,10 @@ export interface ReencryptReport {
 }
 
 /**
- * Rekey and encrypt: write objects of the repository again through the encrypting layer, each under
- * a fresh data key. `rekey` (after a suspected leak of data keys) takes every object, `encrypt` only
- * the copies stored in the clear (a store that ran without encryption). As compress does, each
- * object is read through the store stack as a download reads it and written with `replace: true`
- * through verify(compress(encrypt(backend))), keeping its compressed form: the verify layer checks
- * sha256 and size on the way, so bytes that do not match their oid never replace anything (run an
- * audit), and the new copy replaces the old one only once complete (disk: rename over; S3: complete
- * over the key). Its data key is in the index before it is visible; the old copy's data key is
- * deleted once the new copy is in place, so a leaked data key opens nothing the store still holds.
+ * Rekey (every object) and encrypt (copies in the clear): each object is read as a download reads it
+ * and written with `replace: true` through verify(compress(encrypt(backend))), so bytes that do not
+ * match their oid never replace anything. The new data key is in the index before the copy is
+ * visible; the old one is deleted once it is replaced, so a leaked key opens nothing still held.
  * Interrupted at any point, every object is one whole copy with its key; a second run finishes.
  */
 export async function runReencrypt(deps: MaintenanceDeps, crypt: ReencryptDeps, kind: 'rekey' | 'encrypt', repo: RepoName, ctx: JobContext): Promise<ReencryptReport> {
@@ -124,11 +119,7 @@ export async function runReencrypt(deps: MaintenanceDeps, crypt: ReencryptDeps, 
   };
 }
 
-/**
- * What the backend holds for `oid`, read from its first bytes: the data key id of an encrypted
- * copy, 'plain' for a copy in the clear, 'absent' for none. A header that does not parse reads as
- * encrypted under no known key: the job rewrites it if its bytes still verify.
- */
+/** A header that does not parse reads as encrypted under no known key: rewritten if its bytes verify. */
 async function dataKeyOf(stored: BlobStore, oid: Oid): Promise<string | 'plain' | 'absent'> {
   const copy = await stored.open(oid);
   if (copy === null) return 'absent';

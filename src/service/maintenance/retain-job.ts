@@ -9,9 +9,8 @@ export interface RetainReport {
   /** References dropped (and legacy files removed); in a dry run, those that would be. */
   readonly swept: number;
   /**
-   * Bytes of the references dropped (legacy files removed): each object's stored size counted in
-   * full, as the repository's stats count it, whether or not another repository still holds it. What
-   * the shared store really frees is never told here: it would reveal which oids other repositories hold.
+   * Each dropped object's stored size in full, whether or not another repository holds it: what the
+   * shared store really frees would reveal which oids other repositories hold.
    */
   readonly bytes: number;
   /** Not taken because uploaded or referenced within SVC_GC_GRACE. */
@@ -27,20 +26,13 @@ export interface RetainReport {
 }
 
 /**
- * Retain: the client names every oid the repository still references; the repository's other
- * references are dropped, except what was uploaded or referenced within the grace period and what an
- * upload in flight is writing. An object's bytes are deleted (`store.delete`, every backend: a disk
- * file, a bucket key, a journal entry) only when no repository references it.
+ * Retain: the client names every oid the repository still references; the others are dropped, but
+ * for those within the grace period or being uploaded. Bytes go only when no repository refers.
  *
- * Crash-safe order: the oid is marked in this node's deletion gate in the same synchronous step as
- * the check that no upload of it is in flight here, so an upload arriving now waits for the delete
- * to settle and then stores fresh bytes instead of finding these "already stored"; then one index
- * transaction drops the reference and — for the last one — the object row, recording a deletion
- * intent unless a write of the oid is in flight on another node (the index holds those; that write
- * records the object again, so its bytes stay); then the store deletes, the intent is cleared and
- * the gate opens. Uploads on other nodes see the intent and wait. A crash leaves at worst an
- * intent, which the next retain finishes. With several nodes all of it runs inside a sweep, so that
- * every upload in flight anywhere is recorded in the index before the first drop.
+ * Crash-safe order: mark the oid in the deletion gate in the same synchronous step as the in-flight
+ * check; one index transaction drops the reference (the last: the object row, and a deletion intent
+ * unless another node is writing the oid); the store deletes; the intent is cleared; the gate opens.
+ * A crash leaves at worst an intent, which the next retain finishes.
  */
 export async function runRetain(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySet<Oid>, dryRun: boolean, ctx: JobContext): Promise<RetainReport> {
   // Deletes run inside a sweep (NodeIndex in index-types.ts): with several nodes, only once every
@@ -127,7 +119,7 @@ async function sweepRepo(deps: MaintenanceDeps, repo: RepoName, keep: ReadonlySe
   return { swept, bytes, within_grace: withinGrace, in_flight: inFlight, kept, partial_uploads: partials, dry_run: dryRun, complete };
 }
 
-/** Deletes the bytes of an oid whose intent is recorded (the caller holds its deletion gate), then clears the intent. True when bytes were removed. */
+/** The caller holds the oid's deletion gate. True when bytes were removed. */
 async function deleteBytes(deps: MaintenanceDeps, oid: Oid): Promise<boolean> {
   const removed = await deps.store.delete(oid);
   await deps.maint.deleted(oid);

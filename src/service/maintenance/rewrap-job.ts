@@ -36,12 +36,9 @@ export interface RewrapReport {
 }
 
 /**
- * Rewrap: every data key wrapped under a key other than the ring's current one is unwrapped and
- * wrapped again under the current key, in pages of `batch` rows ordered by dataKeyId. No object byte
- * is read or written: objects name their data key, not the key that wraps it. Each row is replaced
- * by a compare-and-set on the key it was read under, so a row always holds one valid wrap, a row
- * changed meanwhile is left to whoever changed it, and a job stopped at any instant (kill -9,
- * shutdown, cancel) resumes on the next run: rows already done no longer match the query.
+ * Rewrap: every data key not under the ring's current key is wrapped again under it; no object byte
+ * is touched. Each row is a compare-and-set on the key it was read under, so a row changed meanwhile
+ * is left alone, and a stopped job resumes: rows done no longer match the query.
  */
 export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<RewrapReport> {
   const { keys, dataKeys } = deps;
