@@ -3,17 +3,13 @@ import type { RepoName } from '../protocol/repo-name.js';
 import type { StrayReason } from './foreign-layout.js';
 
 /**
- * The storage contract (docs/storage-contract.md). Every backend (disk, S3) implements
- * `BlobStore`; every feature on top of one (verify, compress, journal, faulty) is a `BlobStore` that
- * wraps another, and `compose.ts` writes the order down once. What only some stacks can do is a
- * capability (`presigner`, `legacy`, `journal`), null where absent. Services depend on these
- * interfaces only.
+ * The storage contract (docs/storage-contract.md): backends implement `BlobStore`, layers wrap one,
+ * `compose.ts` fixes the order. What only some stacks can do is a capability, null where absent.
  * test/conformance/blob-store.suite.ts is what an implementation must pass.
  */
 
 /** What a finished write stored. */
 export interface PutResult {
-  /** Logical bytes, as hashed. */
   readonly size: number;
   /** Bytes the object takes in the backend (a framed object's frames, index and trailer). */
   readonly storedSize: number;
@@ -24,20 +20,11 @@ export interface PutResult {
 export interface WriterOptions {
   /** Size the client announced (Content-Length or the batch); null when unknown (chunked without a hint). */
   readonly expectedSize: number | null;
-  /**
-   * Overwrite the oid's stored copy instead of keeping it (maintenance re-encoding an object it has
-   * just verified). Default: a write of an oid the store holds keeps the stored copy (`created` false).
-   */
+  /** Overwrite the oid's stored copy (maintenance re-encoding a verified object); default: keep it. */
   readonly replace?: boolean;
-  /**
-   * The bytes are the framed format (the compress layer writes them): a backend that keeps object
-   * metadata records it, so its readers can tell plain objects without probing for a trailer.
-   */
+  /** The bytes are framed: a backend with object metadata records it so readers need not probe. */
   readonly framed?: boolean;
-  /**
-   * The bytes' sha256, computed by this process as they arrived (a resumable upload): the verify
-   * layer still counts them and checks this against the oid, without hashing them again.
-   */
+  /** The bytes' sha256, computed as they arrived (resumable upload): verify checks it, no rehash. */
   readonly sha256?: string;
 }
 
@@ -47,15 +34,11 @@ export interface WriterOptions {
  */
 export interface ObjectWriter {
   /**
-   * Takes the next chunk. Without `release`, the writer copies what it keeps before returning (a uWS
-   * chunk is reused once its callback returns). With `release`, the caller leaves the chunk unchanged
-   * until the writer calls `release` (exactly once, also on failure or abort): a layer hands its
-   * gathered blocks down without a copy. Returns false when the caller should stop writing until
-   * `onDrain` fires. Throws an LfsError on a size overrun (verify layer) or a write error; `release`
-   * is called all the same.
+   * Without `release`, the writer copies what it keeps before returning (uWS reuses the chunk). With
+   * it, the caller leaves the chunk unchanged until `release` is called (exactly once, also on
+   * failure). False: wait for `onDrain`. Throws an LfsError on a size overrun or a write error.
    */
   write(chunk: Uint8Array, release?: () => void): boolean;
-  /** Called each time the writer can take more after write() returned false. */
   onDrain(listener: () => void): void;
   /** The whole object was given: verify (where the stack verifies), make durable and visible, return. */
   finish(): Promise<PutResult>;
@@ -74,21 +57,13 @@ export interface ChunkSource {
 
 /** An opened object: its reads never observe a later replacement or deletion of the oid. */
 export interface BlobReader {
-  /** Logical size. */
   readonly size: number;
-  /** Bytes the object takes in the backend. */
   readonly storedSize: number;
-  /**
-   * True for the framed (zstd) form, false for an object stored as it arrived. A backend that does
-   * not know (disk keeps no metadata) says null, and the compress layer probes for a trailer.
-   */
+  /** Null when the backend keeps no metadata (disk): the compress layer then probes for a trailer. */
   readonly framed: boolean | null;
   /** Bytes [start, end] inclusive. */
   read(start: number, end: number): ChunkSource;
-  /**
-   * Fills `into` with the bytes at `position` (all of them, or throws): a frame's stored bytes read
-   * straight into the buffer that decodes it.
-   */
+  /** Fills `into` with the bytes at `position` (all of them, or throws). */
   readAt(into: Uint8Array, position: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -97,46 +72,37 @@ export interface BlobReader {
 export interface BlobStat {
   readonly size: number;
   readonly storedSize: number;
-  /** As BlobReader.framed. */
   readonly framed: boolean | null;
 }
 
-/** An oid the backend holds, as list() yields it. */
 export interface StoredObject {
   readonly oid: Oid;
   readonly storedSize: number;
 }
 
 /**
- * Content-addressed blob storage: one copy per oid, shared by every repository (which repository may
- * see which oid is the index's business, not the store's).
- */
-/**
  * Where partial resumable uploads keep their bytes when several nodes share them (a bucket): parts
  * of one upload, numbered from 0, under a name built from a hash (never from client text).
  */
 export interface PartStore {
   put(name: string, part: number, bytes: Uint8Array): Promise<void>;
-  /** The part's bytes as they come. */
   read(name: string, part: number): Promise<AsyncIterable<Uint8Array>>;
-  /** Removes every part of `name`. */
   removeAll(name: string): Promise<void>;
 }
 
+/**
+ * Content-addressed blob storage: one copy per oid, shared by every repository (which repository may
+ * see which oid is the index's business, not the store's).
+ */
 export interface BlobStore {
-  /**
-   * Writes cost least in blocks of this many bytes from aligned shared memory (format: a compress
-   * layer's frame; a disk backend's O_DIRECT unit). The verify layer gathers into blocks of it.
-   */
+  /** Writes cost least in blocks of this size (a frame; O_DIRECT's unit): verify gathers into them. */
   readonly blockSize: number;
   createWriter(oid: Oid, options: WriterOptions): Promise<ObjectWriter>;
   /** Null when the store does not hold the oid. */
   open(oid: Oid): Promise<BlobReader | null>;
   /**
-   * Optional: a small object's whole bytes at once, without waiting, where the store can read them on
-   * the calling thread (a local file in the page cache). Undefined whenever it cannot (absent, large,
-   * framed, journaled, remote, a read error): `open` then decides. A download of a small object
-   * then needs no turn of the event loop (docs/performance.md, "A small GET in line").
+   * A small object's whole bytes read on the calling thread (a local file), so its download needs no
+   * turn of the event loop. Undefined whenever it cannot (absent, large, framed, remote, an error).
    */
   openInLine?(oid: Oid): InLineObject | undefined;
   stat(oid: Oid): Promise<BlobStat | null>;
@@ -144,10 +110,7 @@ export interface BlobStore {
   delete(oid: Oid): Promise<boolean>;
   /** Every oid the store holds, in no particular order, without holding them all in memory. */
   list(): AsyncIterable<StoredObject>;
-  /**
-   * Moves the oid's bytes out of the keyspace, kept for inspection (`quarantine/`), so the next write
-   * of the oid stores fresh bytes instead of finding bad ones "already stored". False when there were none.
-   */
+  /** Moves the bytes aside (`quarantine/`) so the next write stores fresh ones; false when none. */
   quarantine(oid: Oid): Promise<boolean>;
   /** Removes staging litter untouched for maxAgeMs (a crash's, an abandoned upload's); returns how many. */
   sweepStaging(maxAgeMs: number): Promise<number>;
@@ -162,27 +125,21 @@ export interface BlobStore {
 }
 
 /**
- * Capability of a stack with the small-object journal (store/journal/): an upload written through
- * it has its reference (repository, oid, size) durable in the journal when `finish` resolves, with
- * the object, so the caller may acknowledge it before the index commits that reference: replay at
- * start restores a reference the index lost. Otherwise a writer as `createWriter` gives.
+ * The small-object journal (store/journal/): when `finish` resolves the upload's reference is durable
+ * with its bytes, so the caller may answer before the index commits it; replay restores a lost one.
  */
 export interface UploadJournal {
   createWriter(repo: string, oid: Oid, options: WriterOptions): Promise<JournaledWriter>;
 }
 
-/** A writer of an upload whose reference the journal records (UploadJournal). */
 export interface JournaledWriter extends ObjectWriter {
   finish(): Promise<JournaledPut>;
 }
 
-/** What a journaled upload stored. */
 export interface JournaledPut extends PutResult {
   /**
-   * Called when the index failed to take the reference after the upload was acknowledged: the
-   * journal keeps it and hands it to the index again before it lets go of its own copy. Null when
-   * the journal's file system is short of room, so the index's commit could meet a full disk: the
-   * caller then commits the reference before it acknowledges.
+   * Called when the index failed to take an acknowledged reference: the journal keeps it and hands it
+   * over again. Null when the disk is short of room: the caller then commits before it answers.
    */
   readonly keepReference: (() => void) | null;
 }
@@ -212,10 +169,7 @@ export interface Presigner {
   presignDownload(oid: Oid, expiresIn: number): SignedLink;
   /** A presigned PUT to this repository's landing key (never the shared keyspace). */
   presignUpload(repoKey: string, oid: Oid, expiresIn: number): SignedLink;
-  /**
-   * Moves a landing object into the shared keyspace once its size and sha256 are confirmed; wrong
-   * bytes are deleted and never visible. Throws 404 when nothing was uploaded, 422 when they differ.
-   */
+  /** Moves a confirmed landing object into the shared keyspace; 404 when absent, 422 when wrong. */
   promoteIncoming(repoKey: string, oid: Oid, size: number): Promise<PutResult>;
 }
 
@@ -235,18 +189,14 @@ export interface LegacyScan {
 export interface LegacyLayout {
   /** Size of a repository's legacy file, or null; synchronous for the batch answer. */
   legacySizeSync(repo: RepoName, oid: Oid): number | null;
-  /** Opens a legacy file as a plain object; null when absent. */
   openLegacy(repo: RepoName, oid: Oid): Promise<BlobReader | null>;
   scanLegacy(repo: RepoName, listed: number): Promise<LegacyScan>;
   /** Renames a legacy file aside (`<oid>.<suffix>`): neither served nor folded, kept for inspection. */
   setAsideLegacy(repo: RepoName, oid: Oid, suffix: 'refused' | 'corrupt'): Promise<void>;
   /** A folder beside the objects (same file system) where jobs stage files for adoptFile. */
   maintenanceStaging(): Promise<string>;
-  /**
-   * Takes a file whose bytes were verified to be `oid` into the shared store under its oid without a
-   * copy (a hard link), durably. False when the store already holds the oid.
-   */
+  /** Takes a verified file in under its oid by a hard link, durably; false when already held. */
   adoptFile(oid: Oid, path: string): Promise<boolean>;
-  /** Removes a file the jobs own (a folded legacy file, a staged copy) and makes the removal durable. */
+  /** Removes a file the jobs own, durably. */
   purge(path: string): Promise<void>;
 }

@@ -35,19 +35,13 @@ export interface ReferenceLog {
 }
 
 /**
- * The journal layer: the node-local write-ahead log of acknowledged uploads (segment-log.ts).
- * An upload written through its UploadJournal capability (`journal`) appends one record (repository,
- * oid, size) before `finish` resolves, so the reference survives a crash before the index commits
- * it; a small object of known size (≤ SMALL_OBJECT_MAX) is acknowledged once its bytes are in its
- * record (one group-committed append instead of a file create, fsync, rename and directory fsync)
- * and written to the store below later, in a lull (retire). Replay at start hands every record's
- * reference to the ReferenceLog. A plain `createWriter` (no upload's repository) journals a small
- * object's bytes alone (a record of no repository, which replay restores no reference from) and
- * passes a larger one to the store below.
+ * The journal layer: the node-local write-ahead log of acknowledged uploads (segment-log.ts). An
+ * upload through `journal` appends (repository, oid, size) before `finish` resolves, so the reference
+ * survives a crash before the index commits it; a small object's bytes go in its record (one group
+ * commit instead of create, fsync, rename, dir fsync) and are written below later, in a lull.
  *
- * It sits inside verify (only verified bytes are journaled) and outside compress (journaled objects
- * are written out through compression like any other). Its durability is the local disk's, so the
- * composition root uses it with the disk backend only.
+ * Inside verify (only verified bytes are journaled), outside compress. Its durability is the local
+ * disk's: used with the disk backend only.
  */
 export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #segments: SegmentLog;
@@ -78,10 +72,8 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /**
-   * `now`: the clock retirement's lull is measured on; Date.now unless a test moves it.
-   * `referencesOnly`: no object bytes go into the journal (every upload goes to the store below and
-   * only its reference is journaled), for a store whose objects must not sit in the clear on disk
-   * (encryption at rest: the records are plain). Bytes journaled earlier are still replayed and written out.
+   * `referencesOnly`: no object bytes go into the journal, for a store whose objects must not sit in
+   * the clear on disk (encryption at rest). Bytes journaled earlier are still replayed and written out.
    */
   static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now, referencesOnly = false): Promise<JournalingBlobStore> {
     return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
@@ -93,7 +85,6 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   readonly #smallOnly = (): boolean => this.#fileUploads === 0;
   readonly #flushHints = { alone: this.#alone, smallOnly: this.#smallOnly };
 
-  /** The UploadJournal capability: writers that journal their upload's reference (see the class comment). */
   readonly #uploadJournal: UploadJournal = { createWriter: (repo, oid, options) => this.#createWriter(repo, oid, options) };
 
   override get journal(): UploadJournal {
@@ -146,11 +137,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     };
   }
 
-  /**
-   * Journals a verified small object; its own file is written later in the background. A concurrent
-   * write of the same oid waits for the first one's append: if it succeeded, only the reference is
-   * recorded (one copy of the bytes); if it failed, this one journals the bytes itself.
-   */
+  /** A concurrent write of the same oid waits for the first append and, if it succeeded, records only the reference. */
   async #journalSmall(repo: string | null, oid: Oid, data: Uint8Array): Promise<JournaledPut> {
     for (let first = this.#appending.get(oid); first !== undefined; first = this.#appending.get(oid)) await first.catch(() => undefined);
     // No existence check below (a round trip on the hot path): if the object is stored already, the
@@ -170,11 +157,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     return { size: data.byteLength, storedSize: data.byteLength, created: true, keepReference: this.#keeper(repo, oid, data.byteLength) };
   }
 
-  /**
-   * JournaledPut.keepReference for a reference just journaled: offered only while the file system has
-   * room, so the index's commit that follows the acknowledgement does not meet a full disk (where it
-   * would otherwise fail and the object stay out of view until space is back). None for bytes alone.
-   */
+  /** Offered only while the disk has room, so the index's commit after the answer cannot meet a full disk. */
   #keeper(repo: string | null, oid: Oid, size: number): (() => void) | null {
     if (repo === null || !this.#segments.hasRoomNow()) return null;
     return () => {
@@ -189,16 +172,13 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     set.add(oid);
   }
 
-  /** True while the journal holds the oid's bytes (they are not below yet). */
   holds(oid: Oid): boolean {
     return this.#journaled.has(oid);
   }
 
   /**
-   * Start-up replay: every record is handed to the ReferenceLog, provided the object's bytes exist
-   * (below, or in the journal): a reference is never restored to bytes that are gone. On a full disk
-   * the index may refuse a reference: replay defers it (the server starts and serves what the index
-   * holds), and retire restores it before any segment may go.
+   * Start-up replay: a reference is never restored to bytes that are gone. One the index refuses (a
+   * full disk) is deferred, and retire restores it before any segment may go.
    */
   async recover(): Promise<{ replayed: number; deferred: number }> {
     let n = 0;
@@ -238,16 +218,9 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   retireStep = 'idle';
 
   /**
-   * Background step: closes an idle segment, writes the small objects of the sealed segments that
-   * are still wanted to the store below, then — once the index is durable on its own (checkpoint) —
-   * deletes those segments. Safe to interrupt: a segment goes only after all of that.
-   *
-   * It waits for a lull: each object costs a create, a write, an fsync, a rename and a directory
-   * fsync, which in the middle of a burst of small uploads competes with their group commits for the
-   * disk and the threadpool (measured: ~0.08 ms of HTTP-thread CPU per object, and the fsyncs on
-   * top). A burst that starts while it runs stops it between two objects (whole segments retire; the
-   * rest waits for the next lull). A burst long enough to seal RETIRE_BACKLOG segments is retired
-   * while it runs, so the journal stays bounded.
+   * Writes the wanted objects of sealed segments below, checkpoints the index, then deletes the
+   * segments; safe to interrupt. It waits for a lull (each object's fsyncs compete with the uploads'
+   * group commits) and stops when a burst starts, unless RETIRE_BACKLOG segments are sealed.
    */
   async retire(): Promise<number> {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
@@ -263,9 +236,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       segments.push(segment);
     }
     if (segments.length === 0) return 0;
-    // A reference kept since the restore step above (the index refused it after its upload was
-    // acknowledged) may have its only copy in these segments, and its object was not written out
-    // (nobody wanted it yet): they stay, and the next round restores it first.
+    // A reference kept since the restore above may have its only copy in these segments: they stay.
     if (this.#deferred.length > 0) return 0;
     this.retireStep = 'checkpointing the index';
     await this.#refs.checkpoint();
@@ -280,16 +251,12 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     return segments.length;
   }
 
-  /**
-   * Writes a segment's wanted objects below, RETIRE_LANES at a time (each waits mostly on its fsyncs,
-   * which concurrent lanes share); false if `mayGoOn` stopped it before the end.
-   */
+  /** False if `mayGoOn` stopped it before the end. */
   async #materializeSegment(segment: number, mayGoOn: () => boolean): Promise<boolean> {
     if (!mayGoOn()) return false;
     const oids = [...(this.#segmentOids.get(segment) ?? [])];
     this.retireStep = `writing out the ${oids.length} objects of segment ${segment}`;
-    // One descriptor for the whole segment: an open and a close per object were two of the dozen or
-    // so threadpool round trips each object costs here (each a thread wake-up and a loop wake-up).
+    // One descriptor for the whole segment: an open and close per object are threadpool round trips.
     const fh = await open(this.#segments.pathOf(segment), 'r');
     let next = 0;
     let stopped = false;
@@ -318,10 +285,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     return !stopped;
   }
 
-  /**
-   * Writes a journaled object below after checking its bytes still hash to its oid, reading them from
-   * `segmentFd`; reports its stored size when it is not the size the index was given at upload.
-   */
+  /** Checks the bytes still hash to the oid before writing them below. */
   async #materialize(oid: Oid, at: JournalLocation, segmentFd: number): Promise<void> {
     const data = smallBuffers.take(at.length);
     try {

@@ -11,26 +11,19 @@ import { writeFullyAt, writeFullySync } from '../../util/write-fully.js';
 import { mapIoError } from '../staging-file.js';
 
 /**
- * The store's write-ahead journal. Every upload appends a record (repository, oid, size; a small
- * object's bytes too) before it is acknowledged, group-committed: records written while one
- * fdatasync runs share the next. Replay after a power loss restores any reference the index lost, so
- * SQLite can run with synchronous=NORMAL. A segment goes once its objects have files and the index is
- * checkpointed.
+ * The store's write-ahead journal, group-committed (records written while one fdatasync runs share
+ * the next). Replay restores any reference the index lost, so SQLite can run synchronous=NORMAL.
  *
- * Segments are prepared ahead (`next.spare`, zeros synced in the background) or recycled, so appends
- * land in written blocks and fdatasync skips the file-system journal commit that growing a file
- * needs; replay stops at the zeros, as at a torn tail. A recycled segment keeps old records behind
- * new ones, so each digest covers its segment's number; numbers only grow, across restarts too. A
- * segment a download still reads is deleted, never recycled.
+ * Segments are prepared ahead (zeros) or recycled, so fdatasync skips the file-system journal commit
+ * a growing file needs; replay stops at the zeros. A recycled segment keeps old records behind new
+ * ones, so each digest covers the segment's number, and numbers only grow.
  *
  * Record: magic u32 | length u32 | kind u8 | repo length u16 | oid 32 | size u64 | repo | data |
  * digest (16 bytes). "STJ3": sha256 of the head and the segment's number; the data must hash to its
- * oid (only verified bytes reach the journal), so appending costs no pass over the data. Replay also
- * reads the "STJ2" and "STJ1" records of earlier runs' segments, which are never recycled.
+ * oid, so no pass over it. Replay also reads "STJ2" and "STJ1" records (never recycled).
  *
  * A record is acknowledged only once every record before it in its segment is flushed: a failed
- * write or flush tears the segment there, later records are refused, it is truncated at seal, and
- * appends go on in a fresh segment.
+ * write or flush tears the segment there and appends go on in a fresh one.
  */
 export interface JournalRecord {
   readonly repo: string;
@@ -259,14 +252,10 @@ export class SegmentLog {
   }
 
   /**
-   * Group commit: one fdatasync covers every append whose write finished before it started; up to
-   * MAX_FLUSHES of these loops run at once.
-   *
-   * A flush runs in line, saving the threadpool's wake-ups (a sequential client's whole wait), when the
-   * upload is alone, or when every upload in flight is a small journaled one (no other file's data
-   * for a cache flush to wait for) and recent flushes were quick. Either way after one turn of the
-   * event loop, so requests already in the sockets join the batch. Otherwise it goes to the
-   * threadpool, so bodies are read and hashed while the disk works.
+   * Group commit: one fdatasync covers every append whose write finished before it started. It runs
+   * in line (no threadpool wake-ups) when the upload is alone, or all in flight are small journaled
+   * ones and recent flushes were quick, after one turn of the loop so queued requests join; otherwise
+   * on the threadpool, so bodies are read while the disk works.
    */
   async #flush(): Promise<void> {
     this.#flushes++;
@@ -412,10 +401,7 @@ export class SegmentLog {
     return this.#now() - this.#lastAppend >= ms;
   }
 
-  /**
-   * Closes the current segment once nothing was appended for `idleMs` and has a spare prepared, so the
-   * next upload starts in written blocks. Only a journal that has taken appends pays for a spare.
-   */
+  /** Closes an idle segment and prepares a spare, so the next upload starts in written blocks. */
   async rotateIfIdle(idleMs: number): Promise<void> {
     if (!this.idleFor(idleMs)) return;
     if (this.#current !== null && this.#current.tail > 0 && !this.#flushing) await this.#seal();

@@ -53,10 +53,8 @@ export function isInjectedFault(e: unknown): e is InjectedFault {
 
 /**
  * Test-only fault injection as a store layer (after
- * https://github.com/jasonwhite/rudolfs/blob/master/src/storage/faulty.rs): fails an operation with
- * an InjectedFault where its plan says so; everything else is forwarded. A failed write aborts the
- * writer below at once, so a stack such as verify(faulty(disk)) can be checked for "nothing left
- * behind" and for working again once healed. Never part of a production stack.
+ * https://github.com/jasonwhite/rudolfs/blob/master/src/storage/faulty.rs). A failed write aborts the
+ * writer below at once, so a stack can be checked for "nothing left behind". Never in production.
  */
 export class FaultyBlobStore implements BlobStore {
   readonly #inner: BlobStore;

@@ -7,23 +7,14 @@ import { IncomingCheck } from '../incoming-check.js';
 import type { BlobStore, ObjectWriter, PutResult, UploadJournal, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
 
-/**
- * Bytes of one upload handed on but not yet done with (hashed and taken by the store below) before
- * the socket is paused, plus the block filling; at least two blocks. With two 1 MiB blocks the
- * socket waited on a slow disk half the time; four keep disk and hasher busy. The compress layer's
- * 2 MiB frames stay at two.
- */
+/** Bytes of one upload handed on and not yet hashed and stored before the socket pauses (at least two blocks). */
 const MAX_BYTES_IN_FLIGHT = 4 << 20;
 /**
  * Uploads from this size (or of unknown size) are hashed off the event loop by the Hasher (the sha256
  * addon's native thread, or a hash thread without it); smaller ones in line, with no hand-over per block.
  */
 export const OFF_LOOP_MIN_SIZE = 8 << 20;
-/**
- * Without the addon: below this size an upload does not wait for a hash thread that is not up yet
- * (a start costs more than hashing it); it is hashed in line while the thread starts for the uploads
- * after it.
- */
+/** Without the addon: below this size an upload is hashed in line rather than wait for a hash thread to start. */
 const HASH_THREAD_WAIT_SIZE = 64 << 20;
 
 /** Whether an upload of `size` bytes is hashed off the event loop (by a hash thread once it is up). */
@@ -37,15 +28,11 @@ export function warmHasherFor(hasher: Hasher, size: number): void {
 }
 
 /**
- * The verify layer (rudolfs `Verify`): sha256 and size of every upload, checked before the store
- * below is allowed to make the object visible — it must be the outermost layer, "the last thing
- * between the client and the other storage backends". The first byte past the announced size is
- * refused at once; a wrong digest or a short body aborts the inner write, so nothing is left.
+ * The verify layer, outermost: sha256 and size of every upload are checked before the store below
+ * may make the object visible; a wrong digest or short body aborts the inner write.
  *
- * It is also where an upload's bytes are copied, once: chunks are gathered into aligned, shared
- * blocks of the inner store's `blockSize`, and the same block goes to the hasher and down the
- * stack (compression, O_DIRECT writes) without another copy. At most MAX_BYTES_IN_FLIGHT (two blocks
- * if larger) are outstanding per upload, so memory per transfer is fixed whatever the size.
+ * It is also where an upload's bytes are copied, once, into aligned shared blocks of the inner
+ * `blockSize` that go to the hasher and down the stack alike; MAX_BYTES_IN_FLIGHT bounds memory.
  */
 export class VerifyingBlobStore extends ForwardingBlobStore {
   readonly #hasher: Hasher | null;
@@ -68,7 +55,6 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
     return this.#verifying(oid, options, (o) => this.inner.createWriter(oid, o));
   }
 
-  /** Wraps the writer `create` opens below in the checks of `oid` and its announced size. */
   async #verifying<P extends PutResult>(oid: Oid, options: WriterOptions, create: (options: WriterOptions) => Promise<ObjectWriter & { finish(): Promise<P> }>): Promise<VerifyingWriter<P>> {
     const size = options.expectedSize;
     const check = options.sha256 === undefined ? new IncomingCheck(oid, size, this.#offLoopStream(size)) : new IncomingCheck(oid, size, null, options.sha256);
@@ -90,7 +76,6 @@ export class VerifyingBlobStore extends ForwardingBlobStore {
   }
 }
 
-/** One verified upload: counts, hashes and gathers; the inner writer gets whole blocks. */
 class VerifyingWriter<P extends PutResult> implements ObjectWriter {
   readonly #check: IncomingCheck;
   readonly #inner: ObjectWriter & { finish(): Promise<P> };

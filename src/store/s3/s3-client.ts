@@ -102,7 +102,7 @@ export class S3Client {
     });
   }
 
-  /** After a deadline passed: a fresh pool, since the old one's idle connections may be as dead. */
+  /** After a deadline: a fresh pool, since the old one's idle connections may be as dead. */
   #renewPool(failed: Dispatcher): void {
     if (failed !== this.#dispatcher) return; // renewed already
     this.#dispatcher = this.#pool();

@@ -25,15 +25,11 @@ export const MIN_SWEEP_AGE_MS = 6 * 3600_000;
 const TRASH_ATTEMPTS = 3;
 
 /**
- * The BlobStore backend in an S3-compatible bucket: `{prefix}objects/ab/cd/<oid>`, one copy per oid,
- * holding the bytes exactly as given (the verify and compress layers above hash and frame them).
- * Writes stream to the final key as a single PUT or a multipart upload that only finish() completes.
- * Deleting or replacing a key first copies its current version to `{prefix}trash/ab/cd/<oid>`, so
- * readers opened before keep reading that version (S3ChunkSource). The bucket layout is in S3Keys
- * and docs/s3.md.
+ * The BlobStore backend in an S3-compatible bucket (layout: S3Keys, docs/s3.md). Writes stream to
+ * the final key as one PUT or a multipart upload only finish() completes. Deleting or replacing a key
+ * first copies its version to trash, so readers opened before keep reading it (S3ChunkSource).
  */
 export class S3BlobStore implements BlobStore {
-  /** Which backend this is (compose.ts Backend): a bucket every node may share. */
   readonly kind = 's3';
   /** Part buffers copy whatever arrives; 1 MiB blocks keep the layers above on their usual size. */
   readonly blockSize = IO_CHUNK;
@@ -76,7 +72,6 @@ export class S3BlobStore implements BlobStore {
     };
   }
 
-  /** Final key of an oid. */
   keyOf(oid: Oid): string {
     return this.#keys.object(oid);
   }
@@ -113,11 +108,7 @@ export class S3BlobStore implements BlobStore {
     return true;
   }
 
-  /**
-   * Copies the oid's current version to its trash key, tagged with that version's ETag, so a reader
-   * of that version finds it there once the key is deleted or overwritten. False when there is no key.
-   * `x-amz-copy-source-if-match` makes sure the copy is of the version the tag names.
-   */
+  /** Copies the current version to trash tagged with its ETag (`x-amz-copy-source-if-match`); false: no key. */
   async #toTrash(oid: Oid): Promise<boolean> {
     const key = this.#keys.object(oid);
     for (let attempt = 1; ; attempt++) {
@@ -144,10 +135,7 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  /**
-   * Copies the bytes to `{prefix}quarantine/<oid>.<ms>` for inspection, then deletes the key as
-   * delete() does (through the trash, so readers already open are not cut off).
-   */
+  /** Copies to `{prefix}quarantine/<oid>.<ms>`, then deletes through the trash as delete() does. */
   async quarantine(oid: Oid): Promise<boolean> {
     const key = this.#keys.object(oid);
     const head = await this.#bucket.head(key);
@@ -163,10 +151,8 @@ export class S3BlobStore implements BlobStore {
   }
 
   /**
-   * Litter older than maxAgeMs: multipart uploads never completed, presigned landing keys never
-   * verified, staging keys, and trash copies. Several nodes may share the bucket, so nothing younger
-   * than MIN_SWEEP_AGE_MS is touched, whatever is asked (a trash copy must outlive the reads that
-   * may fall back on it). Objects and quarantined copies are never swept.
+   * Litter: incomplete multipart uploads, unverified landing keys, staging and trash. Nothing younger
+   * than MIN_SWEEP_AGE_MS whatever is asked (a trash copy must outlive the reads falling back on it).
    */
   async sweepStaging(maxAgeMs: number): Promise<number> {
     const cutoff = Date.now() - Math.max(maxAgeMs, MIN_SWEEP_AGE_MS);

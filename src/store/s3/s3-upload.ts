@@ -27,10 +27,8 @@ export interface UploadResult {
 }
 
 /**
- * Sequential bytes into one bucket key, never visible there until complete(): content that fits one
- * part is sent as a single PUT signed with its sha256; larger content goes as a multipart upload
- * with at most MAX_PARTS_IN_FLIGHT parts uploading. Memory per upload is bounded by
- * (MAX_PARTS_IN_FLIGHT + 1) × PART_SIZE, whatever the size.
+ * Sequential bytes into one bucket key, invisible until complete(): one PUT when it fits a part,
+ * otherwise multipart. Memory is at most (MAX_PARTS_IN_FLIGHT + 1) × PART_SIZE whatever the size.
  */
 export class S3Upload {
   readonly #client: S3Client;
