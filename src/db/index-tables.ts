@@ -1,21 +1,17 @@
 import { createHash } from 'node:crypto';
 
 /**
- * Table-level access to an index, for moving one whole index into another (`stowage migrate`):
- * both implementations (src/db/sqlite/sqlite-tables.ts, src/db/postgres/postgres-tables.ts) read
- * and write the same tables with the same column names (index-types.ts, "the same schema in both"),
- * so a row read from one is written to the other as it is.
+ * Table-level access for `stowage migrate`: both implementations hold the same tables and column
+ * names, so a row read from one is written to the other as it is.
  */
 
 /** One row as both sides hold it: integers (sizes, ms timestamps, 0/1 flags) as numbers, text (JSON included) as strings. */
 export type TableRow = Readonly<Record<string, string | number | null>>;
 
-/** A table the migration copies. */
 export interface TableSpec {
   readonly name: CopiedTable;
   /** The primary key, in order: what pages are read by (`read`'s `after`). */
   readonly key: readonly string[];
-  /** Every column copied, key first. */
   readonly columns: readonly string[];
   /**
    * Columns the digest leaves out because the copy of the store rewrites them: an object's
@@ -28,7 +24,6 @@ export interface TableSpec {
   readonly notCopied?: Readonly<Record<string, string>>;
 }
 
-/** Names of the copied tables. */
 export type CopiedTable =
   | 'objects'
   | 'repo_objects'
@@ -80,41 +75,26 @@ export const COPIED_TABLES: readonly TableSpec[] = [
 /** Tables of the schema that are deliberately not copied (see COPIED_TABLES). */
 export const RUNTIME_TABLES: readonly string[] = ['nodes', 'job_leases', 'uploads_in_flight', 'sweeps', 'resumable_uploads'];
 
-/** The spec of a copied table. */
 export function tableSpec(name: CopiedTable): TableSpec {
   const spec = COPIED_TABLES.find((s) => s.name === name);
   if (spec === undefined) throw new Error(`not a copied table: ${name}`);
   return spec;
 }
 
-/** Table-level reads and writes of one index (see the module comment). */
 export interface IndexTables {
   readonly kind: 'sqlite' | 'postgres';
-  /**
-   * Up to `limit` rows of `table` whose key comes after `after` (null: from the first), in key
-   * order, with the spec's columns. Pages through a table of any size in bounded memory.
-   */
+  /** Up to `limit` rows whose key comes after `after` (null: from the first), in key order. */
   read(table: CopiedTable, after: TableRow | null, limit: number): Promise<TableRow[]>;
-  /**
-   * Inserts rows whose key the table does not hold yet and leaves the others as they are ("do
-   * nothing on conflict"), so a second run adds only what is missing; returns how many went in.
-   * A sequence column's counter continues after the largest value written.
-   */
+  /** Inserts rows whose key is new ("do nothing on conflict"), so a rerun adds only what is missing. */
   write(table: CopiedTable, rows: readonly TableRow[]): Promise<number>;
-  /**
-   * Sets the spec's `rewritten` columns of rows the table holds to the values given (matched by
-   * key): an object's stored size once its bytes are in the bucket. Rows not there are ignored.
-   */
+  /** Sets the spec's `rewritten` columns of rows the table holds (matched by key). */
   rewrite(table: CopiedTable, rows: readonly TableRow[]): Promise<void>;
   count(table: CopiedTable): Promise<number>;
   /** The column names the table has here, for checking that COPIED_TABLES covers the schema. */
   columns(table: string): Promise<string[]>;
   /** The tables the schema has here (migration bookkeeping left out). */
   tables(): Promise<string[]>;
-  /**
-   * The largest value the sequence column ever took, deleted rows included (SQLite's
-   * sqlite_sequence, PostgreSQL's identity), or 0.
-   */
+  /** The largest value the sequence column ever took, deleted rows included, or 0. */
   sequenceHighWater(table: CopiedTable): Promise<number>;
   /** Makes the sequence column continue after `value` (never moves it back). */
   raiseSequence(table: CopiedTable, value: number): Promise<void>;
@@ -124,7 +104,6 @@ export interface IndexTables {
 /** Rows read per page: a few hundred KiB of rows, one round trip each. */
 export const PAGE_ROWS = 2000;
 
-/** Count and digest of one table's content (see tableDigest). */
 export interface TableDigest {
   readonly rows: number;
   readonly digest: string;
@@ -133,14 +112,8 @@ export interface TableDigest {
 const MOD = 1n << 256n;
 
 /**
- * A digest of a table's content that both sides compute alike: the sum, modulo 2^256, of the
- * sha256 of each row (its columns in spec order, as JSON), the spec's `rewritten` columns left out.
- *
- * A sum over rows rather than one hash over the rows in key order, because the two databases need
- * not agree on that order: PostgreSQL sorts text by its database collation (en_US in most
- * installations), SQLite bytewise, and a sum does not depend on the order the pages come in. Every
- * value is covered, so a row that is missing, extra or different anywhere changes it; it costs one
- * read of each side, as the copy does.
+ * The sum, modulo 2^256, of each row's sha256 (columns in spec order, as JSON; `rewritten` left
+ * out). A sum, not a hash in key order: PostgreSQL sorts text by collation, SQLite bytewise.
  */
 export async function tableDigest(tables: IndexTables, spec: TableSpec): Promise<TableDigest> {
   const skip = new Set(spec.rewritten ?? []);
@@ -157,7 +130,6 @@ export async function tableDigest(tables: IndexTables, spec: TableSpec): Promise
   return { rows, digest: sum.toString(16).padStart(64, '0') };
 }
 
-/** Every row of a table, page after page in key order. */
 export async function* pages(tables: IndexTables, table: CopiedTable, size = PAGE_ROWS): AsyncIterable<TableRow[]> {
   let after: TableRow | null = null;
   for (;;) {

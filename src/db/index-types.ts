@@ -1,17 +1,11 @@
 import type { Oid } from '../protocol/oid.js';
 
 /**
- * The index: everything Stowage knows besides the bytes (objects and per-repository references,
- * locks, dashboard sessions, settings, maintenance jobs, figures). Two implementations pass one
- * conformance suite (test/conformance/index.suite.ts): the embedded SQLite file (the default, one
- * node) and PostgreSQL (`SVC_DATABASE_URL=postgres://…`, any number of nodes on one bucket).
- *
- * Every method is asynchronous because PostgreSQL is a network round trip; SQLite answers at once.
- * Every rule that must hold across nodes (one lock per path, one running job per repository, no
- * delete of an oid being uploaded) is decided by the database, never by one node's memory.
+ * Everything Stowage knows besides the bytes. SQLite (one node) and PostgreSQL (a cluster) pass
+ * test/conformance/index.suite.ts. Every rule that must hold across nodes (one lock per path, one
+ * running job per repository, no delete of an oid being uploaded) is decided by the database.
  */
 export interface Index {
-  /** 'sqlite' (embedded, one node) or 'postgres' (shared by every node of a cluster). */
   readonly kind: 'sqlite' | 'postgres';
   readonly objects: ObjectIndex;
   readonly locks: LockIndex;
@@ -30,7 +24,6 @@ export interface Index {
   close(): Promise<void>;
 }
 
-/** One object as stored: logical size and the bytes it takes in the store. */
 export interface ObjectRow {
   readonly oid: Oid;
   readonly size: number;
@@ -113,7 +106,6 @@ export interface ObjectIndex {
   setStoredSize(oid: Oid, storedSize: number): Promise<void>;
 }
 
-/** One held lock as stored. */
 export interface LockRow {
   /** Monotonic position (never reused): the paging key. */
   readonly seq: number;
@@ -123,11 +115,9 @@ export interface LockRow {
   readonly ref: string | null;
   readonly ownerId: string;
   readonly ownerName: string;
-  /** ms since epoch. */
   readonly lockedAt: number;
 }
 
-/** What a caller asks to lock: a lock before the index gives it its position. */
 export type NewLock = Omit<LockRow, 'seq'>;
 
 /** Outcome of `create`: the new lock, the lock that is in the way, or a stale lock replaced. */
@@ -174,14 +164,12 @@ export interface SessionIndex {
   purgeExpired(now: number): Promise<number>;
 }
 
-/** One saved setting: a JSON value with who saved it and when. */
 export interface SettingRow {
   readonly value: unknown;
   readonly updatedAt: number;
   readonly updatedBy: string;
 }
 
-/** Saved settings, a JSON value per key. */
 export interface SettingsIndex {
   get(key: string): Promise<SettingRow | null>;
   put(key: string, value: unknown, updatedBy: string, now: number): Promise<void>;
@@ -190,7 +178,6 @@ export interface SettingsIndex {
   delete(key: string): Promise<void>;
 }
 
-/** One maintenance job as stored. */
 export interface JobRow {
   readonly id: string;
   readonly kind: string;
@@ -210,7 +197,6 @@ export interface JobRow {
   readonly node: string;
 }
 
-/** A job's progress figures as the runner persists them. */
 export interface JobProgress {
   readonly objectsDone: number;
   readonly objectsTotal: number | null;
@@ -231,7 +217,6 @@ export interface JobIndex {
   finish(id: string, state: 'done' | 'failed' | 'cancelled' | 'interrupted', report: unknown, error: string | null, p: JobProgress): Promise<void>;
   get(id: string): Promise<JobRow | null>;
   recent(limit: number): Promise<JobRow[]>;
-  /** The most recent jobs of one repository, newest first. */
   recentOf(repo: string, limit: number): Promise<JobRow[]>;
   /**
    * Marks `running` jobs as `interrupted`: with `liveSince` null every running job (one node, at
@@ -298,13 +283,8 @@ export interface MaintenanceIndex {
   /** The bytes of an intent are gone (or the intent is dropped): removes it. */
   deleted(oid: Oid): Promise<void>;
   quarantine(oid: Oid, repo: string, reason: string): Promise<void>;
-  /**
-   * Records a write of `oid` in flight on `node`; returns its ticket, whether a deletion of the oid
-   * is pending (then the caller waits until deletePending() is false before writing), and whether
-   * the oid is quarantined (what the upload path would otherwise ask in a round trip of its own).
-   */
+  /** Records a write in flight; with a deletion pending the caller waits for deletePending() false. */
   beginUpload(oid: Oid, node: string, now: number): Promise<{ readonly ticket: number; readonly deletePending: boolean; readonly quarantined: boolean }>;
-  /** Whether a deletion intent for `oid` is still recorded. */
   deletePending(oid: Oid): Promise<boolean>;
   /** The write of a ticket is finished (reference recorded) or abandoned. */
   endUpload(ticket: number): Promise<void>;
@@ -336,7 +316,6 @@ export interface HistogramBucket {
   readonly bytes: number;
 }
 
-/** A lock as the repository page lists it. */
 export interface LockListRow {
   readonly id: string;
   readonly path: string;
@@ -354,7 +333,6 @@ export interface AuditRow {
   readonly complete: boolean;
 }
 
-/** One line of the dashboard's repository list. */
 export interface RepoListRow {
   readonly repo: string;
   readonly objects: number;
@@ -403,14 +381,12 @@ export interface StatsIndex {
   largestObjects(repo: string, limit: number): Promise<LargestObject[]>;
   /** Every bucket of HISTOGRAM_BOUNDS, empty ones included. */
   sizeHistogram(repo: string): Promise<HistogramBucket[]>;
-  /** Current locks of a repository (oldest first, at most `limit`) and their total. */
   locks(repo: string, limit: number): Promise<{ total: number; items: LockListRow[] }>;
   lockTotal(): Promise<number>;
   lastAudit(repo: string): Promise<AuditRow | null>;
   recordAudit(repo: string, a: AuditRow): Promise<void>;
   auditTotals(): Promise<{ clean: number; problemsFound: number; incomplete: number; lastSuccessAt: number | null }>;
   quarantinedTotal(): Promise<number>;
-  /** Repositories holding objects, by name, at most `limit`. */
   repositoryList(limit: number): Promise<RepoListRow[]>;
   serverTotals(): Promise<ServerTotals>;
   /**
@@ -431,22 +407,10 @@ export interface SweepState {
   readonly open: boolean;
 }
 
-/**
- * Node liveness, and the sweeps that let uploads skip recording themselves in flight. Each node
- * writes a heartbeat every NODE_HEARTBEAT_MS; one silent for NODE_STALE_MS is dead (its uploads in
- * flight no longer hold deletes, its job leases are free, its running jobs are interrupted).
- *
- * Only retain deletes bytes, and it does so inside a sweep: it opens one, and deletes nothing until
- * every live node has acknowledged it. A node acknowledges a sweep only after recording its
- * uploads then in flight, and records every upload it starts while a sweep is open; an upload's
- * reference is refused when a sweep the node never acknowledged has started deleting. So retain
- * always sees every upload a delete could hurt, and without a sweep an upload is one statement.
- */
 /** A partial resumable upload shared by the nodes of a cluster (docs/resumable-uploads.md, "On several nodes"). */
 export interface ResumableRow {
   readonly repo: string;
   readonly oid: Oid;
-  /** The size the batch announced. */
   readonly size: number;
   /** Bytes in one part; every durable point is a whole number of parts. */
   readonly partSize: number;
@@ -454,7 +418,6 @@ export interface ResumableRow {
   readonly received: number;
   /** The saved sha256 state after each whole part, in order (40 bytes each: a part ends on a 64-byte block). */
   readonly states: Uint8Array;
-  /** The node appending to it now, or null. */
   readonly holder: string | null;
   /** When it was announced or last took bytes (ms): the TTL sweep's clock. */
   readonly touchedAt: number;
@@ -474,7 +437,6 @@ export interface ResumableIndex {
   claim(repo: string, oid: Oid, node: string, liveSince: number, now: number): Promise<boolean>;
   /** Moves the durable offset to `received` with its `states`, while `node` holds the row; false when it does not. */
   advance(repo: string, oid: Oid, node: string, received: number, states: Uint8Array, now: number): Promise<boolean>;
-  /** Lets go of the row if `node` holds it. */
   release(repo: string, oid: Oid, node: string): Promise<void>;
   remove(repo: string, oid: Oid): Promise<void>;
   /** Rows of `repo` (retain, and its quota), or of every repository when null, untouched since `before` and held by no live node when given. */
@@ -483,6 +445,12 @@ export interface ResumableIndex {
   figures(): Promise<{ count: number; bytes: number }>;
 }
 
+/**
+ * Node liveness (a node silent for NODE_STALE_MS is dead), and retain's sweeps: retain deletes
+ * nothing until every live node acknowledged its sweep; a node acknowledges only after recording
+ * its uploads in flight, and records every upload while a sweep is open; a reference is refused
+ * when a sweep the node missed has started deleting. Without a sweep an upload is one statement.
+ */
 export interface NodeIndex {
   /** Writes the node's heartbeat and the newest sweep it acknowledged; nodes live since `liveSince` keep a sweep open. */
   heartbeat(node: string, now: number, ackedSweep: number, liveSince: number): Promise<SweepState>;
@@ -496,15 +464,10 @@ export interface NodeIndex {
   startDeleting(sweep: number, liveSince: number): Promise<string[]>;
   /** The sweep is over: uploads stop recording themselves once no other is open. */
   closeSweep(sweep: number, now: number): Promise<void>;
-  /**
-   * Forgets nodes silent since before `before` (every start is a new node, so rows pile up) and
-   * the uploads they left recorded in flight; returns how many nodes. Their absence means what
-   * their silence meant: dead.
-   */
+  /** Forgets nodes silent since `before` (every start is a new node) and their uploads in flight. */
   forget(before: number): Promise<number>;
 }
 
-/** How often a node writes its heartbeat. */
 export const NODE_HEARTBEAT_MS = 5_000;
 /** A node silent this long is taken for dead. */
 export const NODE_STALE_MS = 30_000;
@@ -533,6 +496,5 @@ export interface DataKeyIndex {
   rewrapDataKey(dataKeyId: string, fromKekId: string, toKekId: string, wrapped: Buffer): Promise<boolean>;
   /** The distinct key-encryption key ids rows are wrapped with, sorted. */
   kekIdsInUse(): Promise<string[]>;
-  /** Removes the row (nothing when absent). */
   deleteDataKey(dataKeyId: string): Promise<void>;
 }

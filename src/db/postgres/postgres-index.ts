@@ -12,11 +12,7 @@ import { PgSessions } from './pg-sessions.js';
 import { PgSettings } from './pg-settings.js';
 import { PgStats } from './pg-stats.js';
 
-/**
- * The index on PostgreSQL (`SVC_DATABASE_URL`), shared by every node of a cluster: whatever must
- * hold across nodes is decided by the database (unique indexes, row locks, advisory locks), never
- * by one node's memory. One pool of POOL_SIZE connections per node.
- */
+/** The index on PostgreSQL, shared by every node of a cluster; one pool of POOL_SIZE connections per node. */
 export class PostgresIndex implements Index {
   readonly kind = 'postgres' as const;
   readonly objects: ObjectIndex;
@@ -46,10 +42,7 @@ export class PostgresIndex implements Index {
     this.dataKeys = bounded(pg, new PgDataKeys(sql));
   }
 
-  /**
-   * Connects and migrates (under the migration lock, so nodes starting together migrate once).
-   * Rejects when the database is unreachable or its schema is newer than this code.
-   */
+  /** Migrates under the migration lock; rejects when unreachable or the schema is newer than this code. */
   static async open(url: string, log?: (msg: string, fields: object) => void, deadlineMs?: number): Promise<Index> {
     const pg = connect(url, deadlineMs, log);
     try {
@@ -81,10 +74,8 @@ const LONG_CALLS: ReadonlySet<string> = new Set(['repoObjects']);
 const longDeadline = (pg: Pg): number => Math.max(6 * pg.deadlineMs, 30_000);
 
 /**
- * `aggregate` with every method held to the index deadline (Pg.within): the one place a deadline is
- * applied, so no call of any route, job or heartbeat can wait on a silent database for good.
- * Methods named in `long` (or 'all') get longDeadline. Calls made inside the aggregate (a group
- * commit's statements) are not bounded twice: their callers' promises are.
+ * Every method held to the index deadline (Pg.within): the one place a deadline is applied, so
+ * nothing waits on a silent database for good. Methods in `long` (or 'all') get longDeadline.
  */
 function bounded<T extends object>(pg: Pg, aggregate: T, long: ReadonlySet<string> | 'all' = new Set()): T {
   const wrapped = new Map<PropertyKey, unknown>();

@@ -34,7 +34,6 @@ export class PostgresTables implements IndexTables {
     return new PostgresTables(sql);
   }
 
-  /** Whether the index schema is there (false for an empty database before the first run). */
   async hasSchema(): Promise<boolean> {
     return (await this.tables()).length > 0;
   }
