@@ -1,23 +1,12 @@
 #!/usr/bin/env node
 /**
- * `npm run backup -- --data-dir DIR --to DEST`: backs up a data directory while the server runs,
- * in the one order that makes the copy consistent (docs/operations.md, "Backup and restore"):
- *
- *   1. the index: an SQLite online backup of index.sqlite (a snapshot of every reference acknowledged
- *      so far: the server records a reference before it answers the PUT);
- *   2. the journal segments: small objects acknowledged before step 1 are either still in them or
- *      were written to their own files before their segment was deleted;
- *   3. the object files (repos/ for not yet folded legacy layouts, then objects/): copied last, so
- *      every object step 1 references is there, whichever place it moved to meanwhile.
- *
- * Objects only ever appear by an atomic rename, so a copy never sees half a file. Objects already in
- * DEST with the same size and modification time are skipped (their name is their sha256, and a file
- * rewritten in place by rekey or encrypt has a new time), so running it again into the same DEST is
- * incremental. `--index-only` does step 1 alone, for SVC_STORE=s3 or when the objects
- * are backed up by another tool run after it. Restore: copy DEST into an empty SVC_DATA_DIR and start
- * the server, which replays the journal.
- *
- * Like main.ts this is a process entry: it alone reads its arguments and sets the exit code.
+ * `npm run backup -- --data-dir DIR --to DEST`: backs up a running server's data directory in the
+ * one consistent order (docs/operations.md, "Backup and restore"):
+ *   1. the index (SQLite online backup: every acknowledged reference);
+ *   2. the journal segments (small objects acknowledged before 1 are there or in their files);
+ *   3. the object files (repos/, then objects/), last, so all that 1 references is there.
+ * Objects appear only by atomic rename. A rerun into the same DEST is incremental. `--index-only`
+ * does step 1 alone (SVC_STORE=s3, or objects backed up by another tool afterwards).
  */
 import { copyFile, mkdir, readdir, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -49,10 +38,8 @@ function isMissing(e: unknown): boolean {
 }
 
 /**
- * Copies one file unless DEST has it at the same size and modification time (set from the source on
- * every copy, to the millisecond); a file removed meanwhile is no error. Size alone is not enough: rekey and encrypt
- * replace an object's file by one of the same size under another data key, and the old copy in
- * DEST would need the data key the rekey deleted.
+ * Skips a file DEST has at the same size and mtime (size alone is not enough: rekey rewrites an
+ * object at the same size under a new data key); a file removed meanwhile is no error.
  */
 async function copyOne(from: string, to: string, counts: Counts, alwaysCopy: boolean): Promise<void> {
   try {
@@ -75,7 +62,6 @@ async function copyOne(from: string, to: string, counts: Counts, alwaysCopy: boo
   }
 }
 
-/** Copies a directory tree of regular files (object shards) from `from` to `to`. */
 async function copyTree(from: string, to: string, counts: Counts): Promise<void> {
   let entries;
   try {

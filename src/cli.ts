@@ -1,14 +1,9 @@
 #!/usr/bin/env node
 /**
- * The operator CLI. `stowage serve` runs the server; every other command but one talks to a running
- * server over HTTP, so all work happens inside the server on its worker threads, beside the uploads it
- * must not disturb. The exception is `stowage migrate`, which moves a stopped server's data directory
- * (it takes the directory's lock, as the server does). Conventions of git-lfs and restic:
- * strict options (an unknown flag is refused, exit 2), --help on every command, human output by
- * default and --json for scripts, progress on stderr, credentials as git-lfs finds them.
- * docs/cli.md documents the commands, options and exit statuses.
- *
- * Like main.ts this is a process entry, so it alone (with main.ts) reads process.env and sets the exit status.
+ * The operator CLI (docs/cli.md). Every command but `serve` and `migrate` (a stopped server's data
+ * directory, under its lock) talks to a running server over HTTP, so the work runs inside the server
+ * beside the uploads it must not disturb. A process entry: it alone (with main.ts) reads process.env
+ * and sets the exit status.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';

@@ -42,10 +42,8 @@ export async function lfsEndpoint(cwd: string): Promise<Target | null> {
 }
 
 /**
- * A token for the repository from git's credential helper, as git-lfs asks it: `git credential
- * fill` with protocol, host and path of the repository's URL on this server, run in `cwd` so a
- * clone's own configuration applies (git drops the path unless credential.useHttpPath is set).
- * No prompt without a terminal (GIT_TERMINAL_PROMPT=0), so CI never hangs; null when git has none.
+ * A token from `git credential fill`, as git-lfs asks it, run in `cwd` so the clone's configuration
+ * applies. No prompt (GIT_TERMINAL_PROMPT=0), so CI never hangs; null when git has none.
  */
 export async function credentialFill(target: Target, cwd: string, env: NodeJS.ProcessEnv, interactive: boolean): Promise<string | null> {
   const u = new URL(`${target.base}/${target.repo}`);
@@ -66,7 +64,6 @@ export async function credentialFill(target: Target, cwd: string, env: NodeJS.Pr
   return password === undefined || password === null || password === '' ? null : password;
 }
 
-/** One HTTP answer: status and parsed JSON body. */
 export interface Answer {
   readonly status: number;
   readonly json: any;

@@ -119,7 +119,6 @@ function statsSummary(s: any): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Every command, in the order the general help lists them. */
 export const COMMANDS: Record<string, CommandSpec> = {
   serve: {
     usage: 'stowage serve',

@@ -30,11 +30,7 @@ const targetArg = (c: Client): string => (c.target.repo === SERVER_WIDE ? '--ser
 const targetName = (c: Client): string => (c.target.repo === SERVER_WIDE ? 'the whole server' : c.target.repo);
 const followHint = (c: Client, id: string): string => `stowage jobs follow ${targetArg(c)} ${id}`;
 
-/**
- * Follows a job to its end with a progress view, and returns its final view; null when the user
- * pressed Ctrl-C, which stops only the following: the job runs on in the server, and this says how
- * to follow (or cancel) it again.
- */
+/** Null when the user pressed Ctrl-C, which stops only the following: the job runs on in the server. */
 export async function follow(client: Client, first: JobJson, io: Io, announce = ''): Promise<JobJson | null> {
   const view = new ProgressView(io.err);
   let stop!: () => void;
@@ -81,7 +77,6 @@ export function finalStatus(j: JobJson, io: Io): number {
   return EXIT.failed;
 }
 
-/** `stowage jobs`: this repository's jobs, newest first. */
 export async function listJobs(client: Client, io: Io): Promise<number> {
   const { jobs } = (await client.call('GET', 'objects/jobs')).json as { jobs: JobJson[] };
   if (io.json) {
@@ -119,7 +114,6 @@ export async function cancelJob(client: Client, id: string, io: Io): Promise<num
   return last.state === 'cancelled' ? EXIT.ok : EXIT.failed;
 }
 
-/** Reads a job id (base64url, as the server makes them). */
 export function jobId(v: string | undefined): string {
   if (v === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new CliError(`not a job id: ${v ?? '(none)'} (stowage jobs lists them)`, EXIT.usage);
   return v;

@@ -1,8 +1,6 @@
 /**
- * The frame codec port: compression of an upload's frames and checking plus decompression of a
- * download's, done off the HTTP thread. The store's compress layer depends on this interface only;
- * `workers/` implements it (the Piscina pools) and the composition root hands it in. Task and result
- * shapes are plain data so they cross threads.
+ * The frame codec port: frames compressed, checked and decompressed off the HTTP thread. `workers/`
+ * implements it; task and result shapes are plain data so they cross threads.
  */
 export interface CompressTask {
   /** The frame: moved when over an ArrayBuffer, read in place when over shared memory. */
@@ -46,20 +44,18 @@ export interface DecodeResult {
   readonly damage: string | null;
 }
 
-/** Compresses and decodes single frames (see format/frame-format.ts) off the calling thread. */
 export interface FrameCodec {
   compress(task: CompressTask): Promise<CompressResult>;
   decode(task: DecodeTask): Promise<DecodeResult>;
 }
 
 /**
- * The hash port: a running sha256 fed with views of shared memory, in order, off the event loop.
- * `workers/native-hasher.ts` implements it with the sha256 addon (a native thread, no isolate),
- * `workers/hash-thread.ts` on a worker thread (the fallback); test/conformance/hasher.suite.ts is what both must do.
+ * The hash port: a running sha256 of shared-memory views, off the event loop (native-hasher.ts, or
+ * hash-thread.ts as the fallback); test/conformance/hasher.suite.ts is what both must do.
  */
 export interface Hasher {
   open(): StreamHasher;
-  /** True when a stream opened now is hashed at once; false while a hash thread is not up (it takes ~30 ms to start). */
+  /** False while a hash thread is not up yet. */
   readonly ready: boolean;
   /** Starts what hashes unless it runs (an upload is on its way); resolves once it is up. */
   warm(): Promise<void>;
@@ -82,7 +78,7 @@ export interface ResumableStreamHasher extends StreamHasher {
 export interface StreamHasher {
   /** Hashes `data` next; `done` runs once the hasher no longer reads it (the buffer may be reused). */
   update(data: Uint8Array, done: () => void): void;
-  /** The hex digest of everything given to update. Call once. */
+  /** Call once. */
   digest(): Promise<string>;
   /** The stream ends without a digest; buffers still being hashed are released as usual. */
   drop(): void;

@@ -103,10 +103,7 @@ export function frameLength(index: Pick<FrameIndex, 'frameSize' | 'logicalSize'>
   return Math.min(index.frameSize, index.logicalSize - i * index.frameSize);
 }
 
-/**
- * Uncompressed size of one zstd frame of new objects (the trailer records it): 4 MiB gains almost no
- * ratio for twice the memory per transfer; 1 MiB downloads slower.
- */
+/** Logical bytes per frame of new objects (the trailer records it): bounds memory per transfer. */
 export const FRAME_SIZE = 2 << 20;
 
 /** Objects smaller than this are always stored as they arrive: not worth a frame index. */

@@ -1,22 +1,14 @@
 // sha256 of large uploads off the event loop (src/workers/native-hasher.ts is its only user).
 //
-// A running hash per stream, fed buffers in order; each is hashed on the addon's own thread and its
-// callback runs on the event loop once the bytes are no longer read. A plain native thread, not a
-// worker: no V8 isolate to hold memory or to start after each rest; it starts with the first buffer
-// and then waits on a condition variable, costing only its stack.
+// A running hash per stream, hashed on the addon's own native thread (no V8 isolate to hold memory
+// or start), callbacks on the event loop through a thread-safe function. Not libuv's pool: its
+// threads also run the same uploads' O_DIRECT writes, and a hash queued behind them waits.
 //
-// Why not libuv's pool: its four threads also run the O_DIRECT writes of the same uploads, and a
-// hash queued behind them waits (measured slower: native-bench/NOTES.md). Each buffer's callback
-// goes to the event loop through a thread-safe function.
+// A saved state (snapshot) lets a resumable upload's hash go on after a restart or on another node:
+// the eight chaining words (big-endian), the byte count (big-endian u64), then the unfinished
+// 64-byte block; src/workers/sha256-state.ts reads and writes the same.
 //
-// A stream's state can be saved (snapshot) and a stream opened from a saved state, so a resumable
-// upload's hash goes on after a restart, or on another node, without reading its prefix again. The
-// saved state is OpenSSL-independent: the eight chaining words (big-endian), the count of bytes
-// hashed (big-endian u64), then the bytes of the unfinished 64-byte block; the worker thread's
-// JavaScript sha256 (src/workers/sha256-state.ts) reads and writes the same.
-//
-// The sha256 is OpenSSL's, linked from the node binary itself (node exports its OpenSSL; the headers
-// come with node's own), so it is the code node:crypto runs, SHA-NI included.
+// The sha256 is OpenSSL's, linked from the node binary itself: the code node:crypto runs, SHA-NI included.
 #define NAPI_VERSION 8
 #define OPENSSL_SUPPRESS_DEPRECATED 1
 #include <node_api.h>
@@ -300,9 +292,8 @@ Item* NewItem(napi_env env) {
   return item;
 }
 
-// update(stream, data, callback): hashes data after what the stream was given before, on the
-// hashing thread; callback() runs on the event loop once data is no longer read. Buffers may be given
-// without waiting: they are hashed in the order given.
+// update(stream, data, callback): callback() runs on the event loop once data is no longer read.
+// Buffers may be given without waiting: they are hashed in order.
 napi_value Update(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   Stream* s = StreamCall(env, info, 3, argv, "update(stream, data, callback)");

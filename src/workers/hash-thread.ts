@@ -18,15 +18,9 @@ interface Running {
 }
 
 /**
- * sha256 of large uploads, on a thread of its own (in line it would be over half of what a large
- * upload costs the HTTP thread): the HTTP thread only posts a view of each full, shared buffer and
- * the hash thread hashes it in place, in order. Small objects are still hashed in line: a round trip
- * costs more than hashing 64 KiB.
- *
- * The thread starts with the first stream, or when warmed ahead of one, and exits once no stream has
- * been open for `idleMs` (a thread is an isolate's memory: a server at rest runs none). If the thread
- * dies, every stream open on it fails (its uploads are refused, nothing is stored) and the next
- * stream starts a new thread.
+ * sha256 of large uploads on a worker thread (the fallback without the addon): the HTTP thread posts
+ * a view of each shared buffer, hashed in place, in order. The thread exits after `idleMs` without a
+ * stream (an isolate's memory); if it dies, its streams fail and the next stream starts a new one.
  */
 export class HashThread implements ResumableHasher {
   /** The running thread and the streams open on it (a thread that died fails only its own). */
@@ -40,7 +34,6 @@ export class HashThread implements ResumableHasher {
     this.#idleMs = idleMs;
   }
 
-  /** True while a thread runs. */
   get running(): boolean {
     return this.#current !== null;
   }
@@ -49,10 +42,7 @@ export class HashThread implements ResumableHasher {
     return this.#current?.online === true;
   }
 
-  /**
-   * Starts the thread ahead of the uploads a batch announced, so the first of them need not wait for
-   * it; unused, it goes after idleMs as usual. Resolves once the thread is up (or has died).
-   */
+  /** Starts the thread ahead of the uploads a batch announced; resolves once up (or dead). */
   warm(): Promise<void> {
     if (this.#current !== null) return this.#current.up; // its streams, or their end, look after its idle spell
     const current = this.#start();
@@ -68,7 +58,6 @@ export class HashThread implements ResumableHasher {
     this.#exitListeners.push(listener);
   }
 
-  /** A new running sha256; feed it with `update` in order, then take `digest` once. */
   open(): StreamHash {
     return this.#open(undefined);
   }
@@ -106,7 +95,6 @@ export class HashThread implements ResumableHasher {
     await w?.terminate();
   }
 
-  /** Lets the thread go once it has had no stream for idleMs. */
   #idleSoon(current: Running): void {
     if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
@@ -179,7 +167,6 @@ export class StreamHash implements ResumableStreamHasher {
     });
   }
 
-  /** The hex digest of everything given to update. */
   digest(): Promise<string> {
     if (this.#failed !== null) return Promise.reject(this.#failed);
     return new Promise((resolve, reject) => {

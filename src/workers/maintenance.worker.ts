@@ -1,9 +1,6 @@
 /**
- * Whole-file work of the maintenance jobs, run on their low-priority Piscina pool so the HTTP thread
- * never hashes or copies a whole file: hashing a plain file (legacy files for audit and dedupe, an
- * import's source files) and the frame codec the compress job writes through (the same
- * `compressFrame`/`decodeFrame` as the transfer pool, run here at the lower priority). Each file task
- * reads with synchronous positioned reads: this is a worker thread, blocking it is the point.
+ * Whole-file work of the maintenance jobs on their low-priority pool: hashing plain files and the
+ * frame codec compress writes through. Synchronous reads: blocking this worker thread is the point.
  */
 import { createHash } from 'node:crypto';
 import { setPriority } from 'node:os';
@@ -51,10 +48,7 @@ function readExactly(fd: number, buf: Buffer, length: number, position: number):
   }
 }
 
-/**
- * Hashes a plain file (its bytes as they are: legacy and imported files are never framed) with
- * sha256, reading it in chunks so memory stays one chunk whatever its size.
- */
+/** Legacy and imported files are never framed: hashed as they are, a chunk at a time. */
 export function hashFile(task: HashFileTask): HashFileResult {
   let fd: number;
   try {

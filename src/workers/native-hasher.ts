@@ -6,10 +6,7 @@ import type { ResumableHasher, ResumableStreamHasher, StreamHasher } from '../fo
 interface Sha256Addon {
   /** A new running sha256, or one going on from a saved state (RangeError for bytes that are not one). */
   open(saved?: Uint8Array): object;
-  /**
-   * Hashes `data` after what the stream was given before, on the addon's thread; `done` runs on the event
-   * loop once `data` is no longer read. Buffers may be given without waiting: they are hashed in order.
-   */
+  /** `done` runs on the event loop once `data` is no longer read; buffers are hashed in order. */
   update(stream: object, data: Uint8Array, done: () => void): void;
   /** `done(state)` gets the saved state after every update given before this call (and none after). */
   snapshot(stream: object, done: (state: Buffer) => void): void;
@@ -36,10 +33,7 @@ export function loadSha256Addon(): Sha256Addon | null {
   return addon;
 }
 
-/**
- * sha256 of large uploads on a native thread, through a small addon (src/native/sha256.cc): the same
- * OpenSSL code node:crypto runs, without a V8 isolate of its own. Always ready; nothing to start or stop.
- */
+/** sha256 on the addon's native thread (src/native/sha256.cc): always ready, nothing to start. */
 export class NativeHasher implements ResumableHasher {
   readonly #addon: Sha256Addon;
   readonly ready = true;
@@ -65,7 +59,6 @@ export class NativeHasher implements ResumableHasher {
   }
 }
 
-/** One running sha256: buffers go to the addon as they come; it hashes them in order. */
 class NativeStream implements ResumableStreamHasher {
   readonly #addon: Sha256Addon;
   readonly #stream: object;
@@ -137,11 +130,7 @@ class NativeStream implements ResumableStreamHasher {
 /** A hasher the process closes at shutdown. */
 export type ClosableHasher = ResumableHasher & { close(): Promise<void> };
 
-/**
- * Where large uploads are hashed: on the addon's native thread when it is built, otherwise on a
- * worker thread of their own (more memory, a start of ~30 ms after each rest); `missing` says why
- * the addon did not load.
- */
+/** The addon when it is built, otherwise a worker thread; `missing` says why the addon did not load. */
 export function openHasher(): { hasher: ClosableHasher; missing: string | null } {
   const sha256 = loadSha256Addon();
   return sha256 !== null ? { hasher: new NativeHasher(sha256), missing: null } : { hasher: new HashThread(), missing: addonMissing };

@@ -5,11 +5,7 @@ import { lazyModule } from '../util/lazy-module.js';
 // Loaded with a pool's first task: a server at rest, or one with compression off, runs none.
 const piscina = lazyModule<typeof import('piscina')>('piscina');
 
-/**
- * How long a pool's threads stay after its last task. Each thread costs ~10 MiB of resident memory
- * (its own V8 isolate and heap, zstd's contexts), so a server at rest runs none; starting one costs
- * ~30 ms, paid once per burst of work, never per task.
- */
+/** How long threads stay after the last task: each holds an isolate's memory, so a server at rest runs none. */
 export const THREAD_IDLE_MS = 10_000;
 
 /** Figures of the Piscina instances a pool has retired, so its counters never go back. */
@@ -19,11 +15,9 @@ interface Retired {
 }
 
 /**
- * The worker-thread pool for CPU-heavy work (frame compression and checks, maintenance jobs), so the
- * HTTP thread only moves bytes. Threads start with the first task that finds none free (up to
- * `threads`) and all exit once no task has run for `idleMs` (the pool as a whole: Piscina's own idle
- * timeout could leave a thread running for good). A task whose worker dies (a crash in native code,
- * an exit) fails with an error; Piscina replaces the worker and the server carries on.
+ * The worker-thread pool for CPU-heavy work, so the HTTP thread only moves bytes. All threads exit
+ * once no task ran for `idleMs` (Piscina's own idle timeout could leave one running for good). A
+ * task whose worker dies fails; Piscina replaces the worker.
  */
 export class WorkerPool implements FrameCodec {
   readonly #threads: number;
@@ -86,7 +80,6 @@ export class WorkerPool implements FrameCodec {
     this.#retired.busySeconds += busySecondsOf(pool);
   }
 
-  /** Runs a named task of the worker file; buffers in `transfer` are moved, not copied. */
   async run<T>(name: string, task: object, transfer: ArrayBuffer[] = []): Promise<T> {
     const pool = this.#open();
     if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
@@ -107,10 +100,7 @@ export class WorkerPool implements FrameCodec {
     return this.run('decodeFrame', task, [task.stored, task.out]);
   }
 
-  /**
-   * Load figures for the dashboard and metrics. `threads` is the pool's size (the denominator of the
-   * busy figures), `started` how many of them run now (none at rest).
-   */
+  /** `threads`: the pool's size (the busy figures' denominator); `started`: how many run now. */
   get stats(): { threads: number; started: number; queued: number; running: number; utilization: number; completed: number; busySeconds: number } {
     const pool = this.#pool;
     const threads = this.#threads;
