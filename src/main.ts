@@ -31,13 +31,12 @@ async function main(): Promise<void> {
   for (const warning of configWarnings(process.env)) log('configuration warning', { level: 'warn', warning });
   const missing = missingServerFlags(process.execArgv, process.env.NODE_OPTIONS);
   if (missing.length > 0) log('started without the node options npm run start:prod gives: more memory under load (docs/operations.md)', { missing: missing.join(' ') });
-  // Buffers a burst left idle are let go after a quiet spell; at rest V8 would not collect them
-  // (nothing allocates), so they stayed resident. One collection, in steps, after the spell.
+  // At rest V8 collects nothing (nothing allocates): buffers a burst left idle are let go after a
+  // quiet spell, in steps.
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as (options: { type: 'major'; execution: 'async' }) => void;
   onPoolsReleased(() => gc({ type: 'major', execution: 'async' }));
-  // Imported here, not above: a static import is compiled before any of this file runs, which would
-  // be before startup-heap holds the young generation (it grew to 4 MiB compiling them).
+  // Imported here: a static import is compiled before startup-heap holds the young generation.
   const { startApp } = await import('./app.js');
   const app = await startApp(config);
   endStartupHeap();

@@ -56,11 +56,7 @@ export async function pointersAt(cwd: string, ref: string): Promise<LfsObject[]>
   return [...found].map(([oid, size]) => ({ oid, size }));
 }
 
-/**
- * `stowage cache warm`: asks the cache for every object of `ref` (batch, then each download link),
- * so the objects are fetched from the upstream once, before the clones that need them. The bytes
- * are read and dropped here.
- */
+/** `stowage cache warm`: fetches every object of `ref` through the cache once, before the clones need them. */
 export async function warmCache(client: Client, cwd: string, ref: string, io: Io): Promise<number> {
   const objects = await pointersAt(cwd, ref);
   if (!io.quiet) io.err.write(`${objects.length} LFS objects at ${ref}\n`);

@@ -30,16 +30,9 @@ export interface ObjectRow {
   readonly storedSize: number;
 }
 
-/**
- * What an upload's reference statement settles besides the reference (the upload paths pass it;
- * see docs/cluster.md "Uploads and retain"). Without it: the caller verified the stored bytes, no
- * upload is recorded in flight, and no sweep is checked (one node on SQLite).
- */
+/** What an upload's reference statement settles besides the reference (docs/cluster.md "Uploads and retain"). */
 export interface UploadCommit {
-  /**
-   * False when the store kept a copy it already held (PutResult.created false): nobody verified
-   * those bytes now, so a quarantined oid is refused (QuarantinedCopy) rather than healed.
-   */
+  /** False: the store kept an unverified copy, so a quarantined oid is refused rather than healed. */
   readonly storedVerified: boolean;
   /** The upload's in-flight row (beginUpload), ended in the same transaction; null when none was recorded. */
   readonly ticket: number | null;
@@ -90,15 +83,11 @@ export interface ObjectIndex {
   findManyInRepo(repo: string, oids: readonly Oid[]): Promise<Map<Oid, ObjectRow>>;
   /** The object in the shared store, whoever uploaded it. Never let its answer reach a client. */
   findShared(oid: Oid): Promise<ObjectRow | null>;
-  /** Whether the index knows any object at all (an empty index beside a full store means a lost index). */
+  /** An empty index beside a full store means a lost index. */
   hasAny(): Promise<boolean>;
   /** True when an audit found the stored bytes bad and no good copy has arrived since. */
   isQuarantined(oid: Oid): Promise<boolean>;
-  /**
-   * Records the object (if new) and this repository's reference; lifts a quarantine (the caller
-   * verified the bytes). Resolves once committed. References of uploads finishing together may
-   * share one transaction (group commit); one row's failure never fails the others.
-   */
+  /** Lifts a quarantine (the caller verified the bytes). Group-committed; one row's failure never fails the others. */
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void>;
   /** Journal replay: puts back a reference the index may have lost; never lifts a quarantine. */
   restoreReference(repo: string, oid: Oid, size: number, storedSize: number): Promise<void>;
@@ -129,16 +118,13 @@ export type CreateOutcome =
 /** Locks per repository. Every lookup by id also names the repository. */
 export interface LockIndex {
   /**
-   * Takes the lock unless (repo, path) is held; of any number of racing creates (on any node)
-   * exactly one wins, by the unique (repo, path) index. A held lock whose `lockedAt` is before
-   * `staleBefore` (ms; null = locks never go stale) is replaced in the same transaction.
+   * Of racing creates on any node exactly one wins (unique (repo, path) index). A held lock older
+   * than `staleBefore` (null: never stale) is replaced in the same transaction.
    */
   create(lock: NewLock, staleBefore: number | null): Promise<CreateOutcome>;
   findById(repo: string, id: string): Promise<LockRow | null>;
   findByPath(repo: string, path: string): Promise<LockRow | null>;
-  /** Up to `limit` locks of `repo` with seq after `after`, oldest first. */
   page(repo: string, after: number, limit: number): Promise<LockRow[]>;
-  /** Releases lock `id` of `repo`; false when it was not there. */
   delete(repo: string, id: string): Promise<boolean>;
   count(repo: string): Promise<number>;
 }
@@ -160,7 +146,6 @@ export interface SessionIndex {
   /** The live session with this hash, or null when unknown or expired at `now`. */
   find(idHash: string, now: number): Promise<SessionRow | null>;
   delete(idHash: string): Promise<boolean>;
-  /** Removes expired sessions; returns how many. */
   purgeExpired(now: number): Promise<number>;
 }
 
@@ -193,7 +178,6 @@ export interface JobRow {
   readonly error: string | null;
   readonly startedAt: number;
   readonly finishedAt: number | null;
-  /** The node running (or that ran) it. */
   readonly node: string;
 }
 
@@ -205,10 +189,8 @@ export interface JobProgress {
 }
 
 /**
- * The jobs table and the per-repository job lease: jobs of one repository run one after another
- * across the whole cluster, so the node holding a repository's lease is the only one working on
- * its references. A lease names its node; a node whose heartbeat stopped (NodeIndex) loses its
- * leases, and its running jobs become `interrupted`.
+ * The jobs table and the per-repository job lease: only the lease's node works on a repository's
+ * references. A node whose heartbeat stopped loses its leases; its running jobs become `interrupted`.
  */
 export interface JobIndex {
   /** Records a job `running` on `node`; prunes old finished rows. */
@@ -218,16 +200,9 @@ export interface JobIndex {
   get(id: string): Promise<JobRow | null>;
   recent(limit: number): Promise<JobRow[]>;
   recentOf(repo: string, limit: number): Promise<JobRow[]>;
-  /**
-   * Marks `running` jobs as `interrupted`: with `liveSince` null every running job (one node, at
-   * start: no other process can hold the data directory); otherwise those whose node's last
-   * heartbeat is before `liveSince` (a node that died). Returns how many.
-   */
+  /** `liveSince` null: every running job (one node, at start); else those of dead nodes. */
   markInterrupted(liveSince: number | null): Promise<number>;
-  /**
-   * Takes the repository's job lease for `node` (free, already this node's, or held by a node
-   * whose heartbeat is before `liveSince`). True when this node now holds it.
-   */
+  /** Free, already this node's, or held by a dead node: true when this node now holds it. */
   acquireLease(repo: string, node: string, liveSince: number): Promise<boolean>;
   /** Gives the lease back (only when `node` holds it). */
   releaseLease(repo: string, node: string): Promise<void>;
@@ -255,30 +230,21 @@ export type DropOutcome =
   | 'in_flight';
 
 /**
- * The index side of the maintenance jobs, and the handshake that keeps retain from deleting bytes
- * an upload is writing on any node: an upload records itself in flight (beginUpload) before it
- * writes, and retain records a deletion intent before it deletes; each checks for the other after
- * its own record, under one per-oid lock, so at least one of them sees the other.
+ * The index side of the maintenance jobs. An upload records itself in flight (beginUpload) before it
+ * writes, retain a deletion intent before it deletes; each checks for the other after its own
+ * record, under one per-oid lock, so at least one sees the other.
  */
 export interface MaintenanceIndex {
   repoObjects(repo: string): Promise<RepoObjectRow[]>;
   referencedElsewhere(oid: Oid, repo: string): Promise<boolean>;
-  /**
-   * Drops the repository's reference, in one transaction: when no repository references the oid
-   * any more the object row goes too and, unless a write of the oid is in flight on a node whose
-   * heartbeat is at or after `liveSince`, a deletion intent naming `node` is recorded ('delete').
-   */
+  /** One transaction: the last reference takes the object row and records an intent unless a live write is in flight. */
   dropReference(repo: string, oid: Oid, liveSince: number, node: string): Promise<DropOutcome>;
   /**
    * Deletion intents left by a crash between the index change and the bytes' removal: those whose
    * node's heartbeat is before `liveSince` or absent (a live node may still be deleting its own).
    */
   pendingDeletes(liveSince: number): Promise<Oid[]>;
-  /**
-   * Decides a leftover intent, under the oid's lock: 'stored' when the oid was recorded again since
-   * (the intent is dropped, the bytes stay), 'in_flight' when a node live since `liveSince` is
-   * writing it (left for a later run), else 'delete' (delete the bytes, then call deleted()).
-   */
+  /** Under the oid's lock: 'stored' (recorded again; intent dropped), 'in_flight' (later run), else 'delete'. */
   settleIntent(oid: Oid, liveSince: number): Promise<'stored' | 'in_flight' | 'delete'>;
   /** The bytes of an intent are gone (or the intent is dropped): removes it. */
   deleted(oid: Oid): Promise<void>;
@@ -369,10 +335,7 @@ export interface StatsSample {
   readonly rejections: Readonly<Record<string, number>>;
 }
 
-/**
- * Histogram bounds: powers of four from 1 KiB to 4 GiB, so a repository of icons and one of
- * video masters both spread over several bars.
- */
+/** Powers of four from 1 KiB to 4 GiB: icons and video masters both spread over several bars. */
 export const HISTOGRAM_BOUNDS: readonly number[] = Array.from({ length: 12 }, (_, i) => 1024 * 4 ** i);
 
 /** Read-mostly figures over objects, references, locks and audits, plus the stats time series. */
@@ -424,10 +387,8 @@ export interface ResumableRow {
 }
 
 /**
- * Partial resumable uploads in the index, so a HEAD or PATCH on any node continues the same upload:
- * the row holds the durable offset and hash states, the bytes are parts in the bucket. A node
- * appends only while it holds the row (`holder`); a holder whose node is not live (no heartbeat
- * since `liveSince`) holds nothing.
+ * Partial resumable uploads, so any node continues the same upload (bytes are parts in the bucket).
+ * A node appends only while it holds the row; a holder not live since `liveSince` holds nothing.
  */
 export interface ResumableIndex {
   /** A batch offered the upload: the row is made (offset 0) or, if there, touched. */
@@ -456,11 +417,7 @@ export interface NodeIndex {
   heartbeat(node: string, now: number, ackedSweep: number, liveSince: number): Promise<SweepState>;
   /** Opens a sweep for `node`'s retain; returns its number (greater than every earlier one). */
   openSweep(node: string, now: number): Promise<number>;
-  /**
-   * The nodes live since `liveSince` that have not acknowledged `sweep`; when there are none the
-   * sweep is marked deleting in the same statement (from then on, references of nodes that missed
-   * it are refused).
-   */
+  /** Live nodes that have not acknowledged `sweep`; none: the sweep is marked deleting in the same statement. */
   startDeleting(sweep: number, liveSince: number): Promise<string[]>;
   /** The sweep is over: uploads stop recording themselves once no other is open. */
   closeSweep(sweep: number, now: number): Promise<void>;
@@ -481,11 +438,7 @@ export interface DataKeyRow {
   readonly wrapped: Buffer;
 }
 
-/**
- * The wrapped data keys of encrypted object copies (envelope encryption, docs/encryption.md). Rewrap
- * replaces a row's wrap under another key-encryption key without touching object bytes; a key may
- * leave the key file once no row names it (kekIdsInUse).
- */
+/** Wrapped data keys of encrypted copies (docs/encryption.md); a key may leave the key file once kekIdsInUse omits it. */
 export interface DataKeyIndex {
   /** Records a new data key; a dataKeyId already recorded is an error (ids are random, 128 bits). */
   putDataKey(row: DataKeyRow): Promise<void>;
@@ -494,7 +447,6 @@ export interface DataKeyIndex {
   dataKeysNotWrappedWith(kekId: string, after: string | null, limit: number): Promise<DataKeyRow[]>;
   /** Compare-and-set: replaces the wrap only if the row is still under fromKekId; true when it did. */
   rewrapDataKey(dataKeyId: string, fromKekId: string, toKekId: string, wrapped: Buffer): Promise<boolean>;
-  /** The distinct key-encryption key ids rows are wrapped with, sorted. */
   kekIdsInUse(): Promise<string[]>;
   deleteDataKey(dataKeyId: string): Promise<void>;
 }

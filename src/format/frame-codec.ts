@@ -61,10 +61,7 @@ export interface Hasher {
   warm(): Promise<void>;
 }
 
-/**
- * A Hasher whose streams can be saved and taken up again (resumable uploads): both implementations
- * are, in one portable format (src/native/sha256.cc), so either goes on from the other's state.
- */
+/** Streams that can be saved and taken up again, in one format (src/native/sha256.cc) for both hashers. */
 export interface ResumableHasher extends Hasher {
   /** A stream that can be saved, going on from `saved` when given; throws RangeError on bytes that are not a saved state. */
   openResumable(saved?: Uint8Array): ResumableStreamHasher;

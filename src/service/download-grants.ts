@@ -6,9 +6,8 @@ export const GRANT_MS = 10_000;
 export const GRANTS_MAX = 4096;
 
 /**
- * Downloads a batch answer has just granted, so their GETs need not ask the index again: one GET each,
- * lapsing after GRANT_MS. This node withdraws an oid's grants before dropping a reference to it
- * (UploadGate); another node's drop is seen once the grant lapses, as with a presigned link.
+ * Downloads a batch answer just granted, so their GETs skip the index: one GET each, lapsing after
+ * GRANT_MS. Another node's drop of a reference is seen once the grant lapses, as with a presigned link.
  */
 export class DownloadGrants {
   /** oid → repository → until (ms on `now`'s clock); the Map's order is the order granted. */

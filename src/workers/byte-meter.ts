@@ -1,15 +1,12 @@
 /**
- * Bytes a worker has read of the object it is working on, shared with the thread that started the
- * task: the worker stores its running count after every chunk, the job's progress reads it at any
- * time, so a job on one large object moves as it reads instead of jumping when the object ends.
- * One 64-bit slot in a SharedArrayBuffer, written and read with Atomics (no torn reads).
+ * Bytes a worker has read of its object, so a job's progress moves during one large object. One
+ * 64-bit slot in a SharedArrayBuffer, written and read with Atomics (no torn reads).
  */
 export class ByteMeter {
   /** Passed in the task; structured clone shares it with the worker instead of copying it. */
   readonly buffer = new SharedArrayBuffer(8);
   readonly #view = new BigInt64Array(this.buffer);
 
-  /** Bytes the worker has reported so far. */
   read(): number {
     return Number(Atomics.load(this.#view, 0));
   }

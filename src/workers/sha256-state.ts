@@ -1,9 +1,7 @@
 /**
- * sha256 in JavaScript whose running state can be saved and taken up again: node:crypto's Hash has
- * no way out of its state, so the hash thread (the fallback without the sha256 addon) hashes
- * resumable uploads with this. The saved state is the addon's format (src/native/sha256.cc): the
- * eight chaining words (big-endian), the count of bytes hashed (big-endian u64), then the bytes of
- * the unfinished 64-byte block, so either can go on from the other's state.
+ * sha256 in JavaScript whose state can be saved (node:crypto's cannot), for resumable uploads on the
+ * hash thread. The saved state is the addon's format (src/native/sha256.cc), so either goes on from
+ * the other's.
  */
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,

@@ -78,7 +78,6 @@ export class ObjectsRepo implements ObjectIndex {
     });
   }
 
-  /** The object as this repository sees it: only when the repository holds a reference (proof of possession). */
   async findInRepo(repo: string, oid: Oid): Promise<ObjectRow | null> {
     const row = this.#getInRepo.get(repo, oid);
     return row ? { oid, size: row.size, storedSize: row.stored_size } : null;
@@ -88,13 +87,11 @@ export class ObjectsRepo implements ObjectIndex {
     return this.#findMany(repo, oids);
   }
 
-  /** The object in the shared store, whoever uploaded it. Never let its answer reach a client. */
   async findShared(oid: Oid): Promise<ObjectRow | null> {
     const row = this.#getObject.get(oid);
     return row ? { oid, size: row.size, storedSize: row.stored_size } : null;
   }
 
-  /** Whether the index knows any object at all (an empty index beside a full store means a lost index). */
   async hasAny(): Promise<boolean> {
     return this.#anyObject.get()!.n === 1;
   }
@@ -115,7 +112,6 @@ export class ObjectsRepo implements ObjectIndex {
     this.#setStoredSize.run(storedSize, oid);
   }
 
-  /** Records the object (if new) and the reference; uploads finishing together share one transaction. Resolves once the row is in. */
   addReference(repo: string, oid: Oid, size: number, storedSize: number, commit?: UploadCommit): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ repo, oid, size, storedSize, commit, resolve, reject });

@@ -4,11 +4,9 @@ import type { LegacyLayout } from '../../store/types.js';
 import type { MaintenanceDeps } from './maintenance-deps.js';
 
 /**
- * Takes a legacy file just hashed to `oid` into the shared store for `repo`: hard-linked under
- * `objects/` when new (a quarantined copy moved aside first), the reference recorded once the shared
- * copy is durable, and only then the file's name removed, so a killed job loses nothing. It runs as a
- * write of the oid, so retain cannot delete the shared copy meanwhile. True when the file became the
- * shared copy; false when it was a duplicate, now freed.
+ * Hard-links a verified legacy file in, records the reference, and only then removes the file's
+ * name, so a killed job loses nothing; runs as a write of the oid, so retain keeps off. False: it was
+ * a duplicate, now freed.
  */
 export async function adoptVerifiedFile(deps: MaintenanceDeps, legacy: LegacyLayout, repo: RepoName, oid: Oid, path: string, size: number): Promise<boolean> {
   const { store, objects } = deps;

@@ -30,10 +30,8 @@ export interface CompressReport {
 }
 
 /**
- * Compress: re-encodes the repository's plain objects into the framed zstd form through
- * `compressingStore(backend)` with `replace: true`, frames on the low-priority maintenance pool. The
- * verify layer refuses bytes that do not match their oid; the framed copy replaces the plain one only
- * once complete, verified and smaller. A dry run writes into a backend that only counts (measuringStore).
+ * Compress: plain objects re-encoded framed with `replace: true`; the framed copy replaces the plain
+ * one only once complete, verified and smaller. A dry run writes into a counting backend.
  */
 export async function runCompress(deps: MaintenanceDeps, repo: RepoName, dryRun: boolean, ctx: JobContext): Promise<CompressReport> {
   const { store, backend, maint, objects, tasks } = deps;

@@ -9,7 +9,6 @@ import type { WorkerTasks } from './worker-tasks.js';
  * upload finding the bytes "already stored" could record a reference to bytes about to go.
  */
 export interface UploadGate {
-  /** True while a write of `oid` is in flight, up to and including recording its reference. */
   isUploading(oid: Oid): boolean;
   /** Call in the same synchronous step as isUploading; call the result once the delete settled. */
   markDeleting(oid: Oid): () => void;
@@ -23,11 +22,7 @@ export interface UploadGate {
 
 /** A write of one oid running under the UploadGate. */
 export interface UploadInProgress {
-  /**
-   * Whether the oid is quarantined, so its bad copy is set aside before the write: asked of the
-   * index, or learnt on the way; false on a cluster node outside a retain sweep, where the
-   * reference's statement checks instead (and a refused reference sets the copy aside, answering 503).
-   */
+  /** False on a cluster node outside a retain sweep: the reference's statement checks instead. */
   quarantined(): Promise<boolean>;
   /**
    * `storedVerified`: PutResult.created. Rejects with a 503 for a refusal a retry resolves, and with

@@ -1,10 +1,8 @@
 /**
- * One key per repository whatever its spelling (src/protocol/repo-name.ts, repoKey): the forges
- * compare names case-insensitively and a clone URL may end in `.git`, so `Acme/CI`, `acme/ci` and
- * `acme/ci.git` are one repository. Rows written under other spellings move to the canonical key:
- * references are unioned (the earliest date kept), of two locks on one path the older stays (the
- * other is reported by `report` before it goes), the latest audit stays, jobs and quarantine marks
- * are renamed, and one job lease (the oldest) stays. PostgreSQL's 003-repo-names does the same.
+ * One key per repository whatever its spelling (repoKey): forges compare names case-insensitively
+ * and a clone URL may end in `.git`. Rows move to the canonical key: references unioned (earliest
+ * date kept), of two locks on one path the older stays (the other reported first), the latest audit
+ * and the oldest lease stay. PostgreSQL's 003-repo-names does the same.
  */
 
 /** repoKey in SQL: ASCII lower case (names are ASCII), less one trailing `.git`. */

@@ -29,11 +29,7 @@ const RETRY_MAX_MS = 60_000;
 /** Seconds a client waits before retrying when no credentials can be had. */
 const RETRY_AFTER = '10';
 
-/**
- * Holds the current credentials of one source and renews them ahead of expiry, one load at a time. A
- * failed renewal keeps the old ones until they expire; then bucket requests get 503 with Retry-After
- * until a load succeeds.
- */
+/** Renews one source's credentials ahead of expiry; a failed renewal keeps the old ones until they expire. */
 export class CredentialsCache implements CredentialsProvider {
   readonly #source: CredentialSource;
   readonly #log: CredentialsLog;
