@@ -32,12 +32,13 @@ if (!hasNginx() || !hasPostgres()) {
   t.teardown(() => forge.stop());
   forge.repos.set('studio/cut', { private: true });
   forge.repos.set('studio/api', { private: true });
-  forge.tokens.set('tok-dev', { login: 'dev', repos: { 'studio/cut': 'push', 'studio/api': 'push' } });
+  forge.repos.set('studio/nginx', { private: true });
+  forge.tokens.set('tok-dev', { login: 'dev', repos: { 'studio/cut': 'push', 'studio/api': 'push', 'studio/nginx': 'push' } });
   const s3 = await startS3Server(join(root, 's3'));
   t.teardown(() => s3.stop());
 
-  // Every request of the client goes through the proxy (SVC_BASE_URL), to one node's tus listener,
-  // which passes it on to that node's main listener.
+  // Every request of the client goes through the proxy (SVC_BASE_URL): to one node's tus listener,
+  // which passes it on to that node's main listener, or (the last test) to nginx in front of both.
   const proxy = await startFaultProxy({ host: '127.0.0.1', port: 9 });
   t.teardown(() => proxy.close());
   const base = `http://127.0.0.1:${proxy.port}`;
@@ -48,22 +49,22 @@ if (!hasNginx() || !hasPostgres()) {
     tls: false,
     env: { SVC_FORGE_A_API_URL: forge.url, SVC_TUS_PORT: '0', SVC_BASE_URL: base },
   });
-  const tusPort = async (i: number): Promise<number> => (await cluster.node(i).waitForLog((ev) => ev.msg === 'listening', 'listening')).tus_port as number;
-  const tusPorts = [await tusPort(0), await tusPort(1)];
+  const tusPorts = cluster.tusPorts;
   const tusUrl = (i: number): string => `http://127.0.0.1:${tusPorts[i]}`;
-  /** The statuses of the PATCH requests node i answered, from its request log. */
-  const patches = (i: number): unknown[] =>
-    cluster
-      .node(i)
-      .logs.map((l) => {
+  /** The PATCH requests a node answered, from its request log (from its log line `from` on). */
+  const patchLines = (logs: readonly string[], from = 0): Record<string, unknown>[] =>
+    logs
+      .slice(from)
+      .map((l) => {
         try {
           return JSON.parse(l) as Record<string, unknown>;
         } catch {
           return null;
         }
       })
-      .filter((ev): ev is Record<string, unknown> => ev !== null && ev.msg === 'request' && String(ev.method).toUpperCase() === 'PATCH')
-      .map((ev) => ev.status);
+      .filter((ev): ev is Record<string, unknown> => ev !== null && ev.msg === 'request' && String(ev.method).toUpperCase() === 'PATCH');
+  /** The statuses of the PATCH requests node i answered. */
+  const patches = (i: number): unknown[] => patchLines(cluster.node(i).logs).map((ev) => ev.status);
 
   t.test('a push cut on one node goes on on the other, resending little; the object verifies and a clone matches', async (t) => {
     const sb = await GitSandbox.create(join(root, 'home'), base, 'tok-dev');
@@ -142,5 +143,72 @@ if (!hasNginx() || !hasPostgres()) {
     const got = await http('GET', `${cluster.nodeUrl(1)}/studio/api/objects/${b.oid}`, { headers: auth });
     t.ok(got.status === 200 && got.body.equals(b.data), 'stored, and served by the other node');
     t.equal(await offsetOn(1), b.size, 'a HEAD afterwards reports the whole object');
+  });
+
+  // Last: it stops a node. nginx runs the shipped deploy/nginx/stowage.conf, its tus location sending
+  // to both nodes' SVC_TUS_PORT; the cut is between git-lfs and nginx, as a dropped link would be.
+  t.test('behind nginx: a push cut mid-PATCH goes on through nginx on the other node', async (t) => {
+    const sb = await GitSandbox.create(join(root, 'home-nginx'), base, 'tok-dev');
+    await sb.git(sb.home, 'config', '--global', 'lfs.tustransfers', 'true');
+    const dir = join(root, 'nginx');
+    const { remote, work } = await sb.newProject(dir, `${base}/studio/nginx`);
+    await sb.git(work, 'config', 'lfs.transfer.maxretries', '3');
+    const sha = await writeRandomFile(join(work, 'big.bin'), SIZE);
+    await sb.git(work, 'add', '.');
+    await sb.git(work, 'commit', '-qm', 'big');
+
+    proxy.retarget('127.0.0.1', Number(new URL(cluster.url).port));
+    const marks = [cluster.node(0).logs.length, cluster.node(1).logs.length];
+    const accessMark = cluster.accessLog().length;
+    const start = proxy.bytesUp;
+    // After the cut, new connections wait while the node that had the PATCH drains and stops
+    // (SIGTERM); nginx then sends everything, the HEAD and the rest's PATCH, to the other node.
+    let stopped: Promise<{ first: number; logs: readonly string[] }> | null = null;
+    // 1 MiB into the seventh 4 MiB part (docs/resumable-uploads.md): six whole parts are kept, and
+    // what a broken PATCH loses, the part it was filling, is small beside the object.
+    proxy.cutAt(start + 6 * (4 << 20) + (1 << 20), () => {
+      const release = proxy.hold();
+      stopped = new Promise<number>((resolve) => {
+        for (const i of [0, 1]) cluster.node(i).waitForLog((ev) => ev.msg === 'request' && String(ev.method).toUpperCase() === 'PATCH', 'the cut PATCH', marks[i]).then(() => resolve(i), () => undefined);
+      }).then(async (first) => {
+        const { logs } = cluster.node(first);
+        await cluster.kill(first, 'SIGTERM');
+        release();
+        return { first, logs };
+      });
+    });
+    const push = spawn('git', ['push', '-q', 'origin', 'main'], { cwd: work, env: sb.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    push.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => push.once('close', resolve));
+    t.equal(code, 0, `git push succeeded: ${stderr}`);
+    t.ok(stopped !== null, 'the connection was cut');
+    if (stopped === null) return;
+    const { first, logs } = await stopped;
+    const other = 1 - first;
+    const sent = proxy.bytesUp - start;
+    t.comment(`object ${SIZE} bytes, nginx received ${sent} (${((sent / SIZE) * 100).toFixed(1)}%)`);
+    t.ok(sent <= SIZE * 1.1, 'at most 10% more bytes than the object reached nginx');
+
+    // What each node's main listener took in PATCH bodies (its request log: bytes_in).
+    const firstPatches = patchLines(logs, marks[first]);
+    const otherPatches = patchLines(cluster.node(other).logs, marks[other]);
+    const bytesIn = (lines: Record<string, unknown>[]): number => lines.reduce((n, ev) => n + Number(ev.bytes_in), 0);
+    t.comment(`PATCHes: node ${first} ${JSON.stringify(firstPatches.map((ev) => [ev.status, ev.bytes_in]))}, node ${other} ${JSON.stringify(otherPatches.map((ev) => [ev.status, ev.bytes_in]))}`);
+    t.ok(bytesIn(firstPatches) > 0 && !firstPatches.some((ev) => ev.status === 204), `node ${first} took the first part (${bytesIn(firstPatches)} bytes) and did not complete it`);
+    t.ok(otherPatches.some((ev) => ev.status === 204), `node ${other} completed it`);
+    t.ok(bytesIn(otherPatches) > 0 && bytesIn(otherPatches) < SIZE, `node ${other} took only the rest (${bytesIn(otherPatches)} bytes)`);
+    const tusRequests = cluster.accessLog().slice(accessMark).filter((l) => l.path.startsWith('/studio/nginx/objects/tus/'));
+    t.ok(tusRequests.some((l) => l.method === 'PATCH'), 'the PATCHes went through nginx');
+    t.same(
+      [...new Set(tusRequests.flatMap((l) => l.upstreams))].filter((port) => !tusPorts.includes(port)),
+      [],
+      "nginx sent the tus requests to the nodes' SVC_TUS_PORT",
+    );
+
+    const clone = join(dir, 'clone');
+    await sb.git(dir, 'clone', '-q', remote, clone);
+    t.equal(await sha256File(join(clone, 'big.bin')), sha, 'the clone restored every byte');
+    t.match((await http('GET', `${cluster.nodeUrl(other)}/metrics`)).body.toString(), /^svc_partial_uploads 0$/m, 'nothing partial left in the index');
   });
 }

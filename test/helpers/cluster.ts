@@ -29,6 +29,8 @@ export interface Cluster {
   readonly nginx: RunningNginx;
   /** Each node's own port (fixed for the cluster's life: a restarted node comes back on it). */
   readonly ports: readonly number[];
+  /** Each node's SVC_TUS_PORT when `env` sets one (fixed likewise, in nginx's tus upstream); empty otherwise. */
+  readonly tusPorts: readonly number[];
   /** Node i as now running (a restart replaces it). */
   node(i: number): RunningServer;
   /** Node i's own address, bypassing nginx. */
@@ -63,6 +65,9 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
   const http = await freePort();
   const ports: number[] = [];
   for (let i = 0; i < opts.nodes; i++) ports.push(await freePort());
+  // With resumable uploads on, each node's SVC_TUS_PORT is fixed too, for nginx's tus upstream.
+  const tusPorts: number[] = [];
+  if (opts.env?.SVC_TUS_PORT !== undefined) for (let i = 0; i < opts.nodes; i++) tusPorts.push(await freePort());
   const url = `${opts.tls === false ? 'http' : 'https'}://127.0.0.1:${https}`;
   const dataDirs = ports.map((_, i) => tmpDir(`stowage-cluster-node${i}-`));
   const env = (i: number): Record<string, string> => ({
@@ -73,6 +78,7 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
     SVC_PORT: String(ports[i]),
     SVC_LOG_REQUESTS: 'true',
     ...opts.env,
+    ...(tusPorts.length > 0 ? { SVC_TUS_PORT: String(tusPorts[i]) } : {}),
   });
   const start = async (i: number): Promise<RunningServer> => {
     const server = await startServer(env(i), { dataDir: dataDirs[i] });
@@ -84,7 +90,7 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
   for (let i = 0; i < opts.nodes; i++) await start(i);
 
   const { cert, key } = selfSignedCert(root);
-  nginx = await startNginx(tmpDir('stowage-cluster-nginx-'), templateConf({ https, http, upstreams: ports }, cert, key, { tls: opts.tls }), https);
+  nginx = await startNginx(tmpDir('stowage-cluster-nginx-'), templateConf({ https, http, upstreams: ports, ...(tusPorts.length > 0 ? { tusUpstreams: tusPorts } : {}) }, cert, key, { tls: opts.tls }), https);
   const running = nginx;
 
   const node = (i: number): RunningServer => {
@@ -97,6 +103,7 @@ export async function startCluster(t: { teardown(fn: () => unknown): void }, opt
     cert,
     nginx: running,
     ports,
+    tusPorts,
     node,
     nodeUrl: (i) => `http://127.0.0.1:${ports[i]}`,
     nodeOfPort(port) {

@@ -21,6 +21,11 @@ export interface FaultProxy {
   setMode(mode: FaultMode): void;
   /** New connections go to this upstream from now on (a failover); open ones are left as they are. */
   retarget(host: string, port: number): void;
+  /**
+   * New connections wait, accepted but neither read nor forwarded, until the returned function is
+   * called; they then go on to the upstream of that moment (a failover the client does not see).
+   */
+  hold(): () => void;
   /** Connections accepted so far, whatever became of them. */
   readonly accepted: number;
   /** Bytes passed from clients to the upstream so far. */
@@ -57,6 +62,8 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
   let bytesUp = 0;
   let cut: { at: number; then: () => void } | null = null;
   const waiters: { at: number; resolve: () => void }[] = [];
+  /** Connections accepted while held, each waiting to be connected on. */
+  let holding: (() => void)[] | null = null;
 
   const destroy = (p: Pair): void => {
     p.client.destroy();
@@ -70,12 +77,26 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
     const p: Pair = { client, upstream: null, dead: false, held: 0, onFlushed: null };
     pairs.add(p);
     if (mode === 'reset') return destroy(p);
+    if (holding !== null) {
+      client.pause();
+      client.on('close', () => destroy(p));
+      holding.push(() => {
+        if (pairs.has(p)) forward(p);
+      });
+      return;
+    }
     if (mode === 'silent') {
       // Read and drop whatever comes, so the sender's writes complete as a black-holed network's do.
       p.dead = true;
       client.on('data', () => undefined);
       return;
     }
+    forward(p);
+  });
+
+  /** Connects `p` to the upstream and passes bytes both ways. */
+  const forward = (p: Pair): void => {
+    const { client } = p;
     const up = connect(target.port, target.host);
     p.upstream = up;
     // Once frozen, the upstream's end is not passed on either: the client must find out by itself.
@@ -124,7 +145,8 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
       }, slowMs);
       timers.add(timer);
     });
-  });
+    client.resume();
+  };
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
 
@@ -161,6 +183,14 @@ export async function startFaultProxy(upstream: { host: string; port: number }, 
     },
     retarget(host, port) {
       target = { host, port };
+    },
+    hold() {
+      holding ??= [];
+      return () => {
+        const waiting = holding ?? [];
+        holding = null;
+        for (const open of waiting) open();
+      };
     },
     async close() {
       for (const timer of timers) clearTimeout(timer);

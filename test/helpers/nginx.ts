@@ -34,27 +34,35 @@ function replaceExactly(text: string, from: string, to: string, count: number): 
 export interface ProxyPorts {
   /** The Stowage nodes' ports: one upstream `server` line each, in this order. */
   readonly upstreams: readonly number[];
+  /** The nodes' resumable-upload ports (SVC_TUS_PORT), likewise; without them, the main ports (the main listener answers tus paths as before it). */
+  readonly tusUpstreams?: readonly number[];
   /** The TLS server block's port. */
   readonly https: number;
   /** The redirecting plain-HTTP server block's port. */
   readonly http: number;
 }
 
-/** The upstream `server` line as shipped; its parameters (passive health) are kept for every node. */
+/** The upstream `server` lines as shipped (main port, SVC_TUS_PORT); their parameters (passive health) are kept for every node. */
 const UPSTREAM_LINE = /^( *)server 127\.0\.0\.1:8080( [^;\n]*)?;$/m;
+const TUS_UPSTREAM_LINE = /^( *)server 127\.0\.0\.1:8081( [^;\n]*)?;$/m;
+
+/** `conf` with the upstream line `line` matches replaced by one such line per port. */
+function upstreamLines(conf: string, line: RegExp, ports: readonly number[]): string {
+  const shipped = line.exec(conf);
+  if (shipped === null || ports.length === 0) throw new Error(`${NGINX_CONF}: no upstream line ${line.source} to rewrite`);
+  const [, indent, params = ''] = shipped;
+  return conf.replace(line, ports.map((p) => `${indent}server 127.0.0.1:${p}${params};`).join('\n'));
+}
 
 /**
  * deploy/nginx/stowage.conf with only what differs on a test machine rewritten: loopback listen
- * ports instead of 80/443 (IPv6 listens dropped), one upstream line per node (with the shipped
- * line's parameters), server_name, and a self-signed certificate. Everything that shapes a transfer
+ * ports instead of 80/443 (IPv6 listens dropped), one line per node in each upstream (with the
+ * shipped line's parameters), server_name, and a self-signed certificate. Everything that shapes a transfer
  * or a failover is used as shipped.
  */
 export function templateConf(ports: ProxyPorts, cert: string, key: string, opts: { tls?: boolean } = {}): string {
-  let conf = readFileSync(NGINX_CONF, 'utf8');
-  const line = UPSTREAM_LINE.exec(conf);
-  if (line === null || ports.upstreams.length === 0) throw new Error(`${NGINX_CONF}: no upstream line "server 127.0.0.1:8080 …;" to rewrite`);
-  const [, indent, params = ''] = line;
-  conf = conf.replace(UPSTREAM_LINE, ports.upstreams.map((p) => `${indent}server 127.0.0.1:${p}${params};`).join('\n'));
+  let conf = upstreamLines(readFileSync(NGINX_CONF, 'utf8'), UPSTREAM_LINE, ports.upstreams);
+  conf = upstreamLines(conf, TUS_UPSTREAM_LINE, ports.tusUpstreams ?? ports.upstreams);
   conf = replaceExactly(conf, '    listen [::]:80;\n', '', 1);
   conf = replaceExactly(conf, '    listen [::]:443 ssl;\n', '', 1);
   conf = replaceExactly(conf, 'listen 80;', `listen 127.0.0.1:${ports.http};`, 1);
