@@ -1,7 +1,9 @@
+import { stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CacheConfig } from '../config/schema.js';
 import type { Hasher } from '../format/frame-codec.js';
 import type { Metrics } from '../metrics/registry.js';
+import type { Oid } from '../protocol/oid.js';
 import type { DiskReserve } from '../store/disk-reserve.js';
 import { DiskBlobStore } from '../store/disk.js';
 import { VerifyingBlobStore } from '../store/layers/verify.js';
@@ -48,7 +50,13 @@ export async function openCacheMode(p: CacheModeParts): Promise<CacheMode> {
     () => fills?.inFlight ?? 0,
     () => ({ bytes: ledger?.bytes ?? 0, objects: ledger?.count ?? 0 }),
   );
-  ledger = await CacheLedger.open(disk, p.config.maxSize, p.reserve, { evicted: () => metrics.evicted() });
+  // Last use is the object file's mtime, set at each use (placing a fill or upload sets it too).
+  const touch = (oid: Oid): void => {
+    const now = new Date();
+    void utimes(disk.pathOf(oid), now, now).catch(() => undefined);
+  };
+  const lastUse = async (oid: Oid): Promise<number> => (await stat(disk.pathOf(oid))).mtimeMs;
+  ledger = await CacheLedger.open(disk, p.config.maxSize, p.reserve, { evicted: () => metrics.evicted(), used: touch }, lastUse);
   fills = await FillCoordinator.open(join(dir, 'fills'), (oid) => disk.pathOf(oid), ledger, upstream, {
     started: () => undefined,
     ended: () => undefined,

@@ -10,6 +10,12 @@ import type { UpstreamAction, UpstreamClient } from './upstream-client.js';
 
 /** Bytes one follower reads from the staging file at a time (its one buffer). */
 const READ_CHUNK = 1 << 20;
+/**
+ * A fill's bytes are flushed to disk in the background every this many bytes, so that the
+ * fdatasync its verdict waits for (and with it the last chunk of every client's answer) has at most
+ * this much left to write, not the whole object.
+ */
+const SYNC_EVERY = 32 << 20;
 
 /** What fills tell the metrics. */
 export interface FillEvents {
@@ -146,7 +152,7 @@ export class FillCoordinator {
   async #start(oid: Oid, size: number, action: UpstreamAction): Promise<Fill> {
     // Larger than the whole cache: streamed through the staging file, never kept.
     const keep = size <= this.#ledger.maxSize;
-    const room = keep ? await this.#ledger.promise(size) : () => undefined;
+    const room = keep ? await this.#ledger.promise(size) : await this.#ledger.passThrough(size);
     if (room === null) throw reserveReached();
     const unpin = this.#ledger.pin(oid);
     const path = join(this.#dir, `${oid}.${randomBytes(6).toString('hex')}`);
@@ -185,6 +191,8 @@ export class FillCoordinator {
     try {
       const answer = await this.#upstream.download(action);
       const hash = createHash('sha256');
+      let syncing: Promise<void> | null = null;
+      let syncedTo = 0;
       try {
         for await (const chunk of answer.body as AsyncIterable<Buffer>) {
           if (fill.written + chunk.byteLength > fill.size) throw lfsError('LFS_ERR_UPSTREAM_FAILED', `The upstream sent more than the object's ${fill.size} bytes`);
@@ -197,7 +205,21 @@ export class FillCoordinator {
           fill.written += chunk.byteLength;
           this.#events.fetched(chunk.byteLength);
           fill.notify();
+          if (keep && syncing === null && fill.written - syncedTo >= SYNC_EVERY) {
+            const upTo = fill.written;
+            // One flush at a time, not awaited here; a failure shows again in the final fdatasync.
+            syncing = fill.file.datasync().then(
+              () => {
+                syncedTo = upTo;
+                syncing = null;
+              },
+              () => {
+                syncing = null;
+              },
+            );
+          }
         }
+        await syncing;
       } finally {
         // A body given up early errors as it is destroyed: nobody else listens.
         answer.body.on('error', () => undefined);
