@@ -56,8 +56,11 @@ export async function openCacheMode(p: CacheModeParts): Promise<CacheMode> {
     void utimes(disk.pathOf(oid), now, now).catch(() => undefined);
   };
   const lastUse = async (oid: Oid): Promise<number> => (await stat(disk.pathOf(oid))).mtimeMs;
+  const fillsDir = join(dir, 'fills');
+  // Before the ledger lists the store: placed fills a crash left undurable are removed.
+  await FillCoordinator.recover(fillsDir, (oid) => disk.pathOf(oid));
   ledger = await CacheLedger.open(disk, p.config.maxSize, p.reserve, { evicted: () => metrics.evicted(), used: touch }, lastUse);
-  fills = await FillCoordinator.open(join(dir, 'fills'), (oid) => disk.pathOf(oid), ledger, upstream, {
+  fills = await FillCoordinator.open(fillsDir, (oid) => disk.pathOf(oid), ledger, upstream, {
     started: () => undefined,
     ended: () => undefined,
     fetched: (bytes) => metrics.fetched(bytes),
@@ -74,5 +77,14 @@ export async function openCacheMode(p: CacheModeParts): Promise<CacheMode> {
     baseUrl: p.baseUrl,
     chunkedUploadThreshold: p.chunkedUploadThreshold,
   });
-  return { cache, upstream, metrics, close: () => upstream.close() };
+  const filling = fills;
+  return {
+    cache,
+    upstream,
+    metrics,
+    close: async () => {
+      await filling.close();
+      await upstream.close();
+    },
+  };
 }

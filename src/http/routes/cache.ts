@@ -8,9 +8,9 @@ import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRange } from '../../protocol/range.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { RequestContext } from '../context.js';
-import { BodyPump } from '../request-body.js';
+import { BodyPump, refuseBody } from '../request-body.js';
 import { send, sendHead, sendJson, sendStream } from '../respond.js';
-import { NOT_ON_A_CACHE, type GuardedCall, type RouteGuard, type RouteName } from '../route-policy.js';
+import { NOT_ON_A_CACHE, ROUTES, type GuardedCall, type RouteGuard, type RouteName } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
 const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
@@ -121,7 +121,9 @@ export function registerCacheRoutes(http: HttpServer, guard: RouteGuard, deps: C
 
   // Jobs over an index a cache never fills, and tus (basic transfers only): a clear refusal, not a 404.
   for (const name of NOT_ON_A_CACHE) {
-    guard.route(http, name, () => {
+    guard.route(http, name, (ctx) => {
+      // A streamed body (tus PATCH) has no reader yet: it is refused unread, as before authorization.
+      if (ROUTES[name].body.kind === 'stream') refuseBody(ctx);
       throw lfsError('LFS_ERR_NOT_ON_A_CACHE');
     });
   }

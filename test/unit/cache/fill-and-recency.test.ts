@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,10 +11,11 @@ import { UpstreamClient } from '../../../src/cache/upstream-client.js';
 import { isLfsError } from '../../../src/errors/errors.js';
 import type { Oid } from '../../../src/protocol/oid.js';
 import type { DiskReserve } from '../../../src/store/disk-reserve.js';
-import type { StoredObject } from '../../../src/store/types.js';
+import type { ChunkSource, StoredObject } from '../../../src/store/types.js';
 
-// The disk reserve for objects passed through (the real FillCoordinator and a local HTTP upstream),
-// and the ledger's recency after a restart.
+// The fill path on the real FillCoordinator and a local HTTP upstream: placing before the verdict,
+// flushing after it and what a crash leaves; the disk reserve for objects passed through; the
+// ledger's recency after a restart.
 
 const data = randomBytes(3 << 20);
 const oid = createHash('sha256').update(data).digest('hex') as Oid;
@@ -36,6 +37,52 @@ const noStore = {
   async *list(): AsyncIterable<StoredObject> {},
 };
 const events = { started: () => undefined, ended: () => undefined, fetched: () => undefined };
+
+async function readAll(source: ChunkSource): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  try {
+    for (let c = await source.next(); c !== null; c = await source.next()) parts.push(Buffer.from(c));
+  } finally {
+    await source.close();
+  }
+  return Buffer.concat(parts);
+}
+
+t.test('a verified fill is in the store when its clients have it, and flushed by close', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'stowage-fill-'));
+  const finalPath = (x: Oid): string => join(root, 'objects', x);
+  const ledger = await CacheLedger.open(noStore, 100 << 20, null, { evicted: () => undefined });
+  const fills = await FillCoordinator.open(join(root, 'fills'), finalPath, ledger, upstream, events);
+  const got = await readAll(await fills.follow(oid, data.length, action, 0, data.length - 1));
+  t.ok(got.equals(data), 'the bytes');
+  t.ok(existsSync(finalPath(oid)), 'placed before the last chunk went out');
+  t.equal(ledger.sizeOf(oid), data.length, 'and in the ledger');
+  await fills.close();
+  t.same(readdirSync(join(root, 'unsynced')), [], 'flushed: nothing left unsynced');
+  t.same(readdirSync(join(root, 'fills')), [], 'nor staged');
+});
+
+t.test('a start removes placed fills a crash left unflushed, and nothing else', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'stowage-fill-'));
+  const finalPath = (x: Oid): string => join(root, 'objects', x);
+  const o = (c: string): Oid => c.repeat(64) as Oid;
+  for (const d of ['objects', 'unsynced', 'fills']) mkdirSync(join(root, d));
+  for (const x of [o('a'), o('b'), o('c')]) writeFileSync(finalPath(x), x);
+  // a: placed, not flushed; b: flushed long ago; c: its unsynced name is of an earlier copy since evicted.
+  linkSync(finalPath(o('a')), join(root, 'unsynced', `${o('a')}.0123456789ab`));
+  writeFileSync(join(root, 'unsynced', `${o('c')}.0123456789ab`), 'old');
+  writeFileSync(join(root, 'fills', `${o('b')}.0123456789ab`), 'half');
+  // d: linked into the store, but the crash came before the rename out of the staging folder.
+  writeFileSync(finalPath(o('d')), o('d'));
+  linkSync(finalPath(o('d')), join(root, 'fills', `${o('d')}.0123456789ab`));
+  await FillCoordinator.recover(join(root, 'fills'), finalPath);
+  t.notOk(existsSync(finalPath(o('a'))), 'the unflushed copy is gone');
+  t.notOk(existsSync(finalPath(o('d'))), 'and the one still named in the staging folder');
+  t.ok(existsSync(finalPath(o('b'))), 'a flushed one stays');
+  t.ok(existsSync(finalPath(o('c'))), 'another copy of the same oid stays');
+  t.same(readdirSync(join(root, 'unsynced')), [], 'unsynced cleared');
+  t.same(readdirSync(join(root, 'fills')), [], 'staging cleared');
+});
 
 t.test('an object larger than the cap is refused when the disk reserve is reached', async (t) => {
   const reserve = { admits: () => false } as unknown as DiskReserve;
