@@ -247,13 +247,22 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
     registerLockRoutes(http, guard, { locks: new LockService(db.locks, access, { maxAge: config.lockMaxAge }, log) });
   } else {
-    registerCacheRoutes(http, guard, { cache: cacheMode.cache, upstream: cacheMode.upstream, served: (source, bytes) => cacheMode.metrics.served(source, bytes), countUploadBytes: transfers.countUploadBytes });
+    registerCacheRoutes(http, guard, {
+      cache: cacheMode.cache,
+      upstream: cacheMode.upstream,
+      served: (source, bytes) => cacheMode.metrics.served(source, bytes),
+      countUploadBytes: transfers.countUploadBytes,
+      repositoryFigures: (repo) => cacheMode.metrics.repository(repo),
+    });
     log('cache mode: objects and locks come from the upstream', { maxSize: config.cache!.maxSize, linkSecret: config.cache!.linkSecret === null ? 'per process' : 'SVC_CACHE_LINK_SECRET' });
   }
-  registerMaintenanceRoutes(http, guard, { access, maintenance });
   const stats = new StatsService(statsRepo, metrics, { lockMaxAge: config.lockMaxAge, workers: config.workers, work: maintenance });
-  registerRepoPageRoutes(http, guard, { access, stats });
-  registerDashboardRoutes(http, guard, { sessions, settings, stats, baseUrl: () => links.baseUrl });
+  if (cacheMode === null) {
+    registerMaintenanceRoutes(http, guard, { access, maintenance });
+    registerRepoPageRoutes(http, guard, { access, stats });
+  }
+  const cacheFigures = cacheMode === null ? null : () => cacheMode.metrics.figures(config.cache!.maxSize);
+  registerDashboardRoutes(http, guard, { sessions, settings, stats, cacheFigures, baseUrl: () => links.baseUrl });
   stats.start();
   // What /metrics reads at scrape time (store figures at most once a minute).
   const metricSources = {

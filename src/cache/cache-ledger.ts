@@ -5,12 +5,17 @@ import type { BlobStore } from '../store/types.js';
 /** What the ledger tells the metrics. */
 export interface LedgerEvents {
   evicted(bytes: number): void;
+  /** An object was used: its last use is recorded where a restart finds it (the file's mtime). */
+  used?(oid: Oid): void;
 }
+
+/** When each stored object was last used (ms since the epoch), read once at start. */
+export type LastUse = (oid: Oid) => Promise<number>;
 
 /**
  * Which objects the cache holds, least recently used first, within SVC_CACHE_MAX_SIZE and the disk
- * reserve. Built at start from the cache's store (a restart keeps what was cached; recency is then
- * the listing's order), kept in memory after that. An object being served or filled is pinned and
+ * reserve. Built at start from the cache's store (a restart keeps what was cached, ordered by each
+ * object's recorded last use), kept in memory after that. An object being served or filled is pinned and
  * never evicted; room for a fill is taken before its first byte is written and held until it lands
  * in the store or is given up.
  */
@@ -33,9 +38,14 @@ export class CacheLedger {
     this.#events = events;
   }
 
-  static async open(store: Pick<BlobStore, 'delete' | 'list'>, maxSize: number, reserve: DiskReserve | null, events: LedgerEvents): Promise<CacheLedger> {
+  /** `lastUse`: orders what the store holds by recency; without it, the listing's order. */
+  static async open(store: Pick<BlobStore, 'delete' | 'list'>, maxSize: number, reserve: DiskReserve | null, events: LedgerEvents, lastUse?: LastUse): Promise<CacheLedger> {
     const ledger = new CacheLedger(store, maxSize, reserve, events);
-    for await (const o of store.list()) ledger.#add(o.oid, o.storedSize);
+    const found: { oid: Oid; size: number; at: number }[] = [];
+    for await (const o of store.list()) found.push({ oid: o.oid, size: o.storedSize, at: lastUse === undefined ? 0 : await lastUse(o.oid).catch(() => 0) });
+    // Stable: objects with the same recorded use keep the listing's order.
+    found.sort((a, b) => a.at - b.at);
+    for (const o of found) ledger.#add(o.oid, o.size);
     // A cap lowered since the last start: evict down to it now.
     await ledger.#evictUntil(0);
     return ledger;
@@ -66,6 +76,7 @@ export class CacheLedger {
     if (size === undefined) return null;
     this.#entries.delete(oid);
     this.#entries.set(oid, size);
+    this.#events.used?.(oid);
     return size;
   }
 
@@ -99,6 +110,14 @@ export class CacheLedger {
     };
   }
 
+  /**
+   * Room on disk for an object larger than the cap, streamed through a staging file and not kept:
+   * evicts for the disk reserve only. Null when the reserve is reached with nothing left to evict.
+   */
+  async passThrough(size: number): Promise<(() => void) | null> {
+    return (await this.#evictUntil(size, false)) ? () => undefined : null;
+  }
+
   /** The object is in the store now (its promise, if any, released by the caller). */
   add(oid: Oid, size: number): void {
     if (!this.#entries.has(oid)) this.#add(oid, size);
@@ -110,9 +129,9 @@ export class CacheLedger {
     this.#bytes += size;
   }
 
-  /** Evicts until `incoming` more bytes fit under the cap and above the reserve; false if they cannot. */
-  async #evictUntil(incoming: number): Promise<boolean> {
-    const fits = (): boolean => this.#bytes + this.#promised + incoming <= this.#maxSize && (this.#reserve?.admits(incoming, false) ?? true);
+  /** Evicts until `incoming` more bytes fit (`underCap`) under the cap and above the reserve; false if they cannot. */
+  async #evictUntil(incoming: number, underCap = true): Promise<boolean> {
+    const fits = (): boolean => (!underCap || this.#bytes + this.#promised + incoming <= this.#maxSize) && (this.#reserve?.admits(incoming, false) ?? true);
     while (!fits()) {
       const victim = this.#oldestUnpinned();
       if (victim === null) return false;

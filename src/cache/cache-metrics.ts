@@ -8,6 +8,33 @@ const promClient = lazyModule<typeof import('prom-client')>('prom-client');
 /** Repositories with a label of their own; later ones are counted as `other` (bounded cardinality). */
 const MAX_REPOSITORY_LABELS = 200;
 
+/** Hits and misses of one repository since the start (or of `other`, past the labelled ones). */
+export interface CacheRepositoryFigures {
+  readonly repository: string;
+  readonly hits: number;
+  readonly misses: number;
+  /** hits / (hits + misses), 0..1; 0 before the first download. */
+  readonly hit_ratio: number;
+}
+
+/** The cache's figures since the start, for the dashboard (GET /-/api/overview's `cache`). */
+export interface CacheFigures {
+  readonly hits: number;
+  readonly misses: number;
+  readonly hit_ratio: number;
+  readonly bytes_served_from_cache: number;
+  readonly bytes_served_from_upstream: number;
+  readonly bytes_fetched_from_upstream: number;
+  readonly fills_in_flight: number;
+  readonly evictions: number;
+  readonly cached_bytes: number;
+  readonly cached_objects: number;
+  readonly max_bytes: number;
+  /** The repositories with the most downloads first (at most MAX_REPOSITORY_LABELS, then `other`). */
+  readonly repositories: readonly CacheRepositoryFigures[];
+}
+
+const ratioOf = (hits: number, misses: number): number => (hits + misses > 0 ? Math.round((hits / (hits + misses)) * 10_000) / 10_000 : 0);
 
 /**
  * Cache mode's series (docs/metrics.md, "Cache mode"), on the server's registry, built at the first
@@ -19,7 +46,9 @@ export class CacheMetrics {
   readonly #inFlight: () => number;
   readonly #cached: () => { bytes: number; objects: number };
   #series: ReturnType<CacheMetrics['build']> | null = null;
-  readonly #labelled = new Set<string>();
+  /** Label → [hits, misses]: the same bounded set of repositories as the labelled series. */
+  readonly #byRepository = new Map<string, [number, number]>();
+  readonly #totals = { hits: 0, misses: 0, fromCache: 0, fromUpstream: 0, fetched: 0, evictions: 0 };
 
   constructor(metrics: Metrics, inFlight: () => number, cached: () => { bytes: number; objects: number }) {
     this.#metrics = metrics;
@@ -68,35 +97,74 @@ export class CacheMetrics {
     this.#use();
   }
 
-  #repository(repo: RepoName): string {
-    if (this.#labelled.has(repo.key)) return repo.key;
-    if (this.#labelled.size >= MAX_REPOSITORY_LABELS) return 'other';
-    this.#labelled.add(repo.key);
-    return repo.key;
+  #repository(repo: RepoName): [string, [number, number]] {
+    let tally = this.#byRepository.get(repo.key);
+    if (tally !== undefined) return [repo.key, tally];
+    const label = this.#byRepository.size >= MAX_REPOSITORY_LABELS ? 'other' : repo.key;
+    tally = this.#byRepository.get(label) ?? [0, 0];
+    this.#byRepository.set(label, tally);
+    return [label, tally];
   }
 
   hit(repo: RepoName): void {
-    this.#count(this.#use().hits, this.#use().repoHits, repo);
+    this.#totals.hits++;
+    this.#count(this.#use().hits, this.#use().repoHits, repo, 0);
   }
 
   miss(repo: RepoName): void {
-    this.#count(this.#use().misses, this.#use().repoMisses, repo);
+    this.#totals.misses++;
+    this.#count(this.#use().misses, this.#use().repoMisses, repo, 1);
   }
 
-  #count(total: Counter, perRepo: Counter<'repository'>, repo: RepoName): void {
+  #count(total: Counter, perRepo: Counter<'repository'>, repo: RepoName, which: 0 | 1): void {
     total.inc();
-    perRepo.inc({ repository: this.#repository(repo) });
+    const [label, tally] = this.#repository(repo);
+    tally[which]++;
+    perRepo.inc({ repository: label });
   }
 
   served(source: 'cache' | 'upstream', bytes: number): void {
+    if (source === 'cache') this.#totals.fromCache += bytes;
+    else this.#totals.fromUpstream += bytes;
     this.#use().served.inc({ source }, bytes);
   }
 
   fetched(bytes: number): void {
+    this.#totals.fetched += bytes;
     this.#use().fetched.inc(bytes);
   }
 
   evicted(): void {
+    this.#totals.evictions++;
     this.#use().evictions.inc();
+  }
+
+  /** One repository's hits and misses (all zero before its first download through the cache). */
+  repository(repo: RepoName): CacheRepositoryFigures {
+    const [hits, misses] = this.#byRepository.get(repo.key) ?? [0, 0];
+    return { repository: repo.key, hits, misses, hit_ratio: ratioOf(hits, misses) };
+  }
+
+  /** Every figure since the start; names repositories, so for a server administrator only. */
+  figures(maxBytes: number): CacheFigures {
+    const t = this.#totals;
+    const cached = this.#cached();
+    const repositories = [...this.#byRepository]
+      .map(([repository, [hits, misses]]) => ({ repository, hits, misses, hit_ratio: ratioOf(hits, misses) }))
+      .sort((a, b) => b.hits + b.misses - (a.hits + a.misses));
+    return {
+      hits: t.hits,
+      misses: t.misses,
+      hit_ratio: ratioOf(t.hits, t.misses),
+      bytes_served_from_cache: t.fromCache,
+      bytes_served_from_upstream: t.fromUpstream,
+      bytes_fetched_from_upstream: t.fetched,
+      fills_in_flight: this.#inFlight(),
+      evictions: t.evictions,
+      cached_bytes: cached.bytes,
+      cached_objects: cached.objects,
+      max_bytes: maxBytes,
+      repositories,
+    };
   }
 }

@@ -1,7 +1,9 @@
+import { stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CacheConfig } from '../config/schema.js';
 import type { Hasher } from '../format/frame-codec.js';
 import type { Metrics } from '../metrics/registry.js';
+import type { Oid } from '../protocol/oid.js';
 import type { DiskReserve } from '../store/disk-reserve.js';
 import { DiskBlobStore } from '../store/disk.js';
 import { VerifyingBlobStore } from '../store/layers/verify.js';
@@ -48,8 +50,17 @@ export async function openCacheMode(p: CacheModeParts): Promise<CacheMode> {
     () => fills?.inFlight ?? 0,
     () => ({ bytes: ledger?.bytes ?? 0, objects: ledger?.count ?? 0 }),
   );
-  ledger = await CacheLedger.open(disk, p.config.maxSize, p.reserve, { evicted: () => metrics.evicted() });
-  fills = await FillCoordinator.open(join(dir, 'fills'), (oid) => disk.pathOf(oid), ledger, upstream, {
+  // Last use is the object file's mtime, set at each use (placing a fill or upload sets it too).
+  const touch = (oid: Oid): void => {
+    const now = new Date();
+    void utimes(disk.pathOf(oid), now, now).catch(() => undefined);
+  };
+  const lastUse = async (oid: Oid): Promise<number> => (await stat(disk.pathOf(oid))).mtimeMs;
+  const fillsDir = join(dir, 'fills');
+  // Before the ledger lists the store: placed fills a crash left undurable are removed.
+  await FillCoordinator.recover(fillsDir, (oid) => disk.pathOf(oid));
+  ledger = await CacheLedger.open(disk, p.config.maxSize, p.reserve, { evicted: () => metrics.evicted(), used: touch }, lastUse);
+  fills = await FillCoordinator.open(fillsDir, (oid) => disk.pathOf(oid), ledger, upstream, {
     started: () => undefined,
     ended: () => undefined,
     fetched: (bytes) => metrics.fetched(bytes),
@@ -66,5 +77,14 @@ export async function openCacheMode(p: CacheModeParts): Promise<CacheMode> {
     baseUrl: p.baseUrl,
     chunkedUploadThreshold: p.chunkedUploadThreshold,
   });
-  return { cache, upstream, metrics, close: () => upstream.close() };
+  const filling = fills;
+  return {
+    cache,
+    upstream,
+    metrics,
+    close: async () => {
+      await filling.close();
+      await upstream.close();
+    },
+  };
 }

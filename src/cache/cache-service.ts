@@ -14,6 +14,8 @@ import type { UpstreamAction, UpstreamAnswer, UpstreamClient } from './upstream-
 const LINK_TTL_MS = 3600_000;
 /** Header carrying the announced size on a chunked upload (as BatchService's links). */
 const EXPECTED_SIZE_HEADER = 'X-Lfs-Object-Size';
+/** The sha256 of no bytes: the object a read-permission probe asks about. */
+const EMPTY_OID = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 /** What the cache tells the metrics of each download. */
 export interface CacheEvents {
@@ -132,6 +134,23 @@ export class CacheService {
   }
 
   /**
+   * Whether the upstream lets this credential read `repo`: a download batch for the empty object,
+   * which asks exactly what a clone would. Null when it does; else its refusal as it came.
+   */
+  async mayRead(repo: RepoName, authorization: string, signal?: AbortSignal): Promise<UpstreamAnswer | null> {
+    const probe = { operation: 'download', transfers: ['basic'], objects: [{ oid: EMPTY_OID, size: 0 }], hash_algo: 'sha256' };
+    const answer = await this.#p.upstream.json('POST', repo, '/objects/batch', { authorization }, probe, signal);
+    return answer.status === 200 ? null : answer;
+  }
+
+  /** The size a HEAD of a download link answers with: the link's, checked against the cached copy. */
+  headSize(link: CheckedLink, oid: Oid): number {
+    const cached = this.#p.ledger.sizeOf(oid);
+    if (cached === null && link.upstream === null) throw lfsError('LFS_ERR_LINK_REFUSED');
+    return link.size;
+  }
+
+  /**
    * Checks a transfer link against the request it came with (LFS_ERR_LINK_REFUSED otherwise). A link
    * issued to credentials and used without any is answered 401 with a challenge: git-lfs sends a
    * transfer without credentials first and adds them only when asked.
@@ -195,7 +214,7 @@ export class CacheService {
     const verify = link.upstream.verify === null ? null : withCredentials(link.upstream.verify, authenticated, authorization);
     // Larger than the whole cache: written through from a staged copy that is not kept.
     const keep = link.size <= this.#p.ledger.maxSize;
-    const room = keep ? await this.#p.ledger.promise(link.size) : () => undefined;
+    const room = keep ? await this.#p.ledger.promise(link.size) : await this.#p.ledger.passThrough(link.size);
     if (room === null) throw reserveReached();
     const unpin = this.#p.ledger.pin(oid);
     const held = this.#p.ledger.use(oid) !== null;

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { link, mkdir, open, readdir, rm, unlink, type FileHandle } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { link, mkdir, open, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { lfsError } from '../errors/errors.js';
-import type { Oid } from '../protocol/oid.js';
+import { parseOid, type Oid } from '../protocol/oid.js';
 import { reserveReached } from '../store/disk-reserve.js';
 import type { ChunkSource } from '../store/types.js';
 import type { CacheLedger } from './cache-ledger.js';
@@ -19,6 +19,9 @@ export interface FillEvents {
   fetched(bytes: number): void;
 }
 
+/** Beside the fills' staging folder: placed fills whose bytes are not yet known durable. */
+const unsyncedDir = (fillsDir: string): string => join(dirname(fillsDir), 'unsynced');
+
 /** Where a verified fill lands: the cache store's final path of an oid (DiskBlobStore.pathOf). */
 export type FinalPath = (oid: Oid) => string;
 
@@ -26,7 +29,8 @@ export type FinalPath = (oid: Oid) => string;
  * One object coming from the upstream into a staging file, read by every client that asked for it
  * while it arrives (followers). Its bytes enter the cache only once size and sha256 match; a
  * follower never gets the last chunk of its range before that, so no client's answer completes
- * with bytes that did not verify (a failed fill cuts them).
+ * with bytes that did not verify (a failed fill cuts them). A verified fill is placed in the store
+ * (a hard link) before that verdict and made durable after it, so no client waits for its fdatasync.
  */
 class Fill {
   readonly oid: Oid;
@@ -107,6 +111,7 @@ export class FillCoordinator {
   readonly #upstream: UpstreamClient;
   readonly #events: FillEvents;
   readonly #fills = new Map<Oid, Promise<Fill>>();
+  readonly #persisting = new Set<Promise<void>>();
 
   private constructor(dir: string, finalPath: FinalPath, ledger: CacheLedger, upstream: UpstreamClient, events: FillEvents) {
     this.#dir = dir;
@@ -116,11 +121,31 @@ export class FillCoordinator {
     this.#events = events;
   }
 
-  /** `dir`: the fills' staging folder, on the cache store's file system; what a crash left there is removed. */
+  /** `dir`: the fills' staging folder, on the cache store's file system, cleared by `recover` first. */
   static async open(dir: string, finalPath: FinalPath, ledger: CacheLedger, upstream: UpstreamClient, events: FillEvents): Promise<FillCoordinator> {
-    await mkdir(dir, { recursive: true });
-    for (const name of await readdir(dir)) await rm(join(dir, name), { force: true });
+    await FillCoordinator.recover(dir, finalPath);
     return new FillCoordinator(dir, finalPath, ledger, upstream, events);
+  }
+
+  /**
+   * Clears what a crash left in the staging and unsynced folders, before the ledger reads the
+   * store; a name left there still linked to a placed object means its bytes may not have reached
+   * the disk, so that object goes too (it is fetched again when asked for).
+   */
+  static async recover(dir: string, finalPath: FinalPath): Promise<void> {
+    // The staging folder too: a crash may have kept the link into the store but not the rename.
+    for (const folder of [dir, unsyncedDir(dir)]) {
+      await mkdir(folder, { recursive: true });
+      for (const name of await readdir(folder)) {
+        const staged = join(folder, name);
+        const oid = parseOid(name.split('.')[0]);
+        if (oid !== null) {
+          const [a, b] = await Promise.all([stat(staged).catch(() => null), stat(finalPath(oid)).catch(() => null)]);
+          if (a !== null && b !== null && a.ino === b.ino && a.dev === b.dev) await rm(finalPath(oid), { force: true });
+        }
+        await rm(staged, { force: true });
+      }
+    }
   }
 
   get inFlight(): number {
@@ -146,7 +171,7 @@ export class FillCoordinator {
   async #start(oid: Oid, size: number, action: UpstreamAction): Promise<Fill> {
     // Larger than the whole cache: streamed through the staging file, never kept.
     const keep = size <= this.#ledger.maxSize;
-    const room = keep ? await this.#ledger.promise(size) : () => undefined;
+    const room = keep ? await this.#ledger.promise(size) : await this.#ledger.passThrough(size);
     if (room === null) throw reserveReached();
     const unpin = this.#ledger.pin(oid);
     const path = join(this.#dir, `${oid}.${randomBytes(6).toString('hex')}`);
@@ -160,8 +185,10 @@ export class FillCoordinator {
     }
     const fill = new Fill(oid, size, file);
     this.#events.started();
+    let placed = false;
     void this.#run(fill, path, action, keep).then(
-      () => {
+      (ours) => {
+        placed = ours;
         if (keep) this.#ledger.add(oid, size);
       },
       (e: unknown) => {
@@ -175,12 +202,17 @@ export class FillCoordinator {
       this.#events.ended(fill.state === 'done');
       this.#fills.delete(oid);
       fill.notify();
-      void fill.release();
+      if (!placed) return void fill.release();
+      // Clients are not kept waiting for the fdatasync: the verdict was the sha256's.
+      const persisting = this.#persist(fill, path);
+      this.#persisting.add(persisting);
+      void persisting.finally(() => this.#persisting.delete(persisting));
     });
     return fill;
   }
 
-  async #run(fill: Fill, path: string, action: UpstreamAction, keep: boolean): Promise<void> {
+  /** True when the verified bytes were placed in the store as the staging file's inode (not found there already). */
+  async #run(fill: Fill, path: string, action: UpstreamAction, keep: boolean): Promise<boolean> {
     let placed = false;
     try {
       const answer = await this.#upstream.download(action);
@@ -205,18 +237,50 @@ export class FillCoordinator {
       }
       if (fill.written !== fill.size) throw lfsError('LFS_ERR_UPSTREAM_FAILED', `The upstream sent ${fill.written} of the object's ${fill.size} bytes`);
       if (hash.digest('hex') !== fill.oid) throw lfsError('LFS_ERR_UPSTREAM_FAILED', 'The upstream sent bytes that do not match the oid');
-      if (!keep) return;
-      await fill.file.datasync();
+      if (!keep) return false;
       const final = this.#finalPath(fill.oid);
       await mkdir(dirname(final), { recursive: true });
-      await link(path, final).catch((e: NodeJS.ErrnoException) => {
-        if (e.code !== 'EEXIST') throw e;
+      const ours = await link(path, final).then(
+        () => true,
+        (e: NodeJS.ErrnoException) => {
+          if (e.code !== 'EEXIST') throw e;
+          return false;
+        },
+      );
+      if (!ours) return false;
+      // Until its bytes are durable (#persist), the placed copy is named in the unsynced folder: a
+      // crash before that removes it at the next start.
+      await rename(path, this.#unsyncedOf(path)).catch(async (e: unknown) => {
+        await rm(final, { force: true });
+        throw e;
       });
       placed = true;
+      return true;
     } finally {
-      // Verified or not, the staging name goes; followers read through their open descriptor.
-      await unlink(path).catch(() => undefined);
-      if (!placed) fill.notify();
+      // Followers read through their open descriptor.
+      if (!placed) await unlink(path).catch(() => undefined);
+      fill.notify();
     }
+  }
+
+  #unsyncedOf(path: string): string {
+    return join(unsyncedDir(this.#dir), basename(path));
+  }
+
+  /** Makes a placed fill's bytes durable, then drops its unsynced name; on failure the name stays (see recover). */
+  async #persist(fill: Fill, path: string): Promise<void> {
+    try {
+      await fill.file.datasync();
+      await unlink(this.#unsyncedOf(path));
+    } catch {
+      // The next start removes the copy the unsynced name still points at.
+    } finally {
+      await fill.release();
+    }
+  }
+
+  /** Waits for the fills being made durable (a clean stop leaves nothing for recover). */
+  async close(): Promise<void> {
+    await Promise.all([...this.#persisting]);
   }
 }

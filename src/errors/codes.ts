@@ -65,6 +65,7 @@ export const ERROR_CODES = {
   LFS_ERR_LINK_REFUSED: { status: 403, message: 'This link was not issued to these credentials for this repository, or has expired; run the batch again' },
   LFS_ERR_UPSTREAM_UNREACHABLE: { status: 502, message: 'The upstream LFS server could not be reached' },
   LFS_ERR_UPSTREAM_FAILED: { status: 502, message: 'The upstream LFS server failed this transfer' },
+  LFS_ERR_NOT_ON_A_CACHE: { status: 501, message: 'This node is a cache: repository maintenance, jobs, imports and resumable uploads belong to the upstream LFS server' },
   LFS_ERR_QUOTA_EXCEEDED: { status: 507, message: "The repository's storage quota is reached" },
 } as const satisfies Record<string, { status: number; message: string }>;
 

@@ -127,6 +127,10 @@ export const ROUTES = {
   cache_batch: { method: 'post', pattern: '/:org/:repo/objects/batch', needs: 'anyone', body: { kind: 'json', cap: BATCH_CAP, depth: 3, required: true }, changesState: true },
   cache_upload: { method: 'put', pattern: '/:org/:repo/objects/:oid', needs: 'anyone', body: { kind: 'stream' }, changesState: true },
   cache_download: { method: 'get', pattern: '/:org/:repo/objects/:oid', needs: 'anyone', body: NONE, changesState: false },
+  cache_download_head: { method: 'head', pattern: '/:org/:repo/objects/:oid', needs: 'anyone', body: NONE, changesState: false },
+  // The repository's hit ratio: shown to whom the upstream lets read the repository (asked with a batch).
+  cache_repo_stats: { method: 'get', pattern: '/:org/:repo/objects/stats', needs: 'anyone', body: NONE, changesState: false },
+  cache_repo_page: { method: 'get', pattern: '/:org/:repo', needs: 'anyone', body: NONE, changesState: false },
   cache_lock_create: { method: 'post', pattern: '/:org/:repo/locks', needs: 'anyone', body: LOCK_BODY, changesState: true },
   cache_lock_list: { method: 'get', pattern: '/:org/:repo/locks', needs: 'anyone', body: NONE, changesState: false },
   cache_lock_verify: { method: 'post', pattern: '/:org/:repo/locks/verify', needs: 'anyone', body: LOCK_BODY, changesState: true },
@@ -147,6 +151,20 @@ export const ROUTES = {
 } as const satisfies Record<string, RoutePolicy>;
 
 export type RouteName = keyof typeof ROUTES;
+
+/**
+ * Cache mode serves the routes named cache_* in place of these (same paths), and refuses those of
+ * NOT_ON_A_CACHE with LFS_ERR_NOT_ON_A_CACHE: jobs over an index a cache never fills, and tus.
+ */
+export const REPLACED_ON_A_CACHE = ['batch', 'verify', 'upload', 'download_head', 'download', 'lock_create', 'lock_list', 'lock_verify', 'lock_unlock', 'repo_stats', 'repo_page'] as const satisfies readonly RouteName[];
+export const NOT_ON_A_CACHE = ['tus_options', 'tus_head', 'tus_patch', 'tus_delete', 'retain', 'dedupe', 'compress', 'audit', 'import', 'job_list', 'job', 'job_cancel', 'dashboard_jobs'] as const satisfies readonly RouteName[];
+
+/** The routes a node serves: its own, or (cache mode) the cache's and those every node has. */
+export function servedRoutes(cacheMode: boolean): RouteName[] {
+  const names = Object.keys(ROUTES) as RouteName[];
+  const replaced = new Set<RouteName>(cacheMode ? REPLACED_ON_A_CACHE : []);
+  return names.filter((n) => (n.startsWith('cache_') ? cacheMode : !replaced.has(n)));
+}
 
 export interface RouteGuardDeps {
   readonly access: AccessService;

@@ -18,6 +18,7 @@ forge.repos.set('acme/other', { private: true });
 forge.tokens.set('tok-writer', { login: 'wendy', repos: { 'acme/game': 'push', 'acme/other': 'push' } });
 forge.tokens.set('tok-bob', { login: 'bob', repos: { 'acme/game': 'push' } });
 forge.tokens.set('tok-outsider', { login: 'olga', repos: {} });
+forge.tokens.set('tok-root', { login: 'root', siteAdmin: true, repos: {} });
 
 // The upstream's links must point through the proxy too: its base URL is the proxy's.
 const target = { host: '127.0.0.1', port: 0 };
@@ -33,6 +34,8 @@ const cacheEnv = {
   SVC_CACHE_MAX_SIZE: String(10 * MiB),
   SVC_DISK_RESERVE: '0',
   SVC_METRICS_TOKEN: 'metrics-token-0123456789',
+  // The dashboard's administrators (the cache's own sign-in; objects stay the upstream's to grant).
+  SVC_FORGE_A_API_URL: forge.url,
 };
 let cache: RunningServer = await startServer(cacheEnv, { keepData: true });
 t.teardown(() => cache.stop());
@@ -128,6 +131,87 @@ t.test('a second download crosses the upstream link as JSON only; ranges come fr
   const open = (await http('GET', `${cache.url}/metrics`)).body.toString();
   t.notMatch(open, /svc_cache_repository_hits_total/, 'per-repository series need the metrics token');
   t.match(open, /svc_cache_hits_total/);
+});
+
+t.test('HEAD of a download link answers its size and fills nothing', async (t) => {
+  const b = blob(200_000);
+  t.equal(await push(upstream.url, GAME, 'tok-writer', b), 200);
+  const res = await batch(cache.url, GAME, 'tok-writer', 'download', [{ oid: b.oid, size: b.size }]);
+  const href = res.json().objects[0].actions.download.href as string;
+  const d0 = link.bytesDown;
+  const head = await http('HEAD', href, { headers: { authorization: basic('tok-writer') } });
+  t.equal(head.status, 200);
+  t.equal(head.headers['content-length'], String(b.size), 'the object size');
+  t.equal(head.body.length, 0, 'no body');
+  t.ok(link.bytesDown - d0 < 1024, 'nothing fetched from the upstream');
+  t.notOk(existsSync(cachedPath(b.oid)), 'nothing cached');
+  t.equal((await http('HEAD', href, { headers: { authorization: basic('tok-bob') } })).status, 403, 'another credential: refused');
+  t.equal((await http('HEAD', href.replace(GAME, 'acme/other'), { headers: { authorization: basic('tok-writer') } })).status, 403, 'another repository: refused');
+  t.equal((await http('HEAD', href)).status, 401, 'no credential: asked for one');
+});
+
+t.test('jobs, imports and tus are refused with a clear error; the repository page shows its hit ratio', async (t) => {
+  const refusals: [string, string][] = [
+    ['POST', 'objects/audit'],
+    ['POST', 'objects/retain'],
+    ['POST', 'objects/import'],
+    ['GET', 'objects/jobs'],
+    ['GET', 'objects/jobs/abc'],
+    ['OPTIONS', `objects/tus/${'a'.repeat(64)}`],
+  ];
+  for (const [method, path] of refusals) {
+    const body = method === 'POST' ? '{}' : undefined;
+    const res = await http(method, `${cache.url}/${GAME}/${path}`, { headers: { authorization: basic('tok-root'), accept: LFS, 'content-type': 'application/json' }, body });
+    t.equal(res.status, 501, `${method} ${path}`);
+    t.match(res.json(), { message: /cache/, request_id: String }, `${method} ${path}: the LFS error body says why`);
+  }
+  const b = blob(30_000);
+  t.equal(await push(upstream.url, 'acme/other', 'tok-writer', b), 200);
+  const get = async (token: string): Promise<{ status: number; body: Buffer }> => {
+    const r = await batch(cache.url, 'acme/other', token, 'download', [{ oid: b.oid, size: b.size }]);
+    const got = await http('GET', r.json().objects[0].actions.download.href as string, { headers: { authorization: basic(token) } });
+    return { status: got.status, body: got.body };
+  };
+  for (let i = 0; i < 3; i++) t.equal((await get('tok-writer')).status, 200);
+  const stats = await http('GET', `${cache.url}/acme/other/objects/stats`, { headers: { authorization: basic('tok-writer') } });
+  t.equal(stats.status, 200);
+  t.match(stats.json(), { repository: 'acme/other', hits: 2, misses: 1, hit_ratio: 0.6667 }, "the repository's own figures");
+  const page = await http('GET', `${cache.url}/acme/other`, { headers: { authorization: basic('tok-writer') } });
+  t.equal(page.status, 200);
+  t.match(page.body.toString(), /data-field="hit_ratio" value="0.6667"/, 'the page shows its hit ratio');
+  t.notMatch(page.body.toString(), /acme\/game/, 'and no other repository');
+  for (const token of ['tok-bob', 'tok-outsider']) {
+    const refused = await http('GET', `${cache.url}/acme/other`, { headers: { authorization: basic(token) } });
+    t.not(refused.status, 200, `${token}: the upstream says no, so does the page`);
+    t.notMatch(refused.body.toString(), /hit_ratio/);
+  }
+  const anonymous = await http('GET', `${cache.url}/acme/other/objects/stats`);
+  t.equal(anonymous.status, 401, 'no credential: asked for one');
+  t.ok(anonymous.headers['www-authenticate'] ?? anonymous.headers['lfs-authenticate'], 'with a challenge');
+});
+
+t.test('the dashboard shows the cache figures to a server administrator only', async (t) => {
+  const overview = await http('GET', `${cache.url}/-/api/overview`, { headers: { authorization: basic('tok-root') } });
+  t.equal(overview.status, 200);
+  const c = overview.json().cache;
+  t.ok(c.hits >= 2 && c.misses >= 1, `hits ${c.hits}, misses ${c.misses}`);
+  t.equal(c.hit_ratio, Math.round((c.hits / (c.hits + c.misses)) * 10_000) / 10_000);
+  t.ok(c.bytes_served_from_cache > 0 && c.bytes_served_from_upstream > 0 && c.bytes_fetched_from_upstream > 0, 'bytes by source');
+  t.equal(c.fills_in_flight, 0);
+  t.type(c.evictions, 'number');
+  t.ok(c.repositories.some((r: { repository: string }) => r.repository === 'acme/other'), 'per repository');
+  for (const token of ['tok-writer', 'tok-outsider']) {
+    const refused = await http('GET', `${cache.url}/-/api/overview`, { headers: { authorization: basic(token) } });
+    t.equal(refused.status, 403, `${token}: not a server administrator`);
+    t.notMatch(refused.body.toString(), /acme\/other/, 'no repository named');
+  }
+  const signIn = await http('POST', `${cache.url}/-/api/session`, { headers: { 'content-type': 'application/json', origin: new URL(cache.url).origin }, body: JSON.stringify({ token: 'tok-root' }) });
+  t.equal(signIn.status, 201);
+  const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+  const page = (await http('GET', `${cache.url}/-/`, { headers: { cookie } })).body.toString();
+  t.match(page, /<h2>Cache<\/h2>/, 'the dashboard has a cache section');
+  t.match(page, new RegExp(`data-field="cache_hit_ratio" value="${c.hit_ratio}"`), 'with the hit ratio');
+  t.match(page, /data-repository="acme\/other"/, 'and the repositories');
 });
 
 t.test('concurrent downloads of an object the cache lacks share one upstream fetch', async (t) => {

@@ -1,4 +1,4 @@
-import { ROUTES } from '../../src/http/route-policy.js';
+import { ROUTES, servedRoutes, type RouteName } from '../../src/http/route-policy.js';
 
 /**
  * The routes the attacker's tests walk, taken from the route table itself, so a route added to
@@ -14,3 +14,11 @@ export function pathOf(pattern: string, oid = 'a'.repeat(64)): string {
 export const JSON_BODY_ROUTES: readonly [string, string][] = Object.values(ROUTES)
   .filter((r) => r.body.kind === 'json')
   .map((r) => [r.method === 'del' ? 'DELETE' : r.method.toUpperCase(), pathOf(r.pattern)]);
+
+/** Every route a node serves (route-policy's servedRoutes): [name, METHOD, path]. */
+export function servedRouteWalk(cacheMode: boolean): [RouteName, string, string][] {
+  return servedRoutes(cacheMode).map((name) => {
+    const r = ROUTES[name];
+    return [name, r.method === 'del' ? 'DELETE' : r.method.toUpperCase(), pathOf(r.pattern)];
+  });
+}

@@ -4,6 +4,8 @@ import type { JobView, Overview, RepoListItem } from '../../service/stats-servic
 import { auditBadge, card, cell as td, esc, formatBytes, formatRatio, htmlPage } from './html.js';
 import { jobOutcome, jobProblems, type JobOutcome } from '../../service/maintenance/job-outcome.js';
 import { byteTicks, hBarChart, lineChart } from './svg-plots.js';
+import type { CacheFigures } from '../../cache/cache-metrics.js';
+import { cacheSection } from './cache-repo-page.js';
 
 /** The dashboard's only script: sign-in, access settings through the JSON API (same-origin, so the Origin header the API checks is sent), job redraws. */
 const SCRIPT = `
@@ -137,7 +139,7 @@ function repositoryList(repos: readonly RepoListItem[], total: number): string {
   );
 }
 
-export function renderDashboard(session: Session, o: Overview, access: AccessSettingsView, repos: readonly RepoListItem[]): { html: string; headers: Record<string, string> } {
+export function renderDashboard(session: Session, o: Overview & { cache?: CacheFigures | null }, access: AccessSettingsView, repos: readonly RepoListItem[]): { html: string; headers: Record<string, string> } {
   const t = (iso: string): number => Date.parse(iso);
   const series = o.series;
   // Transfer rate per point: the bytes moved since the previous point, per second.
@@ -179,6 +181,7 @@ export function renderDashboard(session: Session, o: Overview, access: AccessSet
     ], (max) => byteTicks(max, '/s'), 'Bytes per second')}</div>` +
     `<div class="plot"><h3>Rejections by cause, last 24 h</h3>${hBarChart('Rejections by cause', rejections, String, 'no rejections')}</div>` +
     `</div>` +
+    (o.cache ? cacheSection(o.cache) : '') +
     `<h2>Repositories</h2>${repositoryList(repos, o.repositories)}` +
     renderJobs(o.jobs) +
     `</div>` +

@@ -1,3 +1,4 @@
+import type { CacheRepositoryFigures } from '../../cache/cache-metrics.js';
 import type { CacheService } from '../../cache/cache-service.js';
 import type { UpstreamAnswer, UpstreamClient } from '../../cache/upstream-client.js';
 import { lfsError } from '../../errors/errors.js';
@@ -7,9 +8,9 @@ import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRange } from '../../protocol/range.js';
 import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { RequestContext } from '../context.js';
-import { BodyPump } from '../request-body.js';
-import { send, sendJson, sendStream } from '../respond.js';
-import type { GuardedCall, RouteGuard, RouteName } from '../route-policy.js';
+import { BodyPump, refuseBody } from '../request-body.js';
+import { send, sendHead, sendJson, sendStream } from '../respond.js';
+import { NOT_ON_A_CACHE, ROUTES, type GuardedCall, type RouteGuard, type RouteName } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
 
 const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
@@ -20,6 +21,8 @@ export interface CacheRoutesDeps {
   /** Bytes sent to clients, by where they came from. */
   readonly served: (source: 'cache' | 'upstream', bytes: number) => void;
   readonly countUploadBytes: (bytes: number) => void;
+  /** A repository's hits and misses since the start. */
+  readonly repositoryFigures: (repo: RepoName) => CacheRepositoryFigures;
 }
 
 function repoOf(ctx: RequestContext): RepoName {
@@ -88,6 +91,42 @@ export function registerCacheRoutes(http: HttpServer, guard: RouteGuard, deps: C
       await source.close();
     }
   });
+
+  // As GET, head only: the link is checked and nothing is filled or counted as a download.
+  guard.route(http, 'cache_download_head', (ctx) => {
+    const oid = oidOf(ctx.params[2]!);
+    const link = cache.check('download', repoOf(ctx), oid, ctx.query, ctx.header('authorization'));
+    sendHead(ctx, 200, DOWNLOAD_HEADERS, cache.headSize(link, oid));
+  });
+
+  /** The repository's figures, once the upstream said this caller may read it. */
+  const figuresFor = async (ctx: RequestContext): Promise<CacheRepositoryFigures | null> => {
+    const repo = repoOf(ctx);
+    const refusal = await cache.mayRead(repo, ctx.header('authorization'), ctx.signal);
+    if (refusal === null) return deps.repositoryFigures(repo);
+    relay(ctx, refusal);
+    return null;
+  };
+  guard.route(http, 'cache_repo_stats', async (ctx) => {
+    const figures = await figuresFor(ctx);
+    if (figures !== null) send(ctx, 200, JSON.stringify(figures), { 'Cache-Control': 'no-store' }, 'application/json; charset=utf-8');
+  });
+  guard.route(http, 'cache_repo_page', async (ctx) => {
+    const figures = await figuresFor(ctx);
+    if (figures === null) return;
+    const { renderCacheRepoPage } = await import('../pages/cache-repo-page.js');
+    const page = renderCacheRepoPage(figures);
+    send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
+  });
+
+  // Jobs over an index a cache never fills, and tus (basic transfers only): a clear refusal, not a 404.
+  for (const name of NOT_ON_A_CACHE) {
+    guard.route(http, name, (ctx) => {
+      // A streamed body (tus PATCH) has no reader yet: it is refused unread, as before authorization.
+      if (ROUTES[name].body.kind === 'stream') refuseBody(ctx);
+      throw lfsError('LFS_ERR_NOT_ON_A_CACHE');
+    });
+  }
 
   guard.route(http, 'cache_upload', async (ctx) => {
     // The pump first: uWS hands the body only to an onData registered before the handler returns.

@@ -1,7 +1,8 @@
 import { lfsError } from '../../errors/errors.js';
 import type { Session, SessionService, DashboardUser } from '../../service/session-service.js';
 import type { SettingsService } from '../../service/settings-service.js';
-import type { StatsService } from '../../service/stats-service.js';
+import type { Overview, StatsService } from '../../service/stats-service.js';
+import type { CacheFigures } from '../../cache/cache-metrics.js';
 import { tokenFromAuthorization, usableToken } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { send } from '../respond.js';
@@ -25,6 +26,8 @@ export interface DashboardDeps {
   readonly sessions: SessionService;
   readonly settings: SettingsService;
   readonly stats: StatsService;
+  /** Cache mode's figures (overview's `cache`), null on a node that is not a cache; a cache has no jobs. */
+  readonly cacheFigures: (() => CacheFigures) | null;
   /** The public base URL (SVC_BASE_URL, or derived once listening): decides the cookie's Secure flag. */
   readonly baseUrl: () => string;
 }
@@ -76,6 +79,8 @@ export function registerDashboardRoutes(http: HttpServer, guard: RouteGuard, dep
     return session.user;
   };
 
+  const overview = async (): Promise<Overview & { cache: CacheFigures | null }> => ({ ...(await stats.overview()), cache: deps.cacheFigures?.() ?? null });
+
   const cookie = (value: string, maxAge: number): string =>
     `${SESSION_COOKIE}=${value}; Path=${COOKIE_PATH}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict${secure() ? '; Secure' : ''}`;
 
@@ -85,16 +90,18 @@ export function registerDashboardRoutes(http: HttpServer, guard: RouteGuard, dep
     const { session } = await sessionOf(ctx);
     if (session !== null) await settings.refresh();
     const { renderDashboard, renderSignIn } = await pages();
-    const page = session === null ? renderSignIn() : renderDashboard(session, await stats.overview(), settings.view(), await stats.repositoryList());
+    const page = session === null ? renderSignIn() : renderDashboard(session, await overview(), settings.view(), await stats.repositoryList());
     send(ctx, 200, page.html, page.headers, 'text/html; charset=utf-8');
   });
 
   // The page's jobs section alone, which its script fetches while a job runs (a small poll instead
   // of reloading the whole page).
-  guard.route(http, 'dashboard_jobs', async (ctx) => {
-    await requireAdmin(ctx, false);
-    send(ctx, 200, (await pages()).renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
-  });
+  if (deps.cacheFigures === null) {
+    guard.route(http, 'dashboard_jobs', async (ctx) => {
+      await requireAdmin(ctx, false);
+      send(ctx, 200, (await pages()).renderJobs(await stats.jobs()), { ...NO_STORE, 'X-Content-Type-Options': 'nosniff' }, 'text/html; charset=utf-8');
+    });
+  }
 
   // Login CSRF (a foreign page signing a browser in as someone else) is refused by the guard's
   // Origin check. The token is the body: the whole of it (PRE_AUTH_BYTES at most) is read first.
@@ -122,7 +129,7 @@ export function registerDashboardRoutes(http: HttpServer, guard: RouteGuard, dep
 
   guard.route(http, 'overview', async (ctx) => {
     await requireAdmin(ctx, false);
-    json(ctx, 200, await stats.overview());
+    json(ctx, 200, await overview());
   });
 
   guard.route(http, 'access_show', async (ctx) => {
