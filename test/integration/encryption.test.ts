@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
@@ -19,6 +20,7 @@ t.teardown(() => forge.stop());
 forge.repos.set('acme/game', { private: true });
 forge.tokens.set('tok-push', { login: 'dev', repos: { 'acme/game': 'push' } });
 forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/game': 'admin' } });
+forge.tokens.set('tok-site', { login: 'ops', siteAdmin: true, repos: { 'acme/game': 'admin' } });
 const as = (tok: string) => ({ authorization: basic(tok) });
 const MiB = 1 << 20;
 const oidOf = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -206,4 +208,26 @@ t.test('S3 store: no plaintext in any key of the bucket; transfers go through th
   t.ok(filesUnder(s3.dir).length > 0, 'the grep reads the bucket');
   t.same(markersIn(s3.dir, objects.map((o) => o.marker)), [], 'no marker in any key of the bucket');
   t.same(markersIn(server.dataDir, objects.map((o) => o.marker)), [], 'nor in the data directory');
+});
+
+t.test('import with encryption on: the adopted copy is sealed, and the index records its sealed size', async (t) => {
+  const dataDir = tmpDir();
+  const importDir = tmpDir('stowage-encryption-import-');
+  const data = randomBytes(300_000);
+  const oid = oidOf(data);
+  mkdirSync(join(importDir, 'lfs', oid.slice(0, 2), oid.slice(2, 4)), { recursive: true });
+  writeFileSync(join(importDir, 'lfs', oid.slice(0, 2), oid.slice(2, 4), oid.slice(4)), data);
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: firstKeys, SVC_IMPORT_DIR: importDir }, { dataDir });
+  t.teardown(() => server.stop());
+  const res = await http('POST', `${server.url}/acme/game/objects/import`, { headers: { ...as('tok-site'), 'content-type': 'application/json' }, body: JSON.stringify({ layout: 'gitlab', source: 'lfs' }) });
+  t.equal(res.status, 200, res.body.toString());
+  const file = objectFile(dataDir, oid);
+  t.notOk(readFileSync(file).includes(data.subarray(1000, 1064)), 'stored sealed');
+  t.ok((await get(server, oid)).body.equals(data), 'reads back');
+  const index = openSqliteIndex(join(dataDir, 'index.sqlite'));
+  try {
+    t.equal((await index.objects.findShared(oid as never))?.storedSize, statSync(file).size, 'the stored size is the sealed copy\'s');
+  } finally {
+    index.close();
+  }
 });
