@@ -6,7 +6,7 @@
  * in-process over the same data directory with the backend's reads counted: the stored bytes the
  * layer read, hence decrypted, for that range.
  *
- *   npm run bench:build && flock /work/bench.lock node native-bench/dist/encryption.bench.js [--rounds=3]
+ *   npm run bench:build && flock /work/bench.lock node native-bench/dist/encryption.bench.js [--rounds=3] [--size=MiB] [--profile=DIR]
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -16,13 +16,16 @@ import { join } from 'node:path';
 import { BigSource, curlGet, uploadBig, USER } from './lib/curl.js';
 import { runClient } from './lib/client-run.js';
 import { GiB, MiB } from './lib/data-gen.js';
+import { cpuSecondsOf, mainThreadCpuSecondsOf } from './lib/proc-stats.js';
 import { fromProduct } from './lib/product.js';
 import { startForge, startStowage, type Stowage } from './lib/stowage.js';
 
 const ROUNDS = Number(/^--rounds=(\d+)$/.exec(process.argv.find((a) => a.startsWith('--rounds=')) ?? '')?.[1] ?? 3);
-const SIZE = GiB;
+const arg = (name: string): string | undefined => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+/** --size=MiB for a quick look; --profile=DIR: the servers' V8 CPU profiles there. */
+const SIZE = Number(arg('size') ?? GiB / MiB) * MiB;
 const scratch = mkdtempSync(join(tmpdir(), 'stowage-encryption-bench-'));
-const ctx = { quick: false, scratch, profileDir: null, record: () => undefined, note: () => undefined };
+const ctx = { quick: false, scratch, profileDir: arg('profile') ?? null, record: () => undefined, note: () => undefined };
 const mbps = (ms: number): number => SIZE / 1e6 / (ms / 1000);
 const load = (): string => execFileSync('uptime', { encoding: 'utf8' }).trim().replace(/^.*load/, 'load');
 
@@ -36,6 +39,14 @@ try {
   const src = new BigSource(ctx, SIZE, 'encryption-big');
   const up: Record<'on' | 'off', number[]> = { on: [], off: [] };
   const down: Record<'on' | 'off', number[]> = { on: [], off: [] };
+  /** Server CPU seconds (all threads / main thread) per transfer. */
+  const cpu: Record<string, string[]> = { 'up-on': [], 'up-off': [], 'down-on': [], 'down-off': [] };
+  const timed = async <T>(key: string, pid: number, f: () => Promise<T>): Promise<T> => {
+    const [all0, main0] = [cpuSecondsOf(pid), mainThreadCpuSecondsOf(pid)];
+    const r = await f();
+    cpu[key]!.push(`${(cpuSecondsOf(pid) - all0).toFixed(2)}/${(mainThreadCpuSecondsOf(pid) - main0).toFixed(2)}`);
+    return r;
+  };
   let lastOn = '';
   let lastOnRound = 0;
   let roundNo = 0;
@@ -44,18 +55,20 @@ try {
       const s = servers[mode]!;
       const obj = src.round(++roundNo);
       process.stdout.write(`round ${r} ${mode}: ${load()}\n`);
-      up[mode].push(mbps((await uploadBig(s.client, obj.oid, obj.size, src.path)).ms));
+      up[mode].push(mbps((await timed(`up-${mode}`, s.pid, () => uploadBig(s.client, obj.oid, obj.size, src.path))).ms));
       const [entry] = await s.client.batch('download', [{ oid: obj.oid, size: obj.size }]);
       const href = entry!.actions!.download!.href;
       await curlGet(href); // warm: the object file in the page cache
-      down[mode].push(mbps((await curlGet(href)).ms));
+      down[mode].push(mbps((await timed(`down-${mode}`, s.pid, () => curlGet(href))).ms));
       if (mode === 'on') [lastOn, lastOnRound] = [obj.oid, roundNo];
     }
   }
   const med = (v: number[]): number => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   const row = (what: string, v: Record<'on' | 'off', number[]>): string =>
     `${what.padEnd(22)} off ${v.off.map((x) => x.toFixed(0)).join('/')} MB/s, on ${v.on.map((x) => x.toFixed(0)).join('/')} MB/s; median on/off ${((med(v.on) / med(v.off)) * 100).toFixed(0)}%, per round ${v.on.map((x, i) => `${((x / v.off[i]!) * 100).toFixed(0)}%`).join(' ')}`;
-  process.stdout.write(`${row('1 GiB upload (curl -T)', up)}\n${row('1 GiB warm download', down)}\n`);
+  const mib = `${SIZE / MiB} MiB`;
+  process.stdout.write(`${row(`${mib} upload (curl -T)`, up)}\n${row(`${mib} warm download`, down)}\n`);
+  process.stdout.write(`server CPU s per transfer (all threads/main thread): ${Object.entries(cpu).map(([k, v]) => `${k} ${v.join(' ')}`).join('; ')}\n`);
 
   // The 1 MiB range from the middle, through curl, checked against the source's bytes.
   const start = SIZE / 2 + 12_345;
