@@ -210,24 +210,32 @@ t.test('S3 store: no plaintext in any key of the bucket; transfers go through th
   t.same(markersIn(server.dataDir, objects.map((o) => o.marker)), [], 'nor in the data directory');
 });
 
-t.test('import with encryption on: the adopted copy is sealed, and the index records its sealed size', async (t) => {
+t.test('dedupe and import with encryption on: the copies are sealed, and the index records their sealed size', async (t) => {
   const dataDir = tmpDir();
   const importDir = tmpDir('stowage-encryption-import-');
-  const data = randomBytes(300_000);
-  const oid = oidOf(data);
-  mkdirSync(join(importDir, 'lfs', oid.slice(0, 2), oid.slice(2, 4)), { recursive: true });
-  writeFileSync(join(importDir, 'lfs', oid.slice(0, 2), oid.slice(2, 4), oid.slice(4)), data);
+  const plant = (root: string, name: (oid: string) => string, data: Buffer): string => {
+    const oid = oidOf(data);
+    mkdirSync(join(root, oid.slice(0, 2), oid.slice(2, 4)), { recursive: true });
+    writeFileSync(join(root, oid.slice(0, 2), oid.slice(2, 4), name(oid)), data);
+    return oid;
+  };
+  const legacy = randomBytes(300_000);
+  const imported = randomBytes(300_000);
+  plant(join(dataDir, 'repos', 'acme', 'game'), (oid) => oid, legacy);
+  plant(join(importDir, 'lfs'), (oid) => oid.slice(4), imported);
   const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: firstKeys, SVC_IMPORT_DIR: importDir }, { dataDir });
   t.teardown(() => server.stop());
-  const res = await http('POST', `${server.url}/acme/game/objects/import`, { headers: { ...as('tok-site'), 'content-type': 'application/json' }, body: JSON.stringify({ layout: 'gitlab', source: 'lfs' }) });
+  const job = (kind: string, body: object) => http('POST', `${server.url}/acme/game/objects/${kind}`, { headers: { ...as('tok-site'), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const deduped = await job('dedupe', {});
+  t.equal(deduped.status, 200, deduped.body.toString());
+  const res = await job('import', { layout: 'gitlab', source: 'lfs' });
   t.equal(res.status, 200, res.body.toString());
-  const file = objectFile(dataDir, oid);
-  t.notOk(readFileSync(file).includes(data.subarray(1000, 1064)), 'stored sealed');
-  t.ok((await get(server, oid)).body.equals(data), 'reads back');
   const index = openSqliteIndex(join(dataDir, 'index.sqlite'));
-  try {
-    t.equal((await index.objects.findShared(oid as never))?.storedSize, statSync(file).size, 'the stored size is the sealed copy\'s');
-  } finally {
-    index.close();
+  t.teardown(() => index.close());
+  for (const [what, data] of [['deduped', legacy], ['imported', imported]] as const) {
+    const file = objectFile(dataDir, oidOf(data));
+    t.notOk(readFileSync(file).includes(data.subarray(1000, 1064)), `${what}: stored sealed`);
+    t.ok((await get(server, oidOf(data))).body.equals(data), `${what}: reads back`);
+    t.equal((await index.objects.findShared(oidOf(data) as never))?.storedSize, statSync(file).size, `${what}: the index records the sealed copy's size`);
   }
 });
