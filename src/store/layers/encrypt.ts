@@ -4,6 +4,7 @@ import type { KeyRing } from '../../crypto/key-ring.js';
 import type { DataKeyIndex, DataKeyRow } from '../../db/index-types.js';
 import { lfsError } from '../../errors/errors.js';
 import {
+  CIPHER_PIECE,
   CRYPT_FRAME_SIZE,
   FrameCipher,
   HEADER_SIZE,
@@ -219,7 +220,7 @@ interface OpenedCopy {
   readonly cipher: FrameCipher;
   readonly dataKeyId: string;
   readonly g: CryptGeometry;
-  readonly lastPlain: Buffer;
+  readonly lastPlain: Buffer[];
 }
 
 class DecryptingReader implements BlobReader {
@@ -275,6 +276,9 @@ class DecryptingSource implements ChunkSource {
   #rest: Uint8Array | null = null;
   #restAt = 0;
   #frame: Buffer | null = null;
+  /** The authenticated plaintext pieces of the frame at hand not returned yet, and where the first starts. */
+  #pieces: Buffer[] = [];
+  #pieceAt = 0;
 
   constructor(stored: BlobReader, copy: OpenedCopy, start: number, end: number) {
     this.#stored = stored;
@@ -287,15 +291,23 @@ class DecryptingSource implements ChunkSource {
   }
 
   async next(): Promise<Uint8Array | null> {
-    if (this.#next > this.#lastFrame) return null;
-    const i = this.#next++;
-    const g = this.#c.g;
-    const plain = i === g.frames - 1 ? this.#c.lastPlain : await this.#decrypt(i);
-    const from = i * g.frameSize;
-    return plain.subarray(Math.max(0, this.#start - from), Math.min(plain.byteLength, this.#end - from + 1));
+    for (;;) {
+      const piece = this.#pieces.shift();
+      if (piece !== undefined) {
+        const from = this.#pieceAt;
+        this.#pieceAt += piece.byteLength;
+        if (this.#pieceAt <= this.#start || from > this.#end) continue;
+        return piece.subarray(Math.max(0, this.#start - from), Math.min(piece.byteLength, this.#end - from + 1));
+      }
+      if (this.#next > this.#lastFrame) return null;
+      const i = this.#next++;
+      const g = this.#c.g;
+      this.#pieces = i === g.frames - 1 ? [...this.#c.lastPlain] : await this.#decrypt(i);
+      this.#pieceAt = i * g.frameSize;
+    }
   }
 
-  async #decrypt(i: number): Promise<Buffer> {
+  async #decrypt(i: number): Promise<Buffer[]> {
     const g = this.#c.g;
     if (this.#src === null) {
       // Every frame this read needs but the final one (held since open), in one ranged read.
@@ -328,6 +340,7 @@ class DecryptingSource implements ChunkSource {
     const src = this.#src;
     this.#src = null;
     this.#rest = null;
+    this.#pieces = [];
     await src?.close();
   }
 }
@@ -410,7 +423,7 @@ class EncryptingWriter implements ObjectWriter {
     const F = this.#frameSize;
     for (let off = 0; off < chunk.byteLength; ) {
       this.#sealer ??= this.#cipher.sealer(this.#index, this.#index === this.#finalIndex);
-      const n = Math.min(chunk.byteLength - off, F - this.#fill);
+      const n = Math.min(chunk.byteLength - off, F - this.#fill, CIPHER_PIECE);
       this.#out.add(this.#sealer.update(chunk.subarray(off, off + n)));
       this.#fill += n;
       off += n;
