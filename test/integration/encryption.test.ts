@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
@@ -19,6 +20,7 @@ t.teardown(() => forge.stop());
 forge.repos.set('acme/game', { private: true });
 forge.tokens.set('tok-push', { login: 'dev', repos: { 'acme/game': 'push' } });
 forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/game': 'admin' } });
+forge.tokens.set('tok-site', { login: 'ops', siteAdmin: true, repos: { 'acme/game': 'admin' } });
 const as = (tok: string) => ({ authorization: basic(tok) });
 const MiB = 1 << 20;
 const oidOf = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -206,4 +208,34 @@ t.test('S3 store: no plaintext in any key of the bucket; transfers go through th
   t.ok(filesUnder(s3.dir).length > 0, 'the grep reads the bucket');
   t.same(markersIn(s3.dir, objects.map((o) => o.marker)), [], 'no marker in any key of the bucket');
   t.same(markersIn(server.dataDir, objects.map((o) => o.marker)), [], 'nor in the data directory');
+});
+
+t.test('dedupe and import with encryption on: the copies are sealed, and the index records their sealed size', async (t) => {
+  const dataDir = tmpDir();
+  const importDir = tmpDir('stowage-encryption-import-');
+  const plant = (root: string, name: (oid: string) => string, data: Buffer): string => {
+    const oid = oidOf(data);
+    mkdirSync(join(root, oid.slice(0, 2), oid.slice(2, 4)), { recursive: true });
+    writeFileSync(join(root, oid.slice(0, 2), oid.slice(2, 4), name(oid)), data);
+    return oid;
+  };
+  const legacy = randomBytes(300_000);
+  const imported = randomBytes(300_000);
+  plant(join(dataDir, 'repos', 'acme', 'game'), (oid) => oid, legacy);
+  plant(join(importDir, 'lfs'), (oid) => oid.slice(4), imported);
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: firstKeys, SVC_IMPORT_DIR: importDir }, { dataDir });
+  t.teardown(() => server.stop());
+  const job = (kind: string, body: object) => http('POST', `${server.url}/acme/game/objects/${kind}`, { headers: { ...as('tok-site'), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const deduped = await job('dedupe', {});
+  t.equal(deduped.status, 200, deduped.body.toString());
+  const res = await job('import', { layout: 'gitlab', source: 'lfs' });
+  t.equal(res.status, 200, res.body.toString());
+  const index = openSqliteIndex(join(dataDir, 'index.sqlite'));
+  t.teardown(() => index.close());
+  for (const [what, data] of [['deduped', legacy], ['imported', imported]] as const) {
+    const file = objectFile(dataDir, oidOf(data));
+    t.notOk(readFileSync(file).includes(data.subarray(1000, 1064)), `${what}: stored sealed`);
+    t.ok((await get(server, oidOf(data))).body.equals(data), `${what}: reads back`);
+    t.equal((await index.objects.findShared(oidOf(data) as never))?.storedSize, statSync(file).size, `${what}: the index records the sealed copy's size`);
+  }
 });

@@ -33,9 +33,9 @@ const store = new EncryptingBlobStore(backend, parts());
 const oidOf = (b: Buffer): Oid => parseOid(createHash('sha256').update(b).digest('hex'))!;
 const fileOf = (oid: Oid): string => join(root, 'store', 'objects', shardPath(oid));
 
-async function put(s: BlobStore, data: Buffer, replace = false): Promise<Oid> {
+async function put(s: BlobStore, data: Buffer, replace = false, announced = true): Promise<Oid> {
   const oid = oidOf(data);
-  const w = await s.createWriter(oid, { expectedSize: data.length, replace });
+  const w = await s.createWriter(oid, { expectedSize: announced ? data.length : null, replace });
   for (let at = 0; at < data.length; at += 100_000) w.write(data.subarray(at, at + 100_000));
   await w.finish();
   return oid;
@@ -176,4 +176,43 @@ t.test('a range read decrypts only the frames it touches', async (t) => {
   t.same(await readAll(s, oid, start, end), data.subarray(start, end + 1), 'the range');
   const atOpen = HEADER_SIZE + (5 + TAG_SIZE); // header and the final frame
   t.equal(counting.bytes, atOpen + 4 * FULL, `read ${counting.bytes} stored bytes: header, final frame, four frames`);
+});
+
+t.test('sealed as bytes arrive (size announced) or a frame held at a time (not): the same format, checked sizes', async (t) => {
+  for (const size of [0, 1, F - 1, F, F + 1, 3 * F, 3 * F + 77]) {
+    const data = randomBytes(size);
+    const streamed = await put(store, data);
+    const streamedFile = readFileSync(fileOf(streamed));
+    await store.delete(streamed);
+    const held = await put(store, data, false, false);
+    const heldFile = readFileSync(fileOf(held));
+    t.equal(streamedFile.byteLength, heldFile.byteLength, `${size} B: the same stored size`);
+    t.same(streamedFile.subarray(0, 20), heldFile.subarray(0, 20), `${size} B: the same header but for the key id`);
+    t.same(await readAll(store, held), data, `${size} B: reads back`);
+    await store.delete(held);
+  }
+  const data = randomBytes(F + 10);
+  const long = await store.createWriter(oidOf(data), { expectedSize: F });
+  t.throws(() => long.write(data), /size does not match/i, 'more bytes than announced: the write fails');
+  await long.abort();
+  const short = await store.createWriter(oidOf(data), { expectedSize: data.length + 1 });
+  short.write(data);
+  await t.rejects(short.finish(), /size does not match/i, 'fewer bytes than announced: finish fails');
+  await short.abort();
+  t.equal(await store.open(oidOf(data)), null, 'neither left a copy');
+});
+
+t.test('copies written with another frame size (64 KiB, as before 256 KiB) still read, ranges too', async (t) => {
+  const small = 64 << 10;
+  const older = new EncryptingBlobStore(backend, parts({ frameSize: small }));
+  const data = randomBytes(5 * small + 3);
+  const oid = await put(older, data);
+  t.equal(readFileSync(fileOf(oid)).readUInt32BE(20), small, 'the header names its frame size');
+  const counting = new CountingReads(backend);
+  const s = new EncryptingBlobStore(counting, parts());
+  t.same(await readAll(s, oid), data, 'reads back whole through a store writing 256 KiB frames');
+  const atOpen = counting.bytes;
+  t.same(await readAll(s, oid, small + 10, 2 * small + 10), data.subarray(small + 10, 2 * small + 11), 'a range');
+  t.equal(counting.bytes - atOpen, HEADER_SIZE + 3 + TAG_SIZE + 2 * (small + TAG_SIZE), 'header, final frame and the two frames it covers');
+  t.equal(readFileSync(fileOf(await put(store, randomBytes(10)))).readUInt32BE(20), F, 'new copies: the current frame size');
 });

@@ -14,7 +14,8 @@ export async function adoptVerifiedFile(deps: MaintenanceDeps, legacy: LegacyLay
     if (await upload.quarantined()) await store.quarantine(oid);
     const adopted = await legacy.adoptFile(oid, path);
     const shared = await objects.findShared(oid);
-    const storedSize = adopted ? size : (shared?.storedSize ?? (await store.stat(oid))?.storedSize ?? size);
+    // Adopted by a copy through the store's layers (encryption), its stored size is the copy's, not the file's.
+    const storedSize = adopted ? ((await store.stat(oid))?.storedSize ?? size) : (shared?.storedSize ?? (await store.stat(oid))?.storedSize ?? size);
     // A reference to the adopted file lifts a quarantine mark: these bytes were just proven good.
     await upload.reference(repo.key, size, storedSize, adopted);
     return adopted;

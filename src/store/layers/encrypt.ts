@@ -1,10 +1,12 @@
-import { createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { createSecretKey, randomBytes, type CipherGCM, type KeyObject } from 'node:crypto';
 import { open as openFile } from 'node:fs/promises';
 import type { KeyRing } from '../../crypto/key-ring.js';
 import type { DataKeyIndex, DataKeyRow } from '../../db/index-types.js';
 import { lfsError } from '../../errors/errors.js';
 import {
+  CIPHER_PIECE,
   CRYPT_FRAME_SIZE,
+  FrameCipher,
   HEADER_SIZE,
   MAGIC,
   TAG_SIZE,
@@ -15,8 +17,6 @@ import {
   framePlainLength,
   geometry,
   looksEncrypted,
-  openFrame,
-  sealFrame,
   storedSizeOf,
   type CryptGeometry,
   type CryptHeader,
@@ -33,6 +33,8 @@ export interface EncryptionParts {
   /** Null when no key is given: encrypted objects then fail to read (never served as ciphertext). */
   readonly ring: KeyRing | null;
   readonly encryptNew: boolean;
+  /** Plaintext bytes per frame of new copies (CRYPT_FRAME_SIZE unless a test writes another); reads take each copy's own. */
+  readonly frameSize?: number;
 }
 
 /** Reads up to this many stored bytes at once when opening: a one-frame object in one read. */
@@ -79,10 +81,13 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
     const ring = this.#parts.ring;
     if (ring === null || !this.#parts.encryptNew) return new PlainWriter(await this.inner.createWriter(oid, options));
     const previous = options.replace === true ? await this.#dataKeyIdOf(oid) : null;
+    const frameSize = this.#parts.frameSize ?? CRYPT_FRAME_SIZE;
     // The backend is told the stored size (a small plain write is taken whole at its exact size).
-    const expectedSize = options.expectedSize === null ? null : storedSizeOf(options.expectedSize, CRYPT_FRAME_SIZE);
+    const expectedSize = options.expectedSize === null ? null : storedSizeOf(options.expectedSize, frameSize);
     const inner = await this.inner.createWriter(oid, { ...options, expectedSize });
-    return new EncryptingWriter(inner, oid, ring, this.#parts.keys, previous);
+    // A framed write's length is not the announced (logical) size: its final frame is known only at the end.
+    const announced = options.framed === true ? null : options.expectedSize;
+    return new EncryptingWriter(inner, oid, ring, this.#parts.keys, previous, frameSize, announced);
   }
 
   override async open(oid: Oid): Promise<BlobReader | null> {
@@ -94,11 +99,11 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
       if (!looksEncrypted(head, stored.storedSize)) return stored;
       const header = decodeHeader(head);
       const g = geometry(stored.storedSize, header.frameSize);
-      const key = await this.#dataKey(header);
+      const cipher = new FrameCipher(await this.#dataKey(header), header.bytes, oidBytes(oid));
       const last = g.frames - 1;
       const lastStored = head.byteLength === stored.storedSize ? head.subarray(frameOffset(g, last)) : await readStored(stored, frameOffset(g, last), g.storedSize - frameOffset(g, last));
-      const lastPlain = openFrame(key, header.bytes, oidBytes(oid), g, last, lastStored);
-      return new DecryptingReader(stored, { key, header: header.bytes, dataKeyId: header.dataKeyId, oid: oidBytes(oid), g, lastPlain });
+      const lastPlain = cipher.open(g, last, lastStored);
+      return new DecryptingReader(stored, { cipher, dataKeyId: header.dataKeyId, g, lastPlain });
     } catch (e) {
       await stored.close();
       throw e;
@@ -210,14 +215,12 @@ async function readStored(stored: BlobReader, position: number, length: number):
   return b;
 }
 
-/** An opened encrypted copy: its key, header, geometry and the plaintext of its final frame (authenticated at open). */
+/** An opened encrypted copy: its frames' cipher, geometry and the plaintext of its final frame (authenticated at open). */
 interface OpenedCopy {
-  readonly key: KeyObject;
-  readonly header: Buffer;
+  readonly cipher: FrameCipher;
   readonly dataKeyId: string;
-  readonly oid: Buffer;
   readonly g: CryptGeometry;
-  readonly lastPlain: Buffer;
+  readonly lastPlain: Buffer[];
 }
 
 class DecryptingReader implements BlobReader {
@@ -273,6 +276,9 @@ class DecryptingSource implements ChunkSource {
   #rest: Uint8Array | null = null;
   #restAt = 0;
   #frame: Buffer | null = null;
+  /** The authenticated plaintext pieces of the frame at hand not returned yet, and where the first starts. */
+  #pieces: Buffer[] = [];
+  #pieceAt = 0;
 
   constructor(stored: BlobReader, copy: OpenedCopy, start: number, end: number) {
     this.#stored = stored;
@@ -285,15 +291,23 @@ class DecryptingSource implements ChunkSource {
   }
 
   async next(): Promise<Uint8Array | null> {
-    if (this.#next > this.#lastFrame) return null;
-    const i = this.#next++;
-    const g = this.#c.g;
-    const plain = i === g.frames - 1 ? this.#c.lastPlain : await this.#decrypt(i);
-    const from = i * g.frameSize;
-    return plain.subarray(Math.max(0, this.#start - from), Math.min(plain.byteLength, this.#end - from + 1));
+    for (;;) {
+      const piece = this.#pieces.shift();
+      if (piece !== undefined) {
+        const from = this.#pieceAt;
+        this.#pieceAt += piece.byteLength;
+        if (this.#pieceAt <= this.#start || from > this.#end) continue;
+        return piece.subarray(Math.max(0, this.#start - from), Math.min(piece.byteLength, this.#end - from + 1));
+      }
+      if (this.#next > this.#lastFrame) return null;
+      const i = this.#next++;
+      const g = this.#c.g;
+      this.#pieces = i === g.frames - 1 ? [...this.#c.lastPlain] : await this.#decrypt(i);
+      this.#pieceAt = i * g.frameSize;
+    }
   }
 
-  async #decrypt(i: number): Promise<Buffer> {
+  async #decrypt(i: number): Promise<Buffer[]> {
     const g = this.#c.g;
     if (this.#src === null) {
       // Every frame this read needs but the final one (held since open), in one ranged read.
@@ -305,7 +319,7 @@ class DecryptingSource implements ChunkSource {
       // The whole frame is in the chunk at hand (most are: the backend reads in 1 MiB pieces): no copy.
       const stored = this.#rest.subarray(this.#restAt, this.#restAt + need);
       this.#restAt += need;
-      return openFrame(this.#c.key, this.#c.header, this.#c.oid, g, i, stored);
+      return this.#c.cipher.open(g, i, stored);
     }
     const buf = (this.#frame ??= Buffer.allocUnsafe(g.frameSize + TAG_SIZE));
     for (let have = 0; have < need; ) {
@@ -319,34 +333,40 @@ class DecryptingSource implements ChunkSource {
       have += n;
       this.#restAt += n;
     }
-    return openFrame(this.#c.key, this.#c.header, this.#c.oid, g, i, buf.subarray(0, need));
+    return this.#c.cipher.open(g, i, buf.subarray(0, need));
   }
 
   async close(): Promise<void> {
     const src = this.#src;
     this.#src = null;
     this.#rest = null;
+    this.#pieces = [];
     await src?.close();
   }
 }
 
 /**
  * Seals one object copy into the inner writer: a fresh data key, the header, then frames of
- * CRYPT_FRAME_SIZE plaintext bytes. A full frame is held until the next byte (or finish) tells
- * whether it is the final one. Sealed bytes are gathered into aligned blocks for the backend. The
- * wrapped data key is recorded before the inner writer finishes (a visible copy always has its key)
- * and removed again when the copy is not the one kept.
+ * `frameSize` plaintext bytes. With the size announced, which frame is the final one is known from
+ * the start: each frame is sealed as its bytes arrive, no byte held. Without it, a full frame is held
+ * until the next byte (or finish) tells whether it is the final one. Sealed bytes are gathered into
+ * aligned blocks for the backend. The wrapped data key is recorded before the inner writer finishes
+ * (a visible copy always has its key) and removed again when the copy is not the one kept.
  */
 class EncryptingWriter implements ObjectWriter {
   readonly #inner: ObjectWriter;
   readonly #keys: DataKeyIndex;
   readonly #row: DataKeyRow;
-  readonly #key: KeyObject;
-  readonly #header: Buffer;
-  readonly #oid: Buffer;
+  readonly #cipher: FrameCipher;
   /** The data key of the copy a replace overwrites: removed once the new copy is in place. */
   readonly #previous: string | null;
-  readonly #frame = Buffer.allocUnsafe(CRYPT_FRAME_SIZE);
+  readonly #frameSize: number;
+  /** The announced plaintext size, or null (then frames are held: see the class comment). */
+  readonly #expected: number | null;
+  /** With the size announced: the index of the final frame, and the cipher of the frame at hand. */
+  readonly #finalIndex: number;
+  #sealer: CipherGCM | null = null;
+  #frame: Buffer | null = null;
   #fill = 0;
   #index = 0;
   #size = 0;
@@ -358,37 +378,34 @@ class EncryptingWriter implements ObjectWriter {
     this.#ready = this.#inner.write(buf.subarray(0, len), () => directBuffers.giveView(buf));
   });
 
-  constructor(inner: ObjectWriter, oid: Oid, ring: KeyRing, keys: DataKeyIndex, previous: string | null) {
+  constructor(inner: ObjectWriter, oid: Oid, ring: KeyRing, keys: DataKeyIndex, previous: string | null, frameSize: number, expected: number | null) {
     this.#inner = inner;
     this.#keys = keys;
     this.#previous = previous;
+    this.#frameSize = frameSize;
+    this.#expected = expected;
+    this.#finalIndex = expected === null ? -1 : Math.max(1, Math.ceil(expected / frameSize)) - 1;
     const dataKey = randomBytes(32);
     const dataKeyId = randomBytes(16).toString('hex');
     const { kekId, wrapped } = ring.wrap(dataKey, dataKeyId);
     this.#row = { dataKeyId, kekId, wrapped };
-    this.#key = createSecretKey(dataKey);
+    const header = encodeHeader(frameSize, dataKeyId);
+    this.#cipher = new FrameCipher(createSecretKey(dataKey), header, oidBytes(oid));
     dataKey.fill(0);
-    this.#header = encodeHeader(CRYPT_FRAME_SIZE, dataKeyId);
-    this.#oid = oidBytes(oid);
     inner.onDrain(() => {
       this.#ready = true;
       if (!this.#waiting) return;
       this.#waiting = false;
       for (const l of this.#drains) l();
     });
-    this.#out.add(this.#header);
+    this.#out.add(header);
   }
 
   write(chunk: Uint8Array, release?: () => void): boolean {
     try {
       if (this.#failed !== null) throw this.#failed;
-      for (let off = 0; off < chunk.byteLength; ) {
-        if (this.#fill === CRYPT_FRAME_SIZE) this.#seal(false);
-        const n = Math.min(chunk.byteLength - off, CRYPT_FRAME_SIZE - this.#fill);
-        this.#frame.set(chunk.subarray(off, off + n), this.#fill);
-        this.#fill += n;
-        off += n;
-      }
+      if (this.#expected === null) this.#hold(chunk);
+      else this.#stream(chunk, this.#expected);
       this.#size += chunk.byteLength;
     } catch (e) {
       this.#failed ??= e;
@@ -400,19 +417,61 @@ class EncryptingWriter implements ObjectWriter {
     return this.#ready;
   }
 
+  /** Size announced: the chunk's bytes go through the frame ciphers as they come. */
+  #stream(chunk: Uint8Array, expected: number): void {
+    if (this.#size + chunk.byteLength > expected) throw sizeMismatch(expected, this.#size + chunk.byteLength);
+    const F = this.#frameSize;
+    for (let off = 0; off < chunk.byteLength; ) {
+      this.#sealer ??= this.#cipher.sealer(this.#index, this.#index === this.#finalIndex);
+      const n = Math.min(chunk.byteLength - off, F - this.#fill, CIPHER_PIECE);
+      this.#out.add(this.#sealer.update(chunk.subarray(off, off + n)));
+      this.#fill += n;
+      off += n;
+      if (this.#fill === F) this.#closeFrame();
+    }
+  }
+
+  /** Ends the frame at hand: its last bytes and its tag. */
+  #closeFrame(): void {
+    const c = this.#sealer ?? this.#cipher.sealer(this.#index, this.#index === this.#finalIndex);
+    const tail = c.final();
+    if (tail.byteLength > 0) this.#out.add(tail);
+    this.#out.add(c.getAuthTag());
+    this.#sealer = null;
+    this.#index++;
+    this.#fill = 0;
+  }
+
+  /** Size unknown: bytes are held a frame at a time (see the class comment). */
+  #hold(chunk: Uint8Array): void {
+    const F = this.#frameSize;
+    const frame = (this.#frame ??= Buffer.allocUnsafe(F));
+    for (let off = 0; off < chunk.byteLength; ) {
+      if (this.#fill === F) this.#seal(false);
+      const n = Math.min(chunk.byteLength - off, F - this.#fill);
+      frame.set(chunk.subarray(off, off + n), this.#fill);
+      this.#fill += n;
+      off += n;
+    }
+  }
+
   onDrain(listener: () => void): void {
     this.#drains.push(listener);
   }
 
   #seal(final: boolean): void {
-    for (const part of sealFrame(this.#key, this.#header, this.#oid, this.#index, final, this.#frame.subarray(0, this.#fill))) this.#out.add(part);
+    const plain = this.#frame?.subarray(0, this.#fill) ?? Buffer.alloc(0);
+    for (const part of this.#cipher.seal(this.#index, final, plain)) this.#out.add(part);
     this.#index++;
     this.#fill = 0;
   }
 
   async finish(): Promise<PutResult> {
     if (this.#failed !== null) throw this.#failed;
-    this.#seal(true);
+    if (this.#expected === null) this.#seal(true);
+    else if (this.#size !== this.#expected) throw (this.#failed = sizeMismatch(this.#expected, this.#size));
+    // The final frame is still open unless it was full (an empty object: it is not begun yet).
+    else if (this.#index === this.#finalIndex) this.#closeFrame();
     this.#out.flush();
     await this.#keys.putDataKey(this.#row);
     let r: PutResult;
@@ -433,6 +492,10 @@ class EncryptingWriter implements ObjectWriter {
     this.#out.discard();
     await this.#inner.abort();
   }
+}
+
+function sizeMismatch(expected: number, got: number): Error {
+  return lfsError('LFS_ERR_SIZE_MISMATCH', `Object size does not match: ${expected} bytes announced, ${got} received`);
 }
 
 /**
