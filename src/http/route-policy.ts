@@ -157,7 +157,7 @@ export type RouteName = keyof typeof ROUTES;
  * NOT_ON_A_CACHE with LFS_ERR_NOT_ON_A_CACHE: jobs over an index a cache never fills, and tus.
  */
 export const REPLACED_ON_A_CACHE = ['batch', 'verify', 'upload', 'download_head', 'download', 'lock_create', 'lock_list', 'lock_verify', 'lock_unlock', 'repo_stats', 'repo_page'] as const satisfies readonly RouteName[];
-export const NOT_ON_A_CACHE = ['tus_options', 'tus_head', 'tus_patch', 'tus_delete', 'retain', 'dedupe', 'compress', 'audit', 'import', 'job_list', 'job', 'job_cancel', 'dashboard_jobs'] as const satisfies readonly RouteName[];
+export const NOT_ON_A_CACHE = ['tus_options', 'tus_head', 'tus_patch', 'tus_delete', 'retain', 'dedupe', 'compress', 'audit', 'import', 'job_list', 'job', 'job_cancel', 'dashboard_jobs', 'rekey', 'encrypt', 'rewrap', 'server_job_list', 'server_job', 'server_job_cancel'] as const satisfies readonly RouteName[];
 
 /** The routes a node serves: its own, or (cache mode) the cache's and those every node has. */
 export function servedRoutes(cacheMode: boolean): RouteName[] {

@@ -3,15 +3,14 @@ import type { CacheService } from '../../cache/cache-service.js';
 import type { UpstreamAnswer, UpstreamClient } from '../../cache/upstream-client.js';
 import { lfsError } from '../../errors/errors.js';
 import { parseBatchRequest } from '../../protocol/batch.js';
-import { acceptsLfsJson } from '../../protocol/media-types.js';
-import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRange } from '../../protocol/range.js';
-import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
+import type { RepoName } from '../../protocol/repo-name.js';
 import type { RequestContext } from '../context.js';
 import { BodyPump, refuseBody } from '../request-body.js';
 import { send, sendHead, sendJson, sendStream } from '../respond.js';
 import { NOT_ON_A_CACHE, ROUTES, type GuardedCall, type RouteGuard, type RouteName } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
+import { repoOf, oidOf, checkAccept } from './path-params.js';
 
 const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
 
@@ -23,22 +22,6 @@ export interface CacheRoutesDeps {
   readonly countUploadBytes: (bytes: number) => void;
   /** A repository's hits and misses since the start. */
   readonly repositoryFigures: (repo: RepoName) => CacheRepositoryFigures;
-}
-
-function repoOf(ctx: RequestContext): RepoName {
-  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
-  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
-  return repo;
-}
-
-function oidOf(value: string): Oid {
-  const oid = parseOid(value);
-  if (oid === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid object id (64 lowercase hex digits)');
-  return oid;
-}
-
-function checkAccept(ctx: RequestContext): void {
-  if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
 }
 
 /** The upstream's answer as it came: its status, its JSON body and the headers that ask for credentials. */

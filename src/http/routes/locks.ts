@@ -2,22 +2,17 @@ import { ERROR_CODES } from '../../errors/codes.js';
 import { lfsError } from '../../errors/errors.js';
 import { parseCreateLockRequest, parseListLocksQuery, parseUnlockRequest, parseVerifyLocksRequest } from '../../protocol/locks.js';
 import { acceptsLfsJson } from '../../protocol/media-types.js';
-import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
+import type { RepoName } from '../../protocol/repo-name.js';
 import type { LockService } from '../../service/lock-service.js';
 import { tokenFromAuthorization } from '../auth.js';
 import type { RequestContext } from '../context.js';
 import { sendJson } from '../respond.js';
 import type { GuardedCall, RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
+import { repoOf } from './path-params.js';
 
 export interface LockRoutesDeps {
   readonly locks: LockService;
-}
-
-function repoOf(ctx: RequestContext): RepoName {
-  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
-  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
-  return repo;
 }
 
 function tokenOf(ctx: RequestContext): string | null {

@@ -1,6 +1,6 @@
 import { lfsError } from '../../errors/errors.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
-import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
+import type { RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
 import { SERVER_WIDE, type Job, type JobDetail } from '../../service/maintenance/job-runner.js';
 import type { MaintenanceService } from '../../service/maintenance/maintenance-service.js';
@@ -10,16 +10,11 @@ import type { RequestContext } from '../context.js';
 import { sendJson } from '../respond.js';
 import type { GuardedCall, Permission, RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
+import { repoOf } from './path-params.js';
 
 export interface MaintenanceRoutesDeps {
   readonly access: AccessService;
   readonly maintenance: MaintenanceService;
-}
-
-function repoOf(ctx: RequestContext): RepoName {
-  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
-  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
-  return repo;
 }
 
 /** An optional JSON object body: empty means `{}`. */

@@ -1,9 +1,8 @@
 import { lfsError } from '../../errors/errors.js';
 import { parseBatchRequest } from '../../protocol/batch.js';
-import { acceptsLfsJson } from '../../protocol/media-types.js';
 import { parseOid, type Oid } from '../../protocol/oid.js';
 import { parseRange } from '../../protocol/range.js';
-import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
+import type { RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
 import { EXPECTED_SIZE_HEADER, type BatchService } from '../../service/batch-service.js';
 import type { PresignService } from '../../service/presign-service.js';
@@ -15,6 +14,7 @@ import { BodyPump } from '../request-body.js';
 import { send, sendHead, sendJson, sendStream } from '../respond.js';
 import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
+import { repoOf, oidOf, checkAccept } from './path-params.js';
 
 /** What a download (GET or HEAD) says of the object beside its length. */
 const DOWNLOAD_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
@@ -25,23 +25,6 @@ export interface ObjectRoutesDeps {
   readonly transfers: TransferService;
   readonly limits?: UploadLimits;
   readonly presign?: PresignService;
-}
-
-function repoOf(ctx: RequestContext): RepoName {
-  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
-  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
-  return repo;
-}
-
-function oidOf(value: string): Oid {
-  const oid = parseOid(value);
-  if (oid === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid object id (64 lowercase hex digits)');
-  return oid;
-}
-
-/** The Content-Type was checked by the route guard (ROUTES): the answer's type is left. */
-function checkAccept(ctx: RequestContext): void {
-  if (!acceptsLfsJson(ctx.header('accept'))) throw lfsError('LFS_ERR_NOT_ACCEPTABLE');
 }
 
 function parseSizeHeader(value: string): number | null {

@@ -1,6 +1,4 @@
 import { lfsError } from '../../errors/errors.js';
-import { parseOid, type Oid } from '../../protocol/oid.js';
-import { parseRepoName, type RepoName } from '../../protocol/repo-name.js';
 import type { AccessService } from '../../service/access-service.js';
 import { TUS_VERSION, type TusUploads } from '../../service/resumable-uploads.js';
 import type { TransferService } from '../../service/transfer-service.js';
@@ -10,6 +8,7 @@ import { BodyPump } from '../request-body.js';
 import { send, sendHead } from '../respond.js';
 import type { RouteGuard } from '../route-policy.js';
 import type { HttpServer } from '../server.js';
+import { repoOf, oidOf } from './path-params.js';
 
 export interface TusRoutesDeps {
   readonly access: AccessService;
@@ -21,18 +20,6 @@ export interface TusRoutesDeps {
 
 /** The tus content type of a PATCH body. */
 const OFFSET_STREAM = 'application/offset+octet-stream';
-
-function repoOf(ctx: RequestContext): RepoName {
-  const repo = parseRepoName(ctx.params[0]!, ctx.params[1]!);
-  if (repo === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid repository name');
-  return repo;
-}
-
-function oidOf(ctx: RequestContext): Oid {
-  const oid = parseOid(ctx.params[2]!);
-  if (oid === null) throw lfsError('LFS_ERR_BAD_PATH', 'Not a valid object id (64 lowercase hex digits)');
-  return oid;
-}
 
 /**
  * tus 1.0.0: a request naming another version is 412. One naming none is taken as 1.0.0: git-lfs
@@ -59,7 +46,7 @@ export function registerTusRoutes(http: HttpServer, guard: RouteGuard, deps: Tus
 
   guard.route(http, 'tus_head', async (ctx) => {
     const repo = repoOf(ctx);
-    const oid = oidOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
     checkVersion(ctx);
     await access.authorizeUpload(tokenFromAuthorization(ctx.header('authorization')), repo, oid, ctx);
     const at = await uploads.status(repo, oid);
@@ -71,7 +58,7 @@ export function registerTusRoutes(http: HttpServer, guard: RouteGuard, deps: Tus
     // First, synchronously: uWS hands the body only to an onData registered before the handler returns.
     const body = new BodyPump(ctx, transfers.countUploadBytes);
     const repo = repoOf(ctx);
-    const oid = oidOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
     checkVersion(ctx);
     if (ctx.header('content-type') !== OFFSET_STREAM) throw lfsError('LFS_ERR_BAD_MEDIA_TYPE', `Content-Type must be ${OFFSET_STREAM}`);
     const offsetHeader = ctx.header('upload-offset');
@@ -85,7 +72,7 @@ export function registerTusRoutes(http: HttpServer, guard: RouteGuard, deps: Tus
 
   guard.route(http, 'tus_delete', async (ctx) => {
     const repo = repoOf(ctx);
-    const oid = oidOf(ctx);
+    const oid = oidOf(ctx.params[2]!);
     checkVersion(ctx);
     await access.authorizeUpload(tokenFromAuthorization(ctx.header('authorization')), repo, oid, ctx);
     if (!(await uploads.terminate(repo, oid))) throw lfsError('LFS_ERR_NOT_FOUND', 'No partial upload of this object in this repository');
