@@ -23,7 +23,6 @@ import { DASHBOARD_PATH, registerDashboardRoutes } from './http/routes/dashboard
 import { registerRepoPageRoutes } from './http/routes/repo-page.js';
 import { registerTusRoutes } from './http/routes/tus.js';
 import { registerCacheRoutes } from './http/routes/cache.js';
-import { openCacheMode } from './cache/cache-mode.js';
 import type { TusFront } from './http/tus-front.js';
 import { ResumableUploads, type TusUploads } from './service/resumable-uploads.js';
 import { SharedResumableUploads } from './service/shared-resumable-uploads.js';
@@ -241,7 +240,8 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const cacheMode =
     config.cache === null
       ? null
-      : await openCacheMode({ config: config.cache, dataDir: config.dataDir, directIo: config.directIo, hasher, reserve, metrics, baseUrl: () => links.baseUrl, chunkedUploadThreshold: config.chunkedUploadThreshold });
+      : // Loaded only in cache mode: its upstream client brings undici, which an ordinary node never loads at start.
+        await (await import('./cache/cache-mode.js')).openCacheMode({ config: config.cache, dataDir: config.dataDir, directIo: config.directIo, hasher, reserve, metrics, baseUrl: () => links.baseUrl, chunkedUploadThreshold: config.chunkedUploadThreshold });
   if (cacheMode === null) {
     registerObjectRoutes(http, guard, { access, batch, transfers, limits: settings, presign });
     if (resumable !== null) registerTusRoutes(http, guard, { access, transfers, uploads: resumable, maxSize: () => settings.current.maxObjectSize });
