@@ -94,7 +94,10 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
     const stored = await this.inner.open(oid);
     if (stored === null) return null;
     try {
-      const head = Buffer.alloc(Math.min(stored.storedSize, stored.storedSize <= ONE_FRAME ? ONE_FRAME : HEADER_SIZE));
+      // A one-frame object is read whole at once only where new objects are encrypted: elsewhere most
+      // copies are plain, and reading one whole to sniff its head would read it twice.
+      const whole = this.#parts.encryptNew && this.#parts.ring !== null && stored.storedSize <= ONE_FRAME;
+      const head = Buffer.alloc(Math.min(stored.storedSize, whole ? ONE_FRAME : HEADER_SIZE));
       if (head.byteLength >= HEADER_SIZE) await stored.readAt(head, 0);
       if (!looksEncrypted(head, stored.storedSize)) return stored;
       const header = decodeHeader(head);
