@@ -153,11 +153,15 @@ export const ROUTES = {
 export type RouteName = keyof typeof ROUTES;
 
 /**
- * Cache mode serves the routes named cache_* in place of these (same paths), and refuses those of
- * NOT_ON_A_CACHE with LFS_ERR_NOT_ON_A_CACHE: jobs over an index a cache never fills, and tus.
+ * Cache mode serves the routes named cache_* in place of REPLACED_ON_A_CACHE (same paths), those of
+ * ON_EVERY_NODE as any node does, and refuses every other route with LFS_ERR_NOT_ON_A_CACHE (jobs
+ * over an index a cache never fills, tus): a route added later is refused on a cache until said.
  */
 export const REPLACED_ON_A_CACHE = ['batch', 'verify', 'upload', 'download_head', 'download', 'lock_create', 'lock_list', 'lock_verify', 'lock_unlock', 'repo_stats', 'repo_page'] as const satisfies readonly RouteName[];
-export const NOT_ON_A_CACHE = ['tus_options', 'tus_head', 'tus_patch', 'tus_delete', 'retain', 'dedupe', 'compress', 'audit', 'import', 'job_list', 'job', 'job_cancel', 'dashboard_jobs', 'rekey', 'encrypt', 'rewrap', 'server_job_list', 'server_job', 'server_job_cancel'] as const satisfies readonly RouteName[];
+const ON_EVERY_NODE: ReadonlySet<RouteName> = new Set<RouteName>(['health', 'ready', 'metrics', 'dashboard_redirect', 'dashboard', 'session_create', 'session_show', 'session_delete', 'overview', 'access_show', 'access_save', 'access_reset']);
+export const NOT_ON_A_CACHE: readonly RouteName[] = (Object.keys(ROUTES) as RouteName[]).filter(
+  (n) => !n.startsWith('cache_') && !ON_EVERY_NODE.has(n) && !(REPLACED_ON_A_CACHE as readonly RouteName[]).includes(n),
+);
 
 /** The routes a node serves: its own, or (cache mode) the cache's and those every node has. */
 export function servedRoutes(cacheMode: boolean): RouteName[] {
