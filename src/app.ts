@@ -45,6 +45,7 @@ import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { openKeyRing } from './crypto/start-keys.js';
+import { frameGcmMissing } from './crypto/frame-gcm.js';
 import { DiskReserve } from './store/disk-reserve.js';
 import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
@@ -83,6 +84,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
   const db = await openIndex(config, log);
   // Before anything is served: a start that could not read every encrypted object refuses.
   const ring = await openKeyRing(config.encryption, db.dataKeys);
+  if (ring !== null && frameGcmMissing() !== '') log('the frame cipher addon did not load (npm run build compiles it): frames are sealed with node:crypto, several times slower', { level: 'warn', err: frameGcmMissing() });
   const pool = new WorkerPool(config.workers);
   // Large uploads are hashed by the sha256 addon (scripts/build-native.mjs) on a native thread; without
   // it, on a worker thread of their own (more memory, a start of ~30 ms after each rest).

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, type CipherGCM, type KeyObject } from 'node:crypto';
+import { frameGcm, type FrameGcm } from '../crypto/frame-gcm.js';
 import { lfsError } from '../errors/errors.js';
 
 /**
@@ -28,12 +28,6 @@ const CIPHER_AES_256_GCM = 1;
 export const CRYPT_FRAME_SIZE = 256 << 10;
 const MIN_FRAME = 4 << 10;
 const MAX_FRAME = 16 << 20;
-/**
- * Bytes a cipher takes per call: each call allocates its output, and outputs of up to 64 KiB come
- * from the allocator's reused memory where larger ones are fresh pages to fault in (several times
- * slower per byte than the AES itself).
- */
-export const CIPHER_PIECE = 64 << 10;
 /**
  * Bytes of MAGIC a stored object must match to be taken for encrypted. Not all 16: a flipped byte in
  * the magic must fail as a damaged encrypted object, never pass for a plain one (its ciphertext
@@ -123,16 +117,19 @@ export function framePlainLength(g: CryptGeometry, i: number): number {
 
 /**
  * The AES-256-GCM of one object copy's frames: its key, header and oid, with the nonce and the AAD
- * built once and only their frame fields rewritten per frame (createCipheriv and setAAD take copies).
+ * built once and only their frame fields rewritten per frame. Each frame is sealed or opened in one
+ * call into a buffer the caller owns (crypto/frame-gcm.ts).
  */
 export class FrameCipher {
-  readonly #key: KeyObject;
+  readonly #key: Buffer;
+  readonly #gcm: FrameGcm;
   readonly #nonce = Buffer.alloc(12);
   readonly #aad: Buffer;
   readonly #at: number;
 
-  constructor(key: KeyObject, header: Buffer, oidBytes: Buffer) {
-    this.#key = key;
+  constructor(key: Uint8Array, header: Buffer, oidBytes: Buffer, gcm: FrameGcm = frameGcm()) {
+    this.#key = Buffer.from(key);
+    this.#gcm = gcm;
     this.#at = header.byteLength + 32;
     this.#aad = Buffer.alloc(this.#at + 9);
     header.copy(this.#aad, 0);
@@ -145,41 +142,22 @@ export class FrameCipher {
     this.#aad[this.#at + 8] = final ? 1 : 0;
   }
 
-  /** A cipher for frame i: the caller streams its plaintext through update, then final and getAuthTag. */
-  sealer(i: number, final: boolean): CipherGCM {
+  /** Writes frame i's stored bytes (ciphertext, then tag) for `plain` into `out`, plain.byteLength + TAG_SIZE bytes. */
+  sealInto(i: number, final: boolean, plain: Uint8Array, out: Uint8Array): void {
     this.#frame(i, final);
-    const c = createCipheriv('aes-256-gcm', this.#key, this.#nonce);
-    c.setAAD(this.#aad);
-    return c;
+    this.#gcm.seal(this.#key, this.#nonce, this.#aad, plain, out);
   }
 
-  /** Frame i's stored bytes (ciphertext and tag) for `plain`. */
-  seal(i: number, final: boolean, plain: Uint8Array): Buffer[] {
-    const c = this.sealer(i, final);
-    const out: Buffer[] = [];
-    for (let at = 0; at < plain.byteLength; at += CIPHER_PIECE) out.push(c.update(plain.subarray(at, at + CIPHER_PIECE)));
-    const tail = c.final();
-    if (tail.byteLength > 0) out.push(tail);
-    out.push(c.getAuthTag());
-    return out;
-  }
-
-  /** Frame i's plaintext, in pieces of CIPHER_PIECE bytes, from its stored bytes; throws `damaged` when it does not authenticate. */
-  open(g: CryptGeometry, i: number, stored: Uint8Array): Buffer[] {
+  /**
+   * Writes frame i's plaintext into `out` (its framePlainLength bytes; it may be `stored` itself)
+   * from its stored bytes; throws `damaged` when they do not authenticate, nothing of them left in `out`.
+   */
+  openInto(g: CryptGeometry, i: number, stored: Uint8Array, out: Uint8Array): void {
     const length = framePlainLength(g, i);
     if (stored.byteLength !== length + TAG_SIZE) throw damaged(`frame ${i} length`);
     this.#frame(i, i === g.frames - 1);
-    const d = createDecipheriv('aes-256-gcm', this.#key, this.#nonce);
-    d.setAAD(this.#aad);
-    d.setAuthTag(stored.subarray(length));
-    try {
-      const pieces: Buffer[] = [];
-      for (let at = 0; at < length; at += CIPHER_PIECE) pieces.push(d.update(stored.subarray(at, Math.min(length, at + CIPHER_PIECE))));
-      const tail = d.final();
-      if (tail.byteLength > 0) pieces.push(tail);
-      return pieces;
-    } catch {
-      throw damaged(`frame ${i} does not authenticate`);
-    }
+    if (!this.#gcm.open(this.#key, this.#nonce, this.#aad, stored, out.subarray(0, length))) throw damaged(`frame ${i} does not authenticate`);
   }
+
+
 }

@@ -184,6 +184,20 @@ export class ChunkGatherer {
     }
   }
 
+  /**
+   * The next `length` bytes of the block at hand, for the caller to write in place of an add(), when
+   * they fit in it; else null. commit(length) once they are written.
+   */
+  reserve(length: number): Buffer | null {
+    this.#buf ??= this.#pool.takeView();
+    return this.#buf.byteLength - this.#fill < length ? null : this.#buf.subarray(this.#fill, this.#fill + length);
+  }
+
+  commit(length: number): void {
+    this.#fill += length;
+    if (this.#fill === this.#buf!.byteLength) this.flush();
+  }
+
   flush(): void {
     const buf = this.#buf;
     const len = this.#fill;

@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module';
+import { loadNativeAddon, type Loaded } from '../util/native-addon.js';
 import { HashThread } from './hash-thread.js';
 import type { ResumableHasher, ResumableStreamHasher, StreamHasher } from '../format/frame-codec.js';
 
@@ -14,23 +14,11 @@ interface Sha256Addon {
   digest(stream: object): string;
 }
 
-let addon: Sha256Addon | null | undefined;
-/** Why the addon did not load (for the start-up warning). */
-let addonMissing = '';
+let loaded: Loaded<Sha256Addon> | undefined;
 
-/**
- * The addon `scripts/build-native.mjs` builds into dist/native, or null when it was not built (no
- * compiler or headers) or does not load; the server then hashes on a worker thread (HashThread).
- */
+/** The sha256 addon, or null when it was not built or does not load: the server then hashes on a worker thread (HashThread). */
 export function loadSha256Addon(): Sha256Addon | null {
-  if (addon !== undefined) return addon;
-  try {
-    addon = createRequire(import.meta.url)('../../native/sha256.node') as Sha256Addon;
-  } catch (e) {
-    addon = null;
-    addonMissing = (e as Error).message.split('\n')[0] ?? String(e);
-  }
-  return addon;
+  return (loaded ??= loadNativeAddon<Sha256Addon>('sha256.node')).addon;
 }
 
 /** sha256 on the addon's native thread (src/native/sha256.cc): always ready, nothing to start. */
@@ -133,5 +121,5 @@ export type ClosableHasher = ResumableHasher & { close(): Promise<void> };
 /** The addon when it is built, otherwise a worker thread; `missing` says why the addon did not load. */
 export function openHasher(): { hasher: ClosableHasher; missing: string | null } {
   const sha256 = loadSha256Addon();
-  return sha256 !== null ? { hasher: new NativeHasher(sha256), missing: null } : { hasher: new HashThread(), missing: addonMissing };
+  return sha256 !== null ? { hasher: new NativeHasher(sha256), missing: null } : { hasher: new HashThread(), missing: loaded!.missing };
 }

@@ -1,0 +1,68 @@
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { loadNativeAddon, type Loaded } from '../util/native-addon.js';
+
+/** AES-256-GCM of one frame into a buffer the caller owns: what src/native/frame-cipher.cc exports, and its node:crypto fallback. */
+export interface FrameGcm {
+  /** `out` (plain.byteLength + 16 bytes; plain's own bytes or apart) gets the ciphertext, then the tag. */
+  seal(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, plain: Uint8Array, out: Uint8Array): void;
+  /**
+   * True when `stored` (ciphertext, then the tag) authenticates, `out` (16 bytes shorter; stored's
+   * own bytes or apart) then holding the plaintext; false with `out` zeroed.
+   */
+  open(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, stored: Uint8Array, out: Uint8Array): boolean;
+}
+
+const TAG = 16;
+
+/**
+ * node:crypto's AES-256-GCM, the same cipher as the addon's (one OpenSSL): used where the addon was
+ * not built. Its outputs are allocated per call, so it feeds them 64 KiB at a time (larger outputs
+ * are fresh pages to fault in).
+ */
+export const nodeFrameGcm: FrameGcm = { seal: nodeSeal, open: nodeOpen };
+
+function nodeSeal(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, plain: Uint8Array, out: Uint8Array): void {
+  if (out.byteLength !== plain.byteLength + TAG) throw new TypeError('out must be plain.byteLength + 16 bytes');
+  const c = createCipheriv('aes-256-gcm', key, nonce);
+  c.setAAD(aad);
+  let at = 0;
+  for (let i = 0; i < plain.byteLength; i += PIECE) at = put(out, at, c.update(plain.subarray(i, i + PIECE)));
+  at = put(out, at, c.final());
+  put(out, at, c.getAuthTag());
+}
+
+function nodeOpen(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, stored: Uint8Array, out: Uint8Array): boolean {
+  const length = stored.byteLength - TAG;
+  if (length < 0 || out.byteLength !== length) throw new TypeError('out must be stored.byteLength - 16 bytes');
+  const d = createDecipheriv('aes-256-gcm', key, nonce);
+  d.setAAD(aad);
+  d.setAuthTag(stored.slice(length)); // a copy: an in-place open overwrites nothing past `length`, but say so
+  let at = 0;
+  try {
+    for (let i = 0; i < length; i += PIECE) at = put(out, at, d.update(stored.subarray(i, Math.min(length, i + PIECE))));
+    put(out, at, d.final());
+    return true;
+  } catch {
+    out.fill(0);
+    return false;
+  }
+}
+const PIECE = 64 << 10;
+
+/** One native memcpy (set() into shared memory goes element-wise). */
+function put(out: Uint8Array, at: number, bytes: Uint8Array): number {
+  Buffer.prototype.copy.call(bytes, out, at);
+  return at + bytes.byteLength;
+}
+
+let loaded: Loaded<FrameGcm> | undefined;
+
+/** The addon `scripts/build-native.mjs` builds into dist/native when it loads, else node:crypto. */
+export function frameGcm(): FrameGcm {
+  return (loaded ??= loadNativeAddon<FrameGcm>('frame_cipher.node')).addon ?? nodeFrameGcm;
+}
+
+/** Why frames are sealed with node:crypto rather than the addon ('' when the addon loaded). */
+export function frameGcmMissing(): string {
+  return (loaded ??= loadNativeAddon<FrameGcm>('frame_cipher.node')).missing;
+}

@@ -1,0 +1,90 @@
+import { createCipheriv, randomBytes } from 'node:crypto';
+import t from 'tap';
+import { frameGcm, frameGcmMissing, nodeFrameGcm, type FrameGcm } from '../../../src/crypto/frame-gcm.js';
+
+// The build (npm test runs build-native with --require) compiles the addon: the test is about it.
+const addon = frameGcm();
+t.equal(frameGcmMissing(), '', 'the frame cipher addon loaded');
+t.not(addon, nodeFrameGcm, 'the addon, not the fallback, is the frame cipher');
+
+const key = randomBytes(32);
+const nonce = randomBytes(12);
+const aad = randomBytes(89);
+
+/** node:crypto's AES-256-GCM of `plain` in one go: the reference both implementations must match. */
+function reference(plain: Uint8Array): Buffer {
+  const c = createCipheriv('aes-256-gcm', key, nonce);
+  c.setAAD(aad);
+  return Buffer.concat([c.update(plain), c.final(), c.getAuthTag()]);
+}
+
+const impls: [string, FrameGcm][] = [
+  ['addon', addon],
+  ['node:crypto', nodeFrameGcm],
+];
+const sizes = [0, 1, 15, 16, 17, 4096, 65_536 + 7, 256 << 10];
+
+for (const [name, gcm] of impls) {
+  t.test(`${name}: seal writes AES-256-GCM's bytes, open reads them back, apart and in place`, async (t) => {
+    for (const size of sizes) {
+      const plain = randomBytes(size);
+      const want = reference(plain);
+      const out = Buffer.alloc(size + 16, 0xee);
+      gcm.seal(key, nonce, aad, plain, out);
+      t.ok(out.equals(want), `sealed ${size} bytes`);
+
+      const inPlace = Buffer.alloc(size + 16);
+      plain.copy(inPlace);
+      gcm.seal(key, nonce, aad, inPlace.subarray(0, size), inPlace);
+      t.ok(inPlace.equals(want), `sealed ${size} bytes in place`);
+
+      const back = Buffer.alloc(size, 0xee);
+      t.equal(gcm.open(key, nonce, aad, want, back), true, `opened ${size} bytes`);
+      t.ok(back.equals(plain), `${size} bytes back`);
+
+      const stored = Buffer.from(want);
+      t.equal(gcm.open(key, nonce, aad, stored, stored.subarray(0, size)), true, `opened ${size} bytes in place`);
+      t.ok(stored.subarray(0, size).equals(plain), `${size} bytes back in place`);
+    }
+  });
+
+  t.test(`${name}: nothing that was changed opens, and nothing of it is left in the output`, async (t) => {
+    const plain = randomBytes(70_000);
+    const sealed = reference(plain);
+    const cases: [string, (b: Buffer) => Buffer, Uint8Array, Uint8Array][] = [
+      ['a flipped ciphertext byte', (b) => flip(b, 12_345), nonce, aad],
+      ['a flipped tag byte', (b) => flip(b, b.byteLength - 1), nonce, aad],
+      ['another nonce', (b) => b, flip(Buffer.from(nonce), 11), aad],
+      ['another AAD', (b) => b, nonce, flip(Buffer.from(aad), 88)],
+    ];
+    for (const [what, change, n, a] of cases) {
+      const out = Buffer.alloc(plain.byteLength, 0xee);
+      t.equal(gcm.open(key, n, a, change(Buffer.from(sealed)), out), false, what);
+      t.ok(out.equals(Buffer.alloc(plain.byteLength)), `${what}: the output is zeroed`);
+    }
+    const truncated = sealed.subarray(0, sealed.byteLength - 1);
+    t.equal(gcm.open(key, nonce, aad, truncated, Buffer.alloc(truncated.byteLength - 16)), false, 'a frame one byte short');
+  });
+}
+
+t.test('the addon refuses what is not a frame call, and throws rather than write out of bounds', async (t) => {
+  const plain = randomBytes(1000);
+  const cases: [string, () => unknown][] = [
+    ['a short key', () => addon.seal(key.subarray(0, 16), nonce, aad, plain, Buffer.alloc(1016))],
+    ['a long nonce', () => addon.seal(key, Buffer.alloc(16), aad, plain, Buffer.alloc(1016))],
+    ['an output one byte short', () => addon.seal(key, nonce, aad, plain, Buffer.alloc(1015))],
+    ['an output one byte long', () => addon.open(key, nonce, aad, Buffer.alloc(1016), Buffer.alloc(1001))],
+    ['stored shorter than a tag', () => addon.open(key, nonce, aad, Buffer.alloc(15), Buffer.alloc(0))],
+    ['a string for bytes', () => addon.seal(key, nonce, aad, 'x' as unknown as Uint8Array, Buffer.alloc(17))],
+    ['a Uint16Array', () => addon.seal(key, nonce, aad, new Uint16Array(8) as unknown as Uint8Array, Buffer.alloc(32))],
+    ['too few arguments', () => (addon.seal as (...a: unknown[]) => void)(key, nonce, aad, plain)],
+  ];
+  for (const [what, call] of cases) t.throws(call, { code: 'ERR_FRAME_CIPHER' }, what);
+  const shared = Buffer.alloc(2000);
+  t.throws(() => addon.seal(key, nonce, aad, shared.subarray(0, 1000), shared.subarray(8, 1024)), { code: 'ERR_FRAME_CIPHER' }, 'overlapping input and output, not the same bytes');
+});
+
+function flip<T extends Uint8Array>(b: T, at: number): T {
+  b[at] ^= 0x01;
+  return b;
+}
