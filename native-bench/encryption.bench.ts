@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { BigSource, curlGet, uploadBig, USER } from './lib/curl.js';
 import { runClient } from './lib/client-run.js';
 import { GiB, MiB } from './lib/data-gen.js';
-import { cpuSecondsOf, mainThreadCpuSecondsOf } from './lib/proc-stats.js';
+import { cpuSecondsOf, mainThreadCpuSecondsOf, peakRssOver } from './lib/proc-stats.js';
+import { idleRss } from './lib/session.js';
 import { fromProduct } from './lib/product.js';
 import { startForge, startStowage, type Stowage } from './lib/stowage.js';
 
@@ -41,10 +42,16 @@ try {
   const down: Record<'on' | 'off', number[]> = { on: [], off: [] };
   /** Server CPU seconds (all threads / main thread) per transfer. */
   const cpu: Record<string, string[]> = { 'up-on': [], 'up-off': [], 'down-on': [], 'down-off': [] };
+  /** Peak VmRSS during each transfer over the server's idle figure at start, MiB. */
+  const rss: Record<string, string[]> = { 'up-on': [], 'up-off': [], 'down-on': [], 'down-off': [] };
+  const idle = { on: await idleRss(servers.on.pid), off: await idleRss(servers.off.pid) };
   const timed = async <T>(key: string, pid: number, f: () => Promise<T>): Promise<T> => {
     const [all0, main0] = [cpuSecondsOf(pid), mainThreadCpuSecondsOf(pid)];
+    const peak = peakRssOver(pid);
     const r = await f();
+    const top = await peak.stop();
     cpu[key]!.push(`${(cpuSecondsOf(pid) - all0).toFixed(2)}/${(mainThreadCpuSecondsOf(pid) - main0).toFixed(2)}`);
+    rss[key]!.push(((top - idle[key.endsWith('-on') ? 'on' : 'off']) / MiB).toFixed(1));
     return r;
   };
   let lastOn = '';
@@ -69,6 +76,7 @@ try {
   const mib = `${SIZE / MiB} MiB`;
   process.stdout.write(`${row(`${mib} upload (curl -T)`, up)}\n${row(`${mib} warm download`, down)}\n`);
   process.stdout.write(`server CPU s per transfer (all threads/main thread): ${Object.entries(cpu).map(([k, v]) => `${k} ${v.join(' ')}`).join('; ')}\n`);
+  process.stdout.write(`server peak RSS per transfer over idle at start, MiB: ${Object.entries(rss).map(([k, v]) => `${k} ${v.join(' ')}`).join('; ')}\n`);
 
   // The 1 MiB range from the middle, through curl, checked against the source's bytes.
   const start = SIZE / 2 + 12_345;
