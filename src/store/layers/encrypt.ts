@@ -44,8 +44,8 @@ const ONE_FRAME = HEADER_SIZE + CRYPT_FRAME_SIZE + TAG_SIZE;
  * object copy gets a random data key, wrapped by the key ring's current key into the index
  * (DataKeyIndex) before the copy becomes visible; its id is in the copy's header, so concurrent
  * copies of one oid each find their own key. Frames of CRYPT_FRAME_SIZE plaintext bytes are sealed
- * with AES-256-GCM on the event loop (AES-NI: a 64 KiB frame costs ~20 µs), streaming, one frame
- * held per writer.
+ * with AES-256-GCM on the event loop, one call per frame (crypto/frame-gcm.ts: a 256 KiB frame costs
+ * ~60 µs), at most one frame held per writer.
  *
  * Reads take both forms: a stored object is encrypted when it starts with the header magic
  * (looksEncrypted), otherwise it is served as it is (objects stored before encryption was turned
