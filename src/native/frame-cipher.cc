@@ -67,10 +67,10 @@ bool BytesOf(napi_env env, napi_value value, Bytes* out) {
   return true;
 }
 
-// Input and output either are the same bytes or do not overlap (OpenSSL's in-place rule).
-bool Disjoint(const Bytes& in, const Bytes& out, size_t length) {
-  if (in.data == out.data || length == 0) return true;
-  return in.data + length <= out.data || out.data + length <= in.data;
+// Input and output either start at the same byte or do not overlap at all (OpenSSL's in-place rule).
+bool Apart(const Bytes& in, const Bytes& out) {
+  if (in.data == out.data || in.length == 0 || out.length == 0) return true;
+  return in.data + in.length <= out.data || out.data + out.length <= in.data;
 }
 
 // Seals plain into out (plain's length + 16: the ciphertext, then the tag).
@@ -120,8 +120,7 @@ napi_value Call(napi_env env, napi_callback_info info, bool seal) {
     Throw(env, "a 32-byte key and a 12-byte nonce");
     return nullptr;
   }
-  bool fits = seal ? out.length == in.length + kTagSize && Disjoint(in, out, in.length)
-                   : in.length >= kTagSize && out.length == in.length - kTagSize && Disjoint(in, out, out.length);
+  bool fits = (seal ? out.length == in.length + kTagSize : in.length >= kTagSize && out.length == in.length - kTagSize) && Apart(in, out);
   if (!fits) {
     Throw(env, seal ? "out must be plain's length + 16 bytes, the same bytes or apart" : "out must be stored's length - 16 bytes, the same bytes or apart");
     return nullptr;
