@@ -6,14 +6,16 @@
  * in-process over the same data directory with the backend's reads counted: the stored bytes the
  * layer read, hence decrypted, for that range.
  *
- *   npm run bench:build && flock /work/bench.lock node native-bench/dist/encryption.bench.js [--rounds=3] [--size=MiB] [--profile=DIR]
+ * Then N 64 KiB uploads through one curl process, on and off alternating (the journal's part).
+ *
+ *   npm run bench:build && flock /work/bench.lock node native-bench/dist/encryption.bench.js [--rounds=3] [--size=MiB] [--small=N] [--profile=DIR]
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BigSource, curlGet, uploadBig, USER } from './lib/curl.js';
+import { BigSource, checked, curlGet, putConfig, smallRound, uploadBig, USER } from './lib/curl.js';
 import { runClient } from './lib/client-run.js';
 import { GiB, MiB } from './lib/data-gen.js';
 import { cpuSecondsOf, mainThreadCpuSecondsOf, peakRssOver } from './lib/proc-stats.js';
@@ -25,6 +27,8 @@ const ROUNDS = Number(/^--rounds=(\d+)$/.exec(process.argv.find((a) => a.startsW
 const arg = (name: string): string | undefined => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 /** --size=MiB for a quick look; --profile=DIR: the servers' V8 CPU profiles there. */
 const SIZE = Number(arg('size') ?? GiB / MiB) * MiB;
+/** --small=N: 64 KiB objects uploaded one after another per round. */
+const SMALL = Number(arg('small') ?? 500);
 const scratch = mkdtempSync(join(tmpdir(), 'stowage-encryption-bench-'));
 const ctx = { quick: false, scratch, profileDir: arg('profile') ?? null, record: () => undefined, note: () => undefined };
 const mbps = (ms: number): number => SIZE / 1e6 / (ms / 1000);
@@ -77,6 +81,20 @@ try {
   process.stdout.write(`${row(`${mib} upload (curl -T)`, up)}\n${row(`${mib} warm download`, down)}\n`);
   process.stdout.write(`server CPU s per transfer (all threads/main thread): ${Object.entries(cpu).map(([k, v]) => `${k} ${v.join(' ')}`).join('; ')}\n`);
   process.stdout.write(`server peak RSS per transfer over idle at start, MiB: ${Object.entries(rss).map(([k, v]) => `${k} ${v.join(' ')}`).join('; ')}\n`);
+
+  // Small objects: 64 KiB each, one curl process PUTting them in turn. With encryption on the
+  // journal keeps references only, so each upload is its own file and fsync (docs/encryption.md).
+  const small: Record<'on' | 'off', number[]> = { on: [], off: [] };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const mode of r % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+      const { dir, pairs } = await smallRound(ctx as never, servers[mode]!.client, () => Promise.resolve(), `small-${mode}-${r}`, SMALL);
+      const config = join(dir, 'put.curlrc');
+      writeFileSync(config, putConfig(pairs));
+      const run = await checked(runClient(['curl', '--config', config]), SMALL);
+      small[mode].push(SMALL / (run.ms / 1000));
+    }
+  }
+  process.stdout.write(`${row(`${SMALL} x 64 KiB uploads, objects/s`, small).replace(/ MB\/s/g, '/s')}\n`);
 
   // The 1 MiB range from the middle, through curl, checked against the source's bytes.
   const start = SIZE / 2 + 12_345;
