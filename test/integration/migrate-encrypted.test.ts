@@ -180,3 +180,16 @@ t.test('encryption off with the keys: copies go plain with no data keys; turned 
   t.same(plaintextIn(join(dir, 'objects')), [], 'no plaintext under objects/');
   t.ok(plaintextIn(dir).every((f) => f.includes('/trash/')), 'the replaced plain versions are in trash/ only, for the nodes\' staging sweep');
 });
+
+t.test('a damaged encrypted copy on the disk is refused and reported; the others are copied', async (t) => {
+  const small = sealed.find((o) => o.name === 'small')!;
+  const oid = oidOf(small.data);
+  const file = join(dataDir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
+  const bytes = readFileSync(file);
+  bytes[bytes.length >> 1]! ^= 0x40;
+  writeFileSync(file, bytes);
+  const { url, env } = await newTarget('damaged');
+  const r = await migrate(['--to', url, '--objects', '--json'], { ...env, ...k1Env });
+  t.equal(r.code, 1, 'exit 1: copied, not verified');
+  t.match(reportOf(r), { verified: false, objects: { copied: all.length - 1, refused: [{ oid, reason: /damaged/ }], unreadable_in_bucket: [] } });
+});

@@ -3,7 +3,7 @@ import { isLfsError } from '../../errors/errors.js';
 import type { Hasher } from '../../format/frame-codec.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { S3BlobStore } from '../../store/s3/s3-store.js';
-import type { BlobStore } from '../../store/types.js';
+import type { BlobReader, BlobStore } from '../../store/types.js';
 import { digestOf, pumpInto, withObjectPull } from '../maintenance/object-io.js';
 import { forEachLimited } from '../maintenance/worker-tasks.js';
 import { storedSealed } from './migration-keys.js';
@@ -38,6 +38,9 @@ export interface BucketSide {
   /** Verify reads every copy back through `store` and hashes it (a source with keys); null: stored sizes only, as for plain stores. */
   readonly readBack: Hasher | null;
 }
+
+/** A source copy that is not its object: refused and reported, the others still copied. A damaged one fails to authenticate (encrypted) or to decode (framed). */
+const NOT_THE_OBJECT = new Set(['LFS_ERR_DIGEST_MISMATCH', 'LFS_ERR_SIZE_MISMATCH', 'LFS_ERR_OBJECT_DAMAGED']);
 
 /** Objects copied at once: each waits mostly on the bucket's round trips (a HEAD, then the PUT). */
 const OBJECT_LANES = 8;
@@ -94,25 +97,27 @@ export class ObjectCopy {
       this.#skipped++;
       return there.storedSize;
     }
-    const reader = await this.#from.open(oid);
-    if (reader === null) {
-      this.#missing.push(oid);
-      return null;
-    }
+    let reader: BlobReader | null = null;
     try {
+      reader = await this.#from.open(oid);
+      if (reader === null) {
+        this.#missing.push(oid);
+        return null;
+      }
+      const from = reader;
       // replace: a copy of the wrong size (a torn earlier attempt by another tool) is overwritten.
       // A plain copy where copies are sealed is replaced too (an earlier run without the keys).
       const writer = await this.#to.createWriter(oid, { expectedSize: size, replace: there !== null });
-      const put = await withObjectPull(reader, (pull) => pumpInto(pull, writer, () => undefined));
+      const put = await withObjectPull(from, (pull) => pumpInto(pull, writer, () => undefined));
       this.#copied++;
       this.#bytes += size;
       return put.storedSize;
     } catch (e) {
-      if (!isLfsError(e) || (e.code !== 'LFS_ERR_DIGEST_MISMATCH' && e.code !== 'LFS_ERR_SIZE_MISMATCH')) throw e;
+      if (!isLfsError(e) || !NOT_THE_OBJECT.has(e.code)) throw e;
       this.#refused.push({ oid, reason: e.message });
       return null;
     } finally {
-      await reader.close();
+      await reader?.close();
     }
   }
 
