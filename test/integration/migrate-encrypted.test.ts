@@ -128,6 +128,9 @@ t.test('a key missing from the key file refuses the migration, naming the key, b
     t.match(r.stderr, why, `${what}: names the key`);
     t.notMatch(r.stderr, /stop the server/, `${what}: not taken for a running server`);
   }
+  const dry = await migrate(['--to', sealedTarget.url, '--objects', '--dry-run'], { ...sealedTarget.env, SVC_ENCRYPTION_KEY_FILE: otherKey });
+  t.equal(dry.code, 2, 'a dry run refuses too');
+  t.match(dry.stderr, /under key k1 and the key ring lacks it/);
   const dst = await PostgresTables.open(sealedTarget.url, false);
   t.notOk(await dst.hasSchema(), 'the target database is untouched');
   await dst.close();
