@@ -37,6 +37,7 @@ export async function runMigrate({ values, env, io }: LocalContext): Promise<num
       targetUrl: to,
       bucket: withObjects ? config.s3 : null,
       compressionLevel: config.compressionLevel,
+      encryption: config.encryption,
       workers: config.workers,
       directIo: config.directIo,
       dryRun: values['dry-run'] === true,
@@ -71,6 +72,7 @@ function summary(r: MigrationReport, withObjects: boolean, bucketSet: boolean, i
     for (const oid of o.missing_on_disk.slice(0, 20)) lines.push(`  ${io.paint.red('missing on disk')}  ${oid}`);
     for (const x of o.refused.slice(0, 20)) lines.push(`  ${io.paint.red('refused')}  ${x.oid}  ${x.reason}`);
     for (const oid of o.absent_from_bucket.slice(0, 20)) lines.push(`  ${io.paint.red('not in bucket')}  ${oid}`);
+    for (const x of o.unreadable_in_bucket.slice(0, 20)) lines.push(`  ${io.paint.red('unreadable in bucket')}  ${x.oid}  ${x.reason}`);
   } else if (!withObjects) {
     lines.push(`objects: not copied (${bucketSet ? 'add --objects to copy them into the bucket' : 'the index only; copy the store with --objects and SVC_STORE=s3'})`);
   }

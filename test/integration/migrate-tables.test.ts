@@ -28,6 +28,7 @@ const options: MigrationOptions = {
   targetUrl: target,
   bucket: null,
   compressionLevel: null,
+  encryption: { keyFile: null, keyCommand: null, encryptNew: false },
   workers: 1,
   directIo: false,
   dryRun: false,

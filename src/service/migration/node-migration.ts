@@ -2,14 +2,17 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { redactDatabaseUrl } from '../../config/load.js';
-import type { S3Config } from '../../config/schema.js';
+import type { EncryptionConfig, S3Config } from '../../config/schema.js';
+import type { KeyRing } from '../../crypto/key-ring.js';
+import { openKeyRing } from '../../crypto/start-keys.js';
 import { DataDirLock } from '../../db/data-dir-lock.js';
-import { NODE_STALE_MS } from '../../db/index-types.js';
+import { NODE_STALE_MS, type DataKeyIndex } from '../../db/index-types.js';
 import { COPIED_TABLES, pages, RUNTIME_TABLES, tableDigest, type IndexTables, type TableSpec } from '../../db/index-tables.js';
 import { PostgresTables } from '../../db/postgres/postgres-tables.js';
 import { openSqliteIndex } from '../../db/sqlite/sqlite-index.js';
 import { SqliteTables } from '../../db/sqlite/sqlite-tables.js';
-import { composeStore, openBackend, readingStore } from '../../store/compose.js';
+import { StartRefusedError } from '../../errors/start-refused.js';
+import { composeStore, encryptedBackend, openBackend, readingStore } from '../../store/compose.js';
 import { DiskBlobStore } from '../../store/disk.js';
 import type { S3BlobStore } from '../../store/s3/s3-store.js';
 import type { BlobStore } from '../../store/types.js';
@@ -17,6 +20,7 @@ import type { Hasher } from '../../format/frame-codec.js';
 import { openHasher } from '../../workers/native-hasher.js';
 import { WorkerPool } from '../../workers/pool.js';
 import { indexReferenceLog } from '../index-reference-log.js';
+import { sourceDataKeys, targetDataKeys, type OpenDataKeys } from './migration-keys.js';
 import { ObjectCopy, type ObjectsReport } from './object-copy.js';
 
 export type { ObjectsReport } from './object-copy.js';
@@ -31,6 +35,8 @@ export interface MigrationOptions {
   readonly bucket: S3Config | null;
   /** SVC_COMPRESSION of the target: objects are written through the same stack a node uses. */
   readonly compressionLevel: number | null;
+  /** SVC_ENCRYPTION and its keys, as the server had them: encrypted copies are read with them, and the bucket's are sealed when encryption is on. */
+  readonly encryption: EncryptionConfig;
   readonly workers: number;
   readonly directIo: boolean;
   /** Report what would be copied; write nothing anywhere. */
@@ -81,7 +87,9 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
   const closing: (() => Promise<unknown>)[] = [];
   try {
     const disk = await DiskBlobStore.open(o.dataDir, { directIo: o.directIo });
-    const journal = o.dryRun ? { replayed: 0, segments_retired: 0, segments_pending: pendingSegments(o.dataDir) } : await replayJournal(o, indexFile, disk, pool, hasher);
+    // The key ring is checked against the index before anything is written (a dry run checks it below, once the schema is known).
+    const replay = o.dryRun ? null : await replayJournal(o, indexFile, disk, pool, hasher);
+    const journal = replay?.journal ?? { replayed: 0, segments_retired: 0, segments_pending: pendingSegments(o.dataDir) };
     if (journal.replayed > 0 || journal.segments_retired > 0) o.progress(`journal: ${journal.replayed} references replayed, ${journal.segments_retired} segments written out`);
 
     const source = SqliteTables.open(indexFile, 'readonly');
@@ -97,22 +105,36 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     const problems = await schemaProblems(source, target);
     if (problems.length > 0) throw new MigrationRefused(`the schemas differ from what this version copies:\n  ${problems.join('\n  ')}`);
 
-    let bucket: { store: BlobStore; raw: S3BlobStore } | null = null;
+    const sourceKeys = sourceDataKeys(indexFile);
+    closing.push(() => sourceKeys.close());
+    const ring = replay?.ring ?? (await keyRing(o.encryption, sourceKeys.keys));
+    // Encrypted copies are read with the node's keys; without keys the stack is the one plain stores always had.
+    const reading = readingStore(ring === null ? disk : encryptedBackend(disk, { keys: sourceKeys.keys, ring, encryptNew: false }), pool);
+
+    let bucket: { store: BlobStore; raw: S3BlobStore; keys: OpenDataKeys } | null = null;
     if (o.bucket !== null) {
       // The same credential chain as a node's (environment, web identity, profiles, instance roles).
       const raw = (await openBackend({ s3: o.bucket, dataDir: o.dataDir, directIo: false }, (msg) => o.progress(msg))) as S3BlobStore;
       closing.push(() => raw.close());
-      const { store } = await composeStore({ backend: raw, codec: pool, hasher, compressionLevel: o.compressionLevel, journal: null });
-      bucket = { store, raw };
+      const keys = targetDataKeys(o.targetUrl);
+      closing.push(() => keys.close());
+      // A node's stack on the target: with encryption on, each copy is sealed under a fresh data key recorded in the target index.
+      const encryption = ring === null ? null : { keys: keys.keys, ring, encryptNew: o.encryption.encryptNew };
+      const { store } = await composeStore({ backend: raw, codec: pool, hasher, compressionLevel: o.compressionLevel, journal: null, encryption });
+      bucket = { store, raw, keys };
     }
     const copy = new TableCopy(source, target, o.progress);
-    const objects = bucket === null ? null : new ObjectCopy(readingStore(disk, pool), bucket.store, o.progress);
+    const objects =
+      bucket === null ? null : new ObjectCopy(reading, { store: bucket.store, raw: bucket.raw, sealed: ring !== null && o.encryption.encryptNew, readBack: ring === null ? null : hasher }, o.progress);
     const tables: TableReport[] = [];
     for (const spec of COPIED_TABLES) {
       const sourceRows = await source.count(spec.name);
       let copied = 0;
       if (!o.dryRun) {
-        copied = spec.name === 'objects' && objects !== null ? await objects.run(source, target, sourceRows) : await copy.run(spec, sourceRows);
+        // The source's data keys name copies on its disk only: the bucket's copies bring their own (or none, plain).
+        if (spec.name === 'data_keys' && bucket !== null) copied = 0;
+        else if (spec.name === 'objects' && objects !== null) copied = await objects.run(source, target, sourceRows);
+        else copied = await copy.run(spec, sourceRows);
         if (spec.sequence !== undefined) await target.raiseSequence(spec.name, await source.sequenceHighWater(spec.name));
       }
       tables.push({ table: spec.name, source_rows: sourceRows, copied, target_rows: (await target.hasSchema()) ? await target.count(spec.name) : 0, verified: null });
@@ -129,6 +151,12 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     const found: string[] = legacy.map((r) => `${r}: objects in the legacy folder repos/${r} are not in the index (stowage dedupe ${r}, then run again)`);
     for (const t of tables) {
       const spec = COPIED_TABLES.find((s) => s.name === t.table)!;
+      if (spec.name === 'data_keys' && bucket !== null) {
+        const { same, problem } = await dataKeysUsable(bucket.keys.keys, ring);
+        if (problem !== null) found.push(problem);
+        checked.push({ ...t, target_rows: await target.count(spec.name), verified: same });
+        continue;
+      }
       const [a, b] = await Promise.all([tableDigest(source, spec), tableDigest(target, spec)]);
       const same = a.rows === b.rows && a.digest === b.digest;
       if (!same) found.push(`table ${t.table}: ${a.rows} rows here, ${b.rows} in the target${a.rows === b.rows ? ', with different content' : ''}`);
@@ -137,10 +165,11 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
     let objectReport: ObjectsReport | null = null;
     if (objects !== null && bucket !== null) {
       o.progress('verifying: every object in the bucket');
-      objectReport = await objects.verify(target, bucket.raw);
+      objectReport = await objects.verify(target);
       if (objectReport.missing_on_disk.length > 0) found.push(`${objectReport.missing_on_disk.length} objects in the index are not on disk (copied as references only)`);
       if (objectReport.refused.length > 0) found.push(`${objectReport.refused.length} objects on disk do not match their oid (not copied)`);
       if (objectReport.absent_from_bucket.length > 0) found.push(`${objectReport.absent_from_bucket.length} objects are not in the bucket at the size the index records`);
+      if (objectReport.unreadable_in_bucket.length > 0) found.push(`${objectReport.unreadable_in_bucket.length} objects in the bucket do not read back to their oid`);
     }
     return { target: redactDatabaseUrl(o.targetUrl), dry_run: false, journal, tables: checked, objects: objectReport, problems: found, verified: found.length === 0 };
   } finally {
@@ -154,6 +183,31 @@ export async function migrateNode(o: MigrationOptions): Promise<MigrationReport>
 /** The migration cannot start as asked (the CLI exits 2 with the message). */
 export class MigrationRefused extends Error {
   override readonly name = 'MigrationRefused';
+}
+
+/**
+ * The node's key ring, taken as the server takes it at start (same settings, same refusal when a data
+ * key of `keys` is wrapped under a key the ring lacks, naming it): objects it could not read would
+ * otherwise be refused one by one, after the tables were copied.
+ */
+async function keyRing(config: EncryptionConfig, keys: DataKeyIndex): Promise<KeyRing | null> {
+  try {
+    return await openKeyRing(config, keys);
+  } catch (e) {
+    if (e instanceof StartRefusedError) throw new MigrationRefused(e.message);
+    throw e;
+  }
+}
+
+/**
+ * With --objects the target's data keys are the bucket copies' own, not the source's rows: they are
+ * proven by reading every copy back (ObjectCopy.verify); here, that the nodes will start on them
+ * (every row wrapped under a key of the ring).
+ */
+async function dataKeysUsable(keys: DataKeyIndex, ring: KeyRing | null): Promise<{ same: boolean; problem: string | null }> {
+  const missing = (await keys.kekIdsInUse()).filter((id) => ring === null || !ring.has(id));
+  if (missing.length === 0) return { same: true, problem: null };
+  return { same: false, problem: `table data_keys: the target holds data keys wrapped under key ${missing.join(', ')}, which the key ring lacks` };
 }
 
 /** An object file name in a legacy folder (`ab/cd/<oid>`); set-aside files (`<oid>.refused`) are not objects. */
@@ -186,22 +240,25 @@ function pendingSegments(dataDir: string): number {
  * acknowledged reference into index.sqlite, and retirement writes the journal's small objects to
  * their own files, so the copy below finds every object in the index and on disk.
  */
-async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: Hasher): Promise<MigrationReport['journal']> {
+async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskBlobStore, pool: WorkerPool, hasher: Hasher): Promise<{ journal: MigrationReport['journal']; ring: KeyRing | null }> {
   const index = openSqliteIndex(indexFile);
   try {
+    const ring = await keyRing(o.encryption, index.dataKeys);
     const { journal } = await composeStore({
       backend: disk,
       codec: pool,
       hasher,
       compressionLevel: o.compressionLevel,
       journal: { dir: join(o.dataDir, 'journal'), references: indexReferenceLog(index) },
+      // As the server's start: with encryption on, journaled objects are written out sealed.
+      encryption: ring === null ? null : { keys: index.dataKeys, ring, encryptNew: o.encryption.encryptNew },
     });
     const j = journal!;
     try {
       const { replayed, deferred } = await j.recover();
       if (deferred > 0) throw new MigrationRefused(`the index could not take ${deferred} journal references (disk full?): free space and run again`);
       const retired = await j.retire();
-      return { replayed, segments_retired: retired, segments_pending: pendingSegments(o.dataDir) };
+      return { journal: { replayed, segments_retired: retired, segments_pending: pendingSegments(o.dataDir) }, ring };
     } finally {
       await j.close();
     }
