@@ -225,17 +225,22 @@ export class DiskBlobStore implements BlobStore {
     return true;
   }
 
+  /**
+   * Every object file. Only a folder or file that is gone by the time it is read is passed over;
+   * any other error ends the listing: a sweep (unused data keys, the cache ledger) must never take
+   * an unreadable folder for an empty one.
+   */
   async *list(): AsyncIterable<StoredObject> {
-    for (const a of await names(this.#objects)) {
+    for (const a of await namesIfThere(this.#objects)) {
       if (!/^[0-9a-f]{2}$/.test(a)) continue;
-      for (const b of await names(join(this.#objects, a))) {
+      for (const b of await namesIfThere(join(this.#objects, a))) {
         if (!/^[0-9a-f]{2}$/.test(b)) continue;
-        const dir = await opendir(join(this.#objects, a, b)).catch(() => null);
+        const dir = await opendir(join(this.#objects, a, b)).catch(unlessGone);
         if (dir === null) continue;
         for await (const e of dir) {
           const oid = parseOid(e.name);
           if (oid === null || !oid.startsWith(a + b) || !e.isFile()) continue;
-          const st = await stat(join(this.#objects, a, b, e.name)).catch(() => null);
+          const st = await stat(join(this.#objects, a, b, e.name)).catch(unlessGone);
           if (st !== null) yield { oid, storedSize: st.size };
         }
       }
@@ -340,6 +345,17 @@ export class DiskBlobStore implements BlobStore {
 
 async function names(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
+}
+
+/** null for a file or folder that is not there (any more), or a file where a folder was looked for; rethrows every other error. */
+function unlessGone(e: unknown): null {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+  throw e;
+}
+
+async function namesIfThere(dir: string): Promise<string[]> {
+  return (await readdir(dir).catch(unlessGone)) ?? [];
 }
 
 function unlinkQuietly(path: string): void {
