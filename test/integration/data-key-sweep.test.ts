@@ -1,7 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { KeyRing } from '../../src/crypto/key-ring.js';
+import { MIGRATIONS } from '../../src/db/sqlite/migrations/index.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { MAGIC } from '../../src/format/encrypted-format.js';
 import type { Oid } from '../../src/protocol/oid.js';
@@ -11,7 +14,9 @@ import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../sr
 import { sweepDataKeys, type DataKeySweepDeps } from '../../src/service/maintenance/data-key-sweep.js';
 import { dataKeyOf } from '../../src/service/maintenance/stored-data-key.js';
 import { drainChunks } from '../helpers/data.js';
-import { tmpDir } from '../helpers/start-server.js';
+import { GitHubEmulator } from '../helpers/forge-emulator.js';
+import { basic, blobOf, http, push } from '../helpers/lfs-http.js';
+import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // The data key sweep over a real disk store under the encrypting layer and a real SQLite index, its
 // clock moved by the test: rows no stored copy names (an orphan, a write that died between
@@ -135,4 +140,60 @@ t.test('a stored copy whose data key cannot be told keeps every row', async (t) 
   t.match(logged, [/some stored copies do not say their data key/], 'and why is logged');
   await disk.delete(oidOf(damaged));
   t.same(await sweepDataKeys(deps, false, never), { swept: 1, complete: true }, 'once that copy is gone, the orphan goes');
+});
+
+t.test('rows an index held before the upgrade are as old as the upgrade (sqlite migration)', async (t) => {
+  const file = join(tmpDir('stowage-keysweep-'), 'index.sqlite');
+  const old = new Database(file);
+  const upTo = MIGRATIONS.findIndex((m) => m.name === '009-data-keys');
+  for (let v = 0; v <= upTo; v++) {
+    old.exec(MIGRATIONS[v]!.sql);
+    old.pragma(`user_version = ${v + 1}`);
+  }
+  const id = randomBytes(16).toString('hex');
+  old.prepare('INSERT INTO data_keys (data_key_id, kek_id, wrapped) VALUES (?, ?, ?)').run(id, 'k1', randomBytes(60).toString('base64'));
+  old.close();
+  const before = Date.now();
+  const index = openSqliteIndex(file);
+  t.teardown(() => index.close());
+  t.same(await index.dataKeys.dataKeyIdsWrittenBefore(before - 1000, null, 10), [], 'not older than the migration');
+  t.same(await index.dataKeys.dataKeyIdsWrittenBefore(Date.now() + 1000, null, 10), [id], 'stamped with its time');
+  t.equal((await index.dataKeys.getDataKey(id))?.kekId, 'k1', 'the row is otherwise as it was');
+});
+
+t.test('a quarantining audit of the real server deletes old unused rows; a read-only one touches none', async (t) => {
+  const forge = new GitHubEmulator();
+  await forge.start();
+  t.teardown(() => forge.stop());
+  forge.repos.set('acme/vault', { private: true });
+  forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/vault': 'admin' } });
+  forge.tokens.set('tok-push', { login: 'dev', repos: { 'acme/vault': 'push' } });
+  const keyFile = join(tmpDir('stowage-keys-'), 'keys');
+  writeFileSync(keyFile, `k1 ${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+  const dataDir = tmpDir();
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: keyFile, SVC_WORKERS: '2' }, { dataDir });
+  t.teardown(() => server.stop('SIGKILL'));
+  const blobs = [blobOf(randomBytes(200_000)), blobOf(randomBytes(90_000))];
+  for (const b of blobs) t.equal(await push(server.url, 'acme/vault', 'tok-push', b), 200);
+
+  // Rows the server's index holds besides its copies': one written 30 days ago (past SVC_GC_GRACE's
+  // default 14 days), one just now.
+  const index = openSqliteIndex(join(dataDir, 'index.sqlite'));
+  t.teardown(() => index.close());
+  const old = orphanRow();
+  const young = orphanRow();
+  await index.dataKeys.putDataKey(old.row, Date.now() - 30 * GRACE_MS);
+  await index.dataKeys.putDataKey(young.row);
+
+  const audit = async (token: string, body: object): Promise<any> =>
+    (await http('POST', `${server.url}/acme/vault/objects/audit`, { headers: { authorization: basic(token), 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+  t.match(await audit('tok-push', {}), { objects: 2, ok: 2, unused_data_keys: 0, complete: true }, 'a read-only audit deletes no row');
+  t.ok((await index.dataKeys.getDataKey(old.id)) !== null, 'the old unused row is still there');
+  t.match(await audit('tok-admin', { quarantine: true }), { objects: 2, ok: 2, unused_data_keys: 1, complete: true, outcome: 'clean' }, 'a quarantining audit deletes it');
+  t.equal(await index.dataKeys.getDataKey(old.id), null, 'the old unused row is gone');
+  t.ok((await index.dataKeys.getDataKey(young.id)) !== null, 'the young one stays');
+  for (const b of blobs) {
+    const r = await http('GET', `${server.url}/acme/vault/objects/${b.oid}`, { headers: { authorization: basic('tok-push') } });
+    t.ok(r.status === 200 && oidOf(r.body) === b.oid, `${b.size} bytes download intact`);
+  }
 });
