@@ -1,9 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
+import postgres from 'postgres';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { KeyRing } from '../../src/crypto/key-ring.js';
+import { PG_MIGRATIONS } from '../../src/db/postgres/migrations/index.js';
+import { PostgresIndex } from '../../src/db/postgres/postgres-index.js';
 import { MIGRATIONS } from '../../src/db/sqlite/migrations/index.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { MAGIC } from '../../src/format/encrypted-format.js';
@@ -16,6 +19,7 @@ import { dataKeyOf } from '../../src/service/maintenance/stored-data-key.js';
 import { drainChunks } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, blobOf, http, push } from '../helpers/lfs-http.js';
+import { hasPostgres, POSTGRES_INSTALL_HINT, startPostgres } from '../helpers/postgres.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
 // The data key sweep over a real disk store under the encrypting layer and a real SQLite index, its
@@ -27,6 +31,8 @@ const GRACE_MS = 86_400_000;
 const ring = KeyRing.parse(`k1 ${randomBytes(32).toString('base64')}`);
 const oidOf = (data: Buffer): Oid => createHash('sha256').update(data).digest('hex') as Oid;
 const never = new AbortController().signal;
+// Started before the first subtest (see startPostgres).
+const pg = hasPostgres() ? await startPostgres((fn) => t.teardown(fn)) : null;
 
 /** Writers whose backend finish waits for `release` (as a slow rename would), or for ever (a process that died there). */
 class HeldFinishes extends ForwardingBlobStore {
@@ -159,6 +165,30 @@ t.test('rows an index held before the upgrade are as old as the upgrade (sqlite 
   t.same(await index.dataKeys.dataKeyIdsWrittenBefore(before - 1000, null, 10), [], 'not older than the migration');
   t.same(await index.dataKeys.dataKeyIdsWrittenBefore(Date.now() + 1000, null, 10), [id], 'stamped with its time');
   t.equal((await index.dataKeys.getDataKey(id))?.kekId, 'k1', 'the row is otherwise as it was');
+});
+
+t.test('rows an index held before the upgrade are as old as the upgrade (postgres migration)', async (t) => {
+  if (pg === null) return void t.fail(POSTGRES_INSTALL_HINT);
+  const url = await pg.createDatabase();
+  const admin = postgres(url, { max: 1, onnotice: () => undefined });
+  t.teardown(() => admin.end());
+  const upTo = PG_MIGRATIONS.findIndex((m) => m.name === '005-data-keys');
+  const id = randomBytes(16).toString('hex');
+  await admin.begin(async (tx) => {
+    await tx`CREATE TABLE schema_version (version INTEGER NOT NULL)`;
+    for (let v = 0; v <= upTo; v++) await tx.unsafe(PG_MIGRATIONS[v]!.sql).simple();
+    await tx`INSERT INTO schema_version (version) VALUES (${upTo + 1})`;
+    await tx`INSERT INTO data_keys (data_key_id, kek_id, wrapped) VALUES (${id}, 'k1', ${randomBytes(60).toString('base64')})`;
+  });
+  const before = Date.now();
+  const index = await PostgresIndex.open(url);
+  t.teardown(() => index.close());
+  t.same(await index.dataKeys.dataKeyIdsWrittenBefore(before - 1000, null, 10), [], 'not older than the migration');
+  t.same(await index.dataKeys.dataKeyIdsWrittenBefore(Date.now() + 1000, null, 10), [id], 'stamped with its time');
+  // A node of the previous version names no time: its row is young, never old.
+  const late = randomBytes(16).toString('hex');
+  await admin`INSERT INTO data_keys (data_key_id, kek_id, wrapped) VALUES (${late}, 'k1', ${randomBytes(60).toString('base64')})`;
+  t.same(await index.dataKeys.dataKeyIdsWrittenBefore(before - 1000, null, 10), [], 'a row inserted without a time is not old');
 });
 
 t.test('a quarantining audit of the real server deletes old unused rows; a read-only one touches none', async (t) => {
