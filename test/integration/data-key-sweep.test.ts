@@ -13,6 +13,7 @@ import { MAGIC } from '../../src/format/encrypted-format.js';
 import type { Oid } from '../../src/protocol/oid.js';
 import { encryptedBackend, ForwardingBlobStore } from '../../src/store/compose.js';
 import { DiskBlobStore } from '../../src/store/disk.js';
+import { FaultyBlobStore } from '../../src/store/layers/faulty.js';
 import type { BlobStore, ObjectWriter, PutResult, WriterOptions } from '../../src/store/types.js';
 import { sweepDataKeys, type DataKeySweepDeps } from '../../src/service/maintenance/data-key-sweep.js';
 import { dataKeyOf } from '../../src/service/maintenance/stored-data-key.js';
@@ -145,7 +146,10 @@ t.test('a stored copy whose data key cannot be told keeps every row', async (t) 
   t.ok((await index.dataKeys.getDataKey(orphan.id)) !== null, 'the orphan is kept');
   t.match(logged, [/some stored copies do not say their data key/], 'and why is logged');
   await disk.delete(oidOf(damaged));
-  t.same(await sweepDataKeys(deps, false, never), { swept: 1, complete: true }, 'once that copy is gone, the orphan goes');
+  const unlisted = new FaultyBlobStore(disk, { fail: ['list'] });
+  t.same(await sweepDataKeys({ ...deps, stored: unlisted }, false, never), { swept: 0, complete: false }, 'a store that cannot be listed keeps every row');
+  t.equal(unlisted.injected, 1, '(the listing failed)');
+  t.same(await sweepDataKeys(deps, false, never), { swept: 1, complete: true }, 'once every copy says its key, the orphan goes');
 });
 
 t.test('rows an index held before the upgrade are as old as the upgrade (sqlite migration)', async (t) => {
