@@ -41,7 +41,8 @@ export interface AuditReport {
 
 /**
  * Audit: reads every object back as a download does and checks sha256 and size. Asked to quarantine:
- * the index mark first (so the next push uploads good bytes), then the bytes move aside.
+ * the index mark first (so the next push uploads good bytes), then the bytes move aside; then data
+ * key rows no stored copy names are swept (admin only, as it reads every copy's header in the store).
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;
