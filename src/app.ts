@@ -221,6 +221,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     pool,
     uploads: transfers,
     graceSeconds: config.gcGrace,
+    stagingMaxAgeSeconds: config.stagingMaxAge,
     compressionLevel: config.compressionLevel,
     importDir: config.importDir,
     partials: resumable,

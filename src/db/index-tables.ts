@@ -69,7 +69,7 @@ export const COPIED_TABLES: readonly TableSpec[] = [
     columns: ['at', 'repositories', 'objects', 'logical_bytes', 'stored_bytes', 'uploads', 'upload_bytes', 'downloads', 'download_bytes', 'rejections'],
   },
   // Without its wrapped data key an encrypted object cannot be read: the rows go with the objects.
-  { name: 'data_keys', key: ['data_key_id'], columns: ['data_key_id', 'kek_id', 'wrapped'] },
+  { name: 'data_keys', key: ['data_key_id'], columns: ['data_key_id', 'kek_id', 'wrapped', 'created_at'] },
 ];
 
 /** Tables of the schema that are deliberately not copied (see COPIED_TABLES). */

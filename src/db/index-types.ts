@@ -440,8 +440,11 @@ export interface DataKeyRow {
 
 /** Wrapped data keys of encrypted copies (docs/encryption.md); a key may leave the key file once kekIdsInUse omits it. */
 export interface DataKeyIndex {
-  /** Records a new data key; a dataKeyId already recorded is an error (ids are random, 128 bits). */
-  putDataKey(row: DataKeyRow): Promise<void>;
+  /**
+   * Records a new data key, written at `createdAt` (ms; now unless told); a dataKeyId already
+   * recorded is an error (ids are random, 128 bits).
+   */
+  putDataKey(row: DataKeyRow, createdAt?: number): Promise<void>;
   getDataKey(dataKeyId: string): Promise<DataKeyRow | null>;
   /** Rows not wrapped under kekId, ordered by dataKeyId, after `after` (exclusive), at most limit. */
   dataKeysNotWrappedWith(kekId: string, after: string | null, limit: number): Promise<DataKeyRow[]>;
@@ -449,4 +452,8 @@ export interface DataKeyIndex {
   rewrapDataKey(dataKeyId: string, fromKekId: string, toKekId: string, wrapped: Buffer): Promise<boolean>;
   kekIdsInUse(): Promise<string[]>;
   deleteDataKey(dataKeyId: string): Promise<void>;
+  /** Ids of rows written before `before` (ms), ordered by dataKeyId, after `after` (exclusive), at most limit. */
+  dataKeyIdsWrittenBefore(before: number, after: string | null, limit: number): Promise<string[]>;
+  /** Deletes those of `dataKeyIds` written before `before` (a row written since is kept); returns how many went. */
+  deleteDataKeysWrittenBefore(dataKeyIds: readonly string[], before: number): Promise<number>;
 }

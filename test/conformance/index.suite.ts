@@ -352,6 +352,27 @@ export async function indexConformance(t: Test, name: string, make: MakeTarget):
       t.equal(await other!.dataKeys.getDataKey(id(2)), null, 'deleted');
     });
 
+    await test('data keys by age: page rows written before a time, delete only those still old', async (t, ix, more) => {
+      const id = (n: number): string => n.toString(16).padStart(32, '0');
+      const row = (n: number) => ({ dataKeyId: id(n), kekId: 'k', wrapped: Buffer.alloc(60, n) });
+      const t0 = Date.now() - 3_600_000;
+      for (let n = 1; n <= 6; n++) await ix.dataKeys.putDataKey(row(n), t0 + n * 1000);
+      const stamped = Date.now();
+      await ix.dataKeys.putDataKey(row(7));
+      t.same(await ix.dataKeys.dataKeyIdsWrittenBefore(t0, null, 10), [], 'none written before the first');
+      t.same(await ix.dataKeys.dataKeyIdsWrittenBefore(t0 + 4000, null, 2), [id(1), id(2)], 'written strictly before, ordered by dataKeyId, at most limit');
+      t.same(await ix.dataKeys.dataKeyIdsWrittenBefore(t0 + 4000, id(2), 10), [id(3)], 'after is exclusive');
+      t.same(await ix.dataKeys.dataKeyIdsWrittenBefore(stamped, null, 10), [1, 2, 3, 4, 5, 6].map(id), 'a row put without a time is stamped now');
+      t.same(await ix.dataKeys.dataKeyIdsWrittenBefore(Date.now() + 1, id(6), 10), [id(7)]);
+      const [other] = await more(1);
+      t.equal(await other!.dataKeys.deleteDataKeysWrittenBefore([id(1), id(5), id(9)], t0 + 4000), 1, 'only rows still old go (an unknown id is no error)');
+      t.equal(await ix.dataKeys.deleteDataKeysWrittenBefore([], t0 + 4000), 0, 'an empty list deletes nothing');
+      t.equal(await ix.dataKeys.getDataKey(id(1)), null, 'the old row is deleted');
+      t.ok((await ix.dataKeys.getDataKey(id(5))) !== null, 'the younger row is kept');
+      t.equal(await ix.dataKeys.deleteDataKeysWrittenBefore([2, 3, 4, 6, 7].map(id), Date.now() + 1), 5, 'many in one call');
+      t.same(await ix.dataKeys.kekIdsInUse(), ['k'], 'the kept row is still there');
+    });
+
     await test('jobs: insert, progress, finish, recent, recentOf', async (t, ix) => {
       const t0 = Date.now();
       await ix.jobs.insert('j1', 'retain', 'org/a', true, t0 - 30, 'node-a');

@@ -46,6 +46,8 @@ function withWrites(inner: DataKeyIndex, around: (write: () => Promise<boolean>,
     rewrapDataKey: (id, from, to, wrapped) => around(() => inner.rewrapDataKey(id, from, to, wrapped), id, from),
     kekIdsInUse: () => inner.kekIdsInUse(),
     deleteDataKey: (id) => inner.deleteDataKey(id),
+    dataKeyIdsWrittenBefore: (before, after, limit) => inner.dataKeyIdsWrittenBefore(before, after, limit),
+    deleteDataKeysWrittenBefore: (ids, before) => inner.deleteDataKeysWrittenBefore(ids, before),
   };
 }
 

@@ -17,8 +17,8 @@ export class PgDataKeys implements DataKeyIndex {
     this.#sql = sql;
   }
 
-  async putDataKey(row: DataKeyRow): Promise<void> {
-    await this.#sql`INSERT INTO data_keys (data_key_id, kek_id, wrapped) VALUES (${row.dataKeyId}, ${row.kekId}, ${row.wrapped.toString('base64')})`;
+  async putDataKey(row: DataKeyRow, createdAt = Date.now()): Promise<void> {
+    await this.#sql`INSERT INTO data_keys (data_key_id, kek_id, wrapped, created_at) VALUES (${row.dataKeyId}, ${row.kekId}, ${row.wrapped.toString('base64')}, ${createdAt})`;
   }
 
   async getDataKey(dataKeyId: string): Promise<DataKeyRow | null> {
@@ -47,5 +47,18 @@ export class PgDataKeys implements DataKeyIndex {
 
   async deleteDataKey(dataKeyId: string): Promise<void> {
     await this.#sql`DELETE FROM data_keys WHERE data_key_id = ${dataKeyId}`;
+  }
+
+  async dataKeyIdsWrittenBefore(before: number, after: string | null, limit: number): Promise<string[]> {
+    const rows = await this.#sql<{ data_key_id: string }[]>`SELECT data_key_id FROM data_keys
+      WHERE created_at < ${before} AND (${after}::text IS NULL OR data_key_id COLLATE "C" > ${after}::text)
+      ORDER BY data_key_id COLLATE "C" LIMIT ${limit}`;
+    return rows.map((r) => r.data_key_id);
+  }
+
+  async deleteDataKeysWrittenBefore(dataKeyIds: readonly string[], before: number): Promise<number> {
+    if (dataKeyIds.length === 0) return 0;
+    const r = await this.#sql`DELETE FROM data_keys WHERE data_key_id = ANY(${dataKeyIds as string[]}::text[]) AND created_at < ${before}`;
+    return r.count;
   }
 }

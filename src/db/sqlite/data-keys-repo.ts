@@ -12,26 +12,33 @@ const toRow = (r: RawDataKey): DataKeyRow => ({ dataKeyId: r.data_key_id, kekId:
 
 /** Wrapped data keys in SQLite. Every statement prepared once, in the constructor. */
 export class DataKeysRepo implements DataKeyIndex {
-  readonly #put: Statement<[string, string, string]>;
+  readonly #put: Statement<[string, string, string, number]>;
   readonly #get: Statement<[string], RawDataKey>;
   readonly #notWrappedFirst: Statement<[string, number], RawDataKey>;
   readonly #notWrappedAfter: Statement<[string, string, number], RawDataKey>;
   readonly #rewrap: Statement<[string, string, string, string]>;
   readonly #inUse: Statement<[], { kek_id: string }>;
   readonly #delete: Statement<[string]>;
+  readonly #writtenBeforeFirst: Statement<[number, number], { data_key_id: string }>;
+  readonly #writtenBeforeAfter: Statement<[number, string, number], { data_key_id: string }>;
+  readonly #deleteWrittenBefore: Statement<[string, number]>;
 
   constructor(db: Db) {
-    this.#put = db.prepare('INSERT INTO data_keys (data_key_id, kek_id, wrapped) VALUES (?, ?, ?)');
+    this.#put = db.prepare('INSERT INTO data_keys (data_key_id, kek_id, wrapped, created_at) VALUES (?, ?, ?, ?)');
     this.#get = db.prepare('SELECT data_key_id, kek_id, wrapped FROM data_keys WHERE data_key_id = ?');
     this.#notWrappedFirst = db.prepare('SELECT data_key_id, kek_id, wrapped FROM data_keys WHERE kek_id <> ? ORDER BY data_key_id LIMIT ?');
     this.#notWrappedAfter = db.prepare('SELECT data_key_id, kek_id, wrapped FROM data_keys WHERE kek_id <> ? AND data_key_id > ? ORDER BY data_key_id LIMIT ?');
     this.#rewrap = db.prepare('UPDATE data_keys SET kek_id = ?, wrapped = ? WHERE data_key_id = ? AND kek_id = ?');
     this.#inUse = db.prepare('SELECT DISTINCT kek_id FROM data_keys ORDER BY kek_id');
     this.#delete = db.prepare('DELETE FROM data_keys WHERE data_key_id = ?');
+    this.#writtenBeforeFirst = db.prepare('SELECT data_key_id FROM data_keys WHERE created_at < ? ORDER BY data_key_id LIMIT ?');
+    this.#writtenBeforeAfter = db.prepare('SELECT data_key_id FROM data_keys WHERE created_at < ? AND data_key_id > ? ORDER BY data_key_id LIMIT ?');
+    // The ids as one JSON array: one statement whatever their number.
+    this.#deleteWrittenBefore = db.prepare('DELETE FROM data_keys WHERE data_key_id IN (SELECT value FROM json_each(?)) AND created_at < ?');
   }
 
-  async putDataKey(row: DataKeyRow): Promise<void> {
-    this.#put.run(row.dataKeyId, row.kekId, row.wrapped.toString('base64'));
+  async putDataKey(row: DataKeyRow, createdAt = Date.now()): Promise<void> {
+    this.#put.run(row.dataKeyId, row.kekId, row.wrapped.toString('base64'), createdAt);
   }
 
   async getDataKey(dataKeyId: string): Promise<DataKeyRow | null> {
@@ -54,5 +61,14 @@ export class DataKeysRepo implements DataKeyIndex {
 
   async deleteDataKey(dataKeyId: string): Promise<void> {
     this.#delete.run(dataKeyId);
+  }
+
+  async dataKeyIdsWrittenBefore(before: number, after: string | null, limit: number): Promise<string[]> {
+    const rows = after === null ? this.#writtenBeforeFirst.all(before, limit) : this.#writtenBeforeAfter.all(before, after, limit);
+    return rows.map((r) => r.data_key_id);
+  }
+
+  async deleteDataKeysWrittenBefore(dataKeyIds: readonly string[], before: number): Promise<number> {
+    return dataKeyIds.length === 0 ? 0 : this.#deleteWrittenBefore.run(JSON.stringify(dataKeyIds), before).changes;
   }
 }

@@ -34,6 +34,8 @@ export interface MaintenanceOptions {
   /** TransferService: uploads in flight and the per-oid deletion gate. */
   readonly uploads: UploadGate;
   readonly graceSeconds: number;
+  /** SVC_STAGING_MAX_AGE: an unfinished write older than this is litter; the data key sweep's grace is at least this. */
+  readonly stagingMaxAgeSeconds: number;
   /** SVC_COMPRESSION's level, or null when new uploads are stored plain (compress then uses 3). */
   readonly compressionLevel: number | null;
   /** SVC_IMPORT_DIR: the only folder imports read from; null when imports are off. */
@@ -87,6 +89,14 @@ export class MaintenanceService implements WorkSource {
       graceMs: o.graceSeconds * 1000,
       compressionLevel: o.compressionLevel ?? 3,
       partials: o.partials ?? null,
+      dataKeySweep: {
+        dataKeys: o.index.dataKeys,
+        stored: o.stored,
+        graceMs: Math.max(o.graceSeconds, o.stagingMaxAgeSeconds) * 1000,
+        now: Date.now,
+        parallelism: o.codec.parallelism,
+        log: o.log,
+      },
       log: o.log,
     };
     // No job runs yet: whatever a killed job of an earlier version left in the jobs' staging folder is litter.

@@ -1,7 +1,6 @@
 import type { KeyRing } from '../../crypto/key-ring.js';
 import type { DataKeyIndex } from '../../db/index-types.js';
 import { isLfsError } from '../../errors/errors.js';
-import { decodeHeader, HEADER_SIZE, looksEncrypted } from '../../format/encrypted-format.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
 import { sealingStore } from '../../store/compose.js';
@@ -10,6 +9,7 @@ import { reportBytes } from '../../workers/byte-meter.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { pumpInto, withObjectPull } from './object-io.js';
+import { dataKeyOf } from './stored-data-key.js';
 import { forEachLimited } from './worker-tasks.js';
 
 /** What rekey and encrypt need beyond every job's: the key ring, the data keys, the backend's bytes as stored. */
@@ -117,22 +117,4 @@ export async function runReencrypt(deps: MaintenanceDeps, crypt: ReencryptDeps, 
     complete,
     refused_objects: refusedList,
   };
-}
-
-/** A header that does not parse reads as encrypted under no known key: rewritten if its bytes verify. */
-async function dataKeyOf(stored: BlobStore, oid: Oid): Promise<string | 'plain' | 'absent'> {
-  const copy = await stored.open(oid);
-  if (copy === null) return 'absent';
-  try {
-    const head = Buffer.alloc(Math.min(HEADER_SIZE, copy.storedSize));
-    if (head.byteLength > 0) await copy.readAt(head, 0);
-    if (!looksEncrypted(head, copy.storedSize)) return 'plain';
-    try {
-      return decodeHeader(head).dataKeyId;
-    } catch {
-      return 'damaged';
-    }
-  } finally {
-    await copy.close();
-  }
 }

@@ -3,6 +3,7 @@ import { sql as sweeps } from './002-sweeps.js';
 import { report as repoNamesReport, sql as repoNames } from './003-repo-names.js';
 import { sql as resumableUploads } from './004-resumable-uploads.js';
 import { sql as dataKeys } from './005-data-keys.js';
+import { sql as dataKeyAges } from './006-data-key-ages.js';
 
 /**
  * A schema step; `report`, when present, is a query run just before the step whose rows are
@@ -21,4 +22,5 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   { name: '003-repo-names', sql: repoNames, report: repoNamesReport },
   { name: '004-resumable-uploads', sql: resumableUploads },
   { name: '005-data-keys', sql: dataKeys },
+  { name: '006-data-key-ages', sql: dataKeyAges },
 ];

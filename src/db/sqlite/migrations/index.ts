@@ -7,6 +7,7 @@ import { sql as sweeps } from './006-sweeps.js';
 import { report as repoNamesReport, sql as repoNames } from './007-repo-names.js';
 import { sql as resumableUploads } from './008-resumable-uploads.js';
 import { sql as dataKeys } from './009-data-keys.js';
+import { sql as dataKeyAges } from './010-data-key-ages.js';
 
 /**
  * A schema step; `report`, when present, is a query run just before the step whose rows are
@@ -29,4 +30,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { name: '007-repo-names', sql: repoNames, report: repoNamesReport },
   { name: '008-resumable-uploads', sql: resumableUploads },
   { name: '009-data-keys', sql: dataKeys },
+  { name: '010-data-key-ages', sql: dataKeyAges },
 ];
