@@ -180,19 +180,21 @@ export const COMMANDS: Record<string, CommandSpec> = {
     },
   },
   rewrap: {
-    usage: 'stowage rewrap --server URL',
+    usage: 'stowage rewrap [--sweep] --server URL',
     summary: "wrap every object's data key under the key file's first key (server admin)",
     details:
       'After a new key was put first in SVC_ENCRYPTION_KEY_FILE and every node restarted: rewraps each\n' +
       'data key still under an older key, in the index only (no object byte is written). Safe to stop and\n' +
       'run again. When it ends clean, the keys it lists as retirable can leave the key file\n' +
-      '(docs/encryption.md, "Rotating and retiring keys"). Exit 1 when data keys could not be unwrapped.',
-    options: { ...REMOTE_OPTIONS },
+      '(docs/encryption.md, "Rotating and retiring keys"). Exit 1 when data keys could not be unwrapped.\n' +
+      '--sweep first deletes the data key rows no stored copy names (it reads every copy\'s header).',
+    options: { sweep: { type: 'boolean', help: 'first delete data key rows no stored copy names (reads every stored copy\'s header)' }, ...REMOTE_OPTIONS },
     serverWide: true,
     run: jobCommand(
       'rewrap',
-      () => ({}),
+      (v) => ({ sweep: v.sweep === true }),
       (r) =>
+        `${r.unused_data_keys ? `${r.unused_data_keys} unused data keys deleted; ` : ''}` +
         `${r.rewrapped} data keys rewrapped under ${r.current_key} (${r.changed_meanwhile} changed meanwhile, ${r.unwrappable} unwrappable), ${r.object_bytes_written} object bytes written; ` +
         `keys in use: ${(r.keys_in_use ?? []).join(', ') || 'none'}; retirable: ${(r.retirable_keys ?? []).join(', ') || 'none'}`,
     ),

@@ -195,11 +195,12 @@ t.test('rows an index held before the upgrade are as old as the upgrade (postgre
   t.same(await index.dataKeys.dataKeyIdsWrittenBefore(before - 1000, null, 10), [], 'a row inserted without a time is not old');
 });
 
-t.test('a quarantining audit of the real server deletes old unused rows; a read-only one touches none', async (t) => {
+t.test('rewrap with sweep on the real server deletes old unused rows; audits and a plain rewrap touch none', async (t) => {
   const forge = new GitHubEmulator();
   await forge.start();
   t.teardown(() => forge.stop());
   forge.repos.set('acme/vault', { private: true });
+  forge.tokens.set('tok-server-admin', { login: 'root', siteAdmin: true, repos: {} });
   forge.tokens.set('tok-admin', { login: 'boss', repos: { 'acme/vault': 'admin' } });
   forge.tokens.set('tok-push', { login: 'dev', repos: { 'acme/vault': 'push' } });
   const keyFile = join(tmpDir('stowage-keys-'), 'keys');
@@ -221,9 +222,16 @@ t.test('a quarantining audit of the real server deletes old unused rows; a read-
 
   const audit = async (token: string, body: object): Promise<any> =>
     (await http('POST', `${server.url}/acme/vault/objects/audit`, { headers: { authorization: basic(token), 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
-  t.match(await audit('tok-push', {}), { objects: 2, ok: 2, unused_data_keys: 0, complete: true }, 'a read-only audit deletes no row');
+  const rewrap = async (token: string, body: object): Promise<{ status: number; json: any }> => {
+    const r = await http('POST', `${server.url}/-/objects/rewrap`, { headers: { authorization: basic(token), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.status, json: r.json() };
+  };
+  t.match(await audit('tok-push', {}), { objects: 2, ok: 2, complete: true }, 'a read-only audit');
+  t.match(await audit('tok-admin', { quarantine: true }), { objects: 2, ok: 2, complete: true, outcome: 'clean' }, "a repository admin's quarantining audit");
+  t.match((await rewrap('tok-admin', { sweep: true })).status, 403, 'a repository admin cannot start a store-wide sweep');
+  t.match((await rewrap('tok-server-admin', {})).json, { unused_data_keys: 0, complete: true }, 'a rewrap not asked to sweep');
   t.ok((await index.dataKeys.getDataKey(old.id)) !== null, 'the old unused row is still there');
-  t.match(await audit('tok-admin', { quarantine: true }), { objects: 2, ok: 2, unused_data_keys: 1, complete: true, outcome: 'clean' }, 'a quarantining audit deletes it');
+  t.match((await rewrap('tok-server-admin', { sweep: true })).json, { unused_data_keys: 1, complete: true, outcome: 'clean' }, 'rewrap with sweep deletes it');
   t.equal(await index.dataKeys.getDataKey(old.id), null, 'the old unused row is gone');
   t.ok((await index.dataKeys.getDataKey(young.id)) !== null, 'the young one stays');
   for (const b of blobs) {

@@ -142,7 +142,7 @@ export function registerMaintenanceRoutes(http: HttpServer, guard: RouteGuard, d
     await guard.serverAdmin(ctx);
     call.admit();
     const options = await optionsOf(call);
-    await answer(ctx, null, await maintenance.rewrap(), flag(options, 'wait', true));
+    await answer(ctx, null, await maintenance.rewrap(flag(options, 'sweep', false)), flag(options, 'wait', true));
   });
 
   /** The server-wide job named in the path (the caller was checked); 404 for an unknown id or a repository's job. */

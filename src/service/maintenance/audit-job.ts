@@ -1,7 +1,6 @@
 import type { Oid } from '../../protocol/oid.js';
 import type { RepoName } from '../../protocol/repo-name.js';
 import { reportBytes, type ByteMeter } from '../../workers/byte-meter.js';
-import { sweepDataKeys } from './data-key-sweep.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX, type MaintenanceDeps } from './maintenance-deps.js';
 import { digestOf, withObjectPull } from './object-io.js';
@@ -30,19 +29,13 @@ export interface AuditReport {
   readonly quarantine: 'applied' | 'not_needed' | 'not_requested';
   /** Objects already quarantined by an earlier audit and not re-uploaded since (not read again). */
   readonly already_quarantined: number;
-  /**
-   * Data key rows no stored copy names, deleted (0 unless it was asked to quarantine): a store-wide
-   * sweep (data-key-sweep.ts) run after the objects, so copies it just quarantined lose theirs too.
-   */
-  readonly unused_data_keys: number;
   readonly corrupt_objects: readonly AuditProblem[];
   readonly unreadable_objects: readonly AuditProblem[];
 }
 
 /**
  * Audit: reads every object back as a download does and checks sha256 and size. Asked to quarantine:
- * the index mark first (so the next push uploads good bytes), then the bytes move aside; then data
- * key rows no stored copy names are swept (admin only, as it reads every copy's header in the store).
+ * the index mark first (so the next push uploads good bytes), then the bytes move aside.
  */
 export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarantine: boolean, ctx: JobContext): Promise<AuditReport> {
   const { store, maint, objects, tasks } = deps;
@@ -108,20 +101,16 @@ export async function runAudit(deps: MaintenanceDeps, repo: RepoName, canQuarant
   const complete = sharedDone && legacyDone;
   const bad = corruptN + unreadableN;
   await deps.stats.recordAudit(repo.key, { finishedAt: Date.now(), objects: checked, bytes, corrupt: corruptN, unreadable: unreadableN, complete });
-  const keys = canQuarantine && complete ? await sweepDataKeys(deps.dataKeySweep, false, ctx.signal) : null;
-  if (keys !== null && keys.swept > 0) deps.log('unused data keys deleted', { repo: repo.key, count: keys.swept });
   return {
     objects: checked,
     bytes,
     ok,
     corrupt: corruptN,
     unreadable: unreadableN,
-    // Not complete either when the data key sweep was stopped or could not tell every copy's key.
-    complete: complete && keys?.complete !== false,
+    complete,
     quarantined,
     quarantine: bad === 0 ? 'not_needed' : canQuarantine ? 'applied' : 'not_requested',
     already_quarantined: already,
-    unused_data_keys: keys?.swept ?? 0,
     corrupt_objects: corrupt,
     unreadable_objects: unreadable,
   };

@@ -70,7 +70,7 @@ export interface MaintenanceDeps {
   /** zstd level compress uses (SVC_COMPRESSION's, or 3 when compression of new uploads is off). */
   readonly compressionLevel: number;
   readonly partials: PartialUploadSweep | null;
-  /** What a quarantining audit's sweep of unused data key rows works with (data-key-sweep.ts). */
+  /** What rewrap's sweep of unused data key rows works with (data-key-sweep.ts), when asked for. */
   readonly dataKeySweep: DataKeySweepDeps;
   readonly log: (msg: string, fields: object) => void;
 }

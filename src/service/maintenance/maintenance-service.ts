@@ -62,7 +62,7 @@ export class MaintenanceService implements WorkSource {
   readonly #importDir: string | null;
   /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
   readonly #imports = new Map<string, { from: string; job: Job }>();
-  readonly #rewrap: Omit<RewrapDeps, 'keys'> & { keys: KeyRing | null };
+  readonly #rewrap: Omit<RewrapDeps, 'keys' | 'sweep'> & { keys: KeyRing | null };
   readonly #stored: BlobStore;
 
   private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, o: MaintenanceOptions) {
@@ -142,11 +142,12 @@ export class MaintenanceService implements WorkSource {
     return this.#runner.start('audit', repo.key, !quarantine, async (ctx) => (await import('./audit-job.js')).runAudit(this.#deps, repo, quarantine, ctx));
   }
 
-  /** One job for the whole server; 404 when no keys are configured. */
-  rewrap(): Promise<Job> {
+  /** One job for the whole server; 404 when no keys are configured. `sweep`: unused data key rows go first (reads every stored copy's header). */
+  rewrap(sweep: boolean): Promise<Job> {
     const { keys, ...rest } = this.#rewrap;
     if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
-    return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest }, ctx));
+    const swept = sweep ? this.#deps.dataKeySweep : null;
+    return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest, sweep: swept }, ctx));
   }
 
   serverJobs(): Promise<JobDetail[]> {

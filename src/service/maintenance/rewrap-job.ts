@@ -1,6 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { KeyRingError, type KeyRing } from '../../crypto/key-ring.js';
 import type { DataKeyIndex, DataKeyRow } from '../../db/index-types.js';
+import { sweepDataKeys, type DataKeySweepDeps } from './data-key-sweep.js';
 import type { JobContext } from './job-runner.js';
 import { LISTED_MAX } from './maintenance-deps.js';
 
@@ -10,6 +11,8 @@ export interface RewrapDeps {
   readonly dataKeys: DataKeyIndex;
   /** Rows read from the index per query (SVC_REWRAP_BATCH). */
   readonly batch: number;
+  /** Asked to sweep (`"sweep": true`): first delete the data key rows no stored copy names. */
+  readonly sweep: DataKeySweepDeps | null;
   readonly log: (msg: string, fields: object) => void;
 }
 
@@ -26,6 +29,8 @@ export interface RewrapReport {
   /** Under a key this node does not hold, or whose wrap does not authenticate: left as they are. */
   readonly unwrappable: number;
   readonly unwrappable_keys: readonly string[];
+  /** Data key rows no stored copy names, deleted before rewrapping (0 unless asked to sweep). */
+  readonly unused_data_keys: number;
   /** Rewrap writes index rows only. */
   readonly object_bytes_written: 0;
   /** Key ids still wrapping some data key once the job ended: those cannot leave the key file yet. */
@@ -43,6 +48,9 @@ export interface RewrapReport {
 export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<RewrapReport> {
   const { keys, dataKeys } = deps;
   const current = keys.currentId;
+  // Swept first: a row no copy needs is not worth rewrapping, and left under an old key it would keep that key in use.
+  const swept = deps.sweep === null ? null : await sweepDataKeys(deps.sweep, false, ctx.signal);
+  if (swept !== null && swept.swept > 0) deps.log('unused data keys deleted', { count: swept.swept });
   ctx.progress.objectsTotal = await countPending(dataKeys, current, deps.batch, ctx.signal);
   let seen = 0;
   let rewrapped = 0;
@@ -50,7 +58,7 @@ export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<Rewr
   let unwrappable = 0;
   const missing = new Set<string>();
   let after: string | null = null;
-  let complete = true;
+  let complete = swept?.complete !== false;
   for (;;) {
     if (ctx.signal.aborted) {
       complete = false;
@@ -83,6 +91,7 @@ export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<Rewr
     changed_meanwhile: changed,
     unwrappable,
     unwrappable_keys: [...missing].sort(),
+    unused_data_keys: swept?.swept ?? 0,
     object_bytes_written: 0,
     keys_in_use: [...inUse].sort(),
     retirable_keys: keys.ids().filter((id) => !inUse.includes(id)),
