@@ -76,8 +76,8 @@ export interface ComposedStore {
  * - compress sits on encrypt (or on the backend): it turns logical bytes into frames and back.
  * - encrypt sits on the backend: what compression stored is sealed into authenticated frames under
  *   a per-copy data key (ciphertext does not compress), and the backend, its staging files and
- *   multipart parts only ever hold ciphertext. With encryption on, the journal keeps references
- *   only (its records are not encrypted), so no object byte reaches the disk in the clear.
+ *   multipart parts only ever hold ciphertext. With encryption on, the journal seals small objects'
+ *   bytes under per-segment keys the same ring wraps, so no object byte reaches the disk in the clear.
  * A new backend implements BlobStore (plus the capabilities it has), passes
  * test/conformance/blob-store.suite.ts, and is opened by openBackend above; the stack is the same.
  */
@@ -90,7 +90,11 @@ export async function composeStore(parts: StoreParts): Promise<ComposedStore> {
   // still be read through the one frame reader.
   store = new CompressingBlobStore(store, parts.codec, parts.compressionLevel);
   let journal: JournalingBlobStore | null = null;
-  if (parts.journal !== null) store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references, Date.now, enc?.encryptNew === true);
+  if (parts.journal !== null) {
+    // The ring also unwraps sealed segments' keys with encryption off: they still replay.
+    const sealing = { ring: enc?.ring ?? null, seal: enc?.encryptNew === true };
+    store = journal = await JournalingBlobStore.open(store, parts.journal.dir, parts.journal.references, Date.now, sealing);
+  }
   return { store: new VerifyingBlobStore(store, parts.hasher), backend, journal };
 }
 

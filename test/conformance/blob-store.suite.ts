@@ -576,7 +576,8 @@ export async function blobStoreConformance(t: Test, name: string, make: MakeStor
       const r = (await h.store.stat(oidOf(text)))!;
       // The defect this guards: a small compressed object counted at its logical size.
       if (h.compresses && !inJournal(h, text.byteLength)) t.ok(r.storedSize < text.byteLength / 2, `300,000 text bytes take ${r.storedSize} stored bytes, not their logical size`);
-      else if (h.encrypts === true) t.equal(r.storedSize, storedSizeOf(text.byteLength, CRYPT_FRAME_SIZE), '300,000 bytes sealed: header and frame tags on top');
+      // A journaled object takes its own size until it is written out (sealed in the journal too).
+      else if (h.encrypts === true && !inJournal(h, text.byteLength)) t.equal(r.storedSize, storedSizeOf(text.byteLength, CRYPT_FRAME_SIZE), '300,000 bytes sealed: header and frame tags on top');
       else t.equal(r.storedSize, text.byteLength, '300,000 bytes stored as given');
     });
 

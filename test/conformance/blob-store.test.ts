@@ -252,13 +252,13 @@ function composedOnDisk(): () => Promise<StoreUnderTest> {
   };
 }
 
-/** The default stack with encryption on, built by compose.ts: its journal keeps references only, so every object is below. */
+/** The default stack with encryption on, built by compose.ts: its journal holds small objects sealed. */
 function composedEncryptedOnDisk(): () => Promise<StoreUnderTest> {
   return async () => {
     const root = join(scratch, `composed-${++made}`);
     await mkdir(root, { recursive: true });
     const composed = await adapter.composed(await adapter.disk(root), root, true);
-    return diskHarness(root, { store: composed.store, below: null, faulty: null }, { verifies: true, compresses: true, encrypts: true, journals: false, atomicCreate: true, inLineMax: 0 }, composed.close);
+    return diskHarness(root, { store: composed.store, below: null, faulty: null }, { verifies: true, compresses: true, encrypts: true, journals: true, atomicCreate: true, inLineMax: 0 }, composed.close);
   };
 }
 

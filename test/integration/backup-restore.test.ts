@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { pushableGame } from '../helpers/forge-emulator.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
+import { SMALL_OBJECT_MAX } from '../../src/store/journal/journaling-store.js';
 import { basic, blob, blobOf, http, push, type Blob } from '../helpers/lfs-http.js';
 import { startServer, tmpDir } from '../helpers/start-server.js';
 
@@ -122,7 +123,9 @@ t.test('an encrypted store: the backup holds ciphertext and wrapped keys only; a
   const copy = openSqliteIndex(join(dest, 'index.sqlite'));
   const rows = await copy.dataKeys.dataKeysNotWrappedWith('none', null, 1000);
   t.same(await copy.dataKeys.kekIdsInUse(), ['k1'], 'the index copy holds the data keys, wrapped under k1');
-  t.ok(rows.length >= objects.length && rows.every((r) => r.wrapped.length === 60), `${rows.length} wrapped data keys (nonce, wrapped key, tag)`);
+  // Small objects may still be sealed in the journal (their keys wrapped in its segments): the others have their rows.
+  const filed = objects.filter((o) => o.size > SMALL_OBJECT_MAX).length;
+  t.ok(rows.length >= filed && rows.every((r) => r.wrapped.length === 60), `${rows.length} wrapped data keys (nonce, wrapped key, tag)`);
   await copy.close();
 
   // A rekey between two backups into the same place rewrites objects at the same size: the second

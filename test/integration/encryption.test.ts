@@ -3,7 +3,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { KeyRing } from '../../src/crypto/key-ring.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
+import { SegmentLog } from '../../src/store/journal/segment-log.js';
 import { textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
@@ -128,6 +130,7 @@ t.test('disk store: no plaintext at rest, tampering never served, audit and push
 
   // Tampering: a one-frame object and a byte in the middle of a multi-frame one.
   const small = objects.find((o) => o.name === 'small-text')!.data;
+  await waitForFile(objectFile(dataDir, oidOf(small))); // journaled (sealed) first, then written out
   flipByte(objectFile(dataDir, oidOf(small)), 100);
   const smallGet = await get(server, oidOf(small));
   t.equal(smallGet.status, 500, 'a tampered object: the download fails before any byte is sent');
@@ -174,6 +177,31 @@ t.test('disk store: no plaintext at rest, tampering never served, audit and push
   await waitForFile(objectFile(dataDir, oidOf(plain))); // journaled first, with encryption off
   t.ok(readFileSync(objectFile(dataDir, oidOf(plain))).equals(plain), 'a new object with encryption off is stored as it arrived');
   t.equal(await server.stop(), 0);
+});
+
+// The journal's segments hold small objects sealed under keys the ring wraps: a start that lacks
+// such a key refuses as for the index's, though the index names no encrypted object yet.
+t.test('a journal segment sealed under a key the ring lacks refuses the start, naming it', async (t) => {
+  const dataDir = tmpDir();
+  const server = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: firstKeys }, { dataDir, keepData: true });
+  t.equal(await server.stop(), 0);
+  // What a crash leaves right after a small upload was acknowledged: its sealed record, no file yet.
+  const journal = await SegmentLog.open(join(dataDir, 'journal'), Date.now, { ring: KeyRing.parse(k1), seal: true });
+  const data = Buffer.from(`PLAINTEXT-MARKER-journal-${randomBytes(6).toString('hex')}`);
+  await journal.append({ repo: 'acme/game', oid: oidOf(data) as never, size: data.length, data });
+  await journal.close();
+  for (const [what, keyEnv, why] of [
+    ['a ring without its key', { SVC_ENCRYPTION_KEY_FILE: keyFile('journal-other', [k2]) }, /journal segments are sealed under key k1 \(.*seg-\d+\.log\) and the key ring lacks it/],
+    ['no keys at all', {}, /journal segments are sealed under key k1 .* and no encryption key is given/],
+  ] as const) {
+    const r = await refusedStart(dataDir, keyEnv);
+    t.equal(r.code, 2, `${what}: exit 2`);
+    t.match(r.stderr, why, `${what}: says why`);
+    t.equal(r.stderr.trim().split('\n').length, 1, `${what}: one line`);
+  }
+  const again = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_ENCRYPTION_KEY_FILE: keyFile('journal-rotated', [k2, k1]) }, { dataDir });
+  t.teardown(() => again.stop());
+  t.ok((await get(again, oidOf(data))).body.equals(data), 'with the key back, the sealed record replays and is served');
 });
 
 t.test('the compress job rewrites encrypted objects encrypted', async (t) => {

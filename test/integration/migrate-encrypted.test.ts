@@ -5,14 +5,16 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import t from 'tap';
+import { KeyRing } from '../../src/crypto/key-ring.js';
 import { connect } from '../../src/db/postgres/pg-client.js';
 import { PostgresTables } from '../../src/db/postgres/postgres-tables.js';
+import { SegmentLog } from '../../src/store/journal/segment-log.js';
 import { textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { startS3Server } from '../helpers/s3-server.js';
-import { startServer, tmpDir } from '../helpers/start-server.js';
+import { startServer, tmpDir, waitForFile } from '../helpers/start-server.js';
 import { capped } from '../helpers/wait-for.js';
 
 // `stowage migrate --objects` of a single node whose disk store holds encrypted copies (and one
@@ -90,6 +92,8 @@ await put(plainNode.url, plainFirst.data);
 await plainNode.stop();
 const node = await startServer({ SVC_FORGE_A_API_URL: forge.url, SVC_COMPRESSION: 'zstd:3', SVC_ENCRYPTION_KEY_FILE: k1 }, { dataDir, keepData: true });
 for (const o of sealed) await put(node.url, o.data);
+// Small objects are journaled (sealed) first: once written out, the index holds their data keys.
+for (const o of sealed) await waitForFile(join(dataDir, 'objects', oidOf(o.data).slice(0, 2), oidOf(o.data).slice(2, 4), oidOf(o.data)));
 await node.stop();
 
 const sourceKeyIds = (): string[] => {
@@ -134,6 +138,23 @@ t.test('a key missing from the key file refuses the migration, naming the key, b
   const dst = await PostgresTables.open(sealedTarget.url, false);
   t.notOk(await dst.hasSchema(), 'the target database is untouched');
   await dst.close();
+});
+
+// A small upload acknowledged just before the node stopped is only in its journal, sealed: the index
+// names no data key yet, and the journal's replay refuses the missing key as the index's check does.
+t.test('a journal segment sealed under a key missing from the key file refuses the migration, naming the key', async (t) => {
+  const journaled = tmpDir('stowage-migrate-journaled-');
+  await (await startServer({ SVC_FORGE_A_API_URL: forge.url }, { dataDir: journaled, keepData: true })).stop();
+  const ringK1 = KeyRing.parse(readFileSync(k1, 'utf8'));
+  const journal = await SegmentLog.open(join(journaled, 'journal'), Date.now, { ring: ringK1, seal: true });
+  const data = Buffer.from(`a small upload ${randomBytes(8).toString('hex')}`);
+  await journal.append({ repo: REPO, oid: oidOf(data) as never, size: data.length, data });
+  await journal.close();
+  const target = await newTarget('journaled');
+  const r = await migrate(['--to', target.url, '--objects'], { ...target.env, SVC_DATA_DIR: journaled, SVC_ENCRYPTION_KEY_FILE: otherKey });
+  t.equal(r.code, 2, 'exit 2');
+  t.match(r.stderr, /^stowage: migrate: encryption keys: journal segments are sealed under key k1 \(.*\) and the key ring lacks it$/m, 'names the key');
+  t.notMatch(r.stderr, /stop the server/, 'not taken for a running server');
 });
 
 t.test('encryption on: every copy sealed anew in the bucket, verified by reading back, served by a node on the target', async (t) => {

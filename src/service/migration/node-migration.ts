@@ -252,6 +252,9 @@ async function replayJournal(o: MigrationOptions, indexFile: string, disk: DiskB
       journal: { dir: join(o.dataDir, 'journal'), references: indexReferenceLog(index) },
       // As the server's start: with encryption on, journaled objects are written out sealed.
       encryption: ring === null ? null : { keys: index.dataKeys, ring, encryptNew: o.encryption.encryptNew },
+    }).catch((e: unknown) => {
+      // A journal segment sealed under a key the ring lacks: refused as the index's keys are, not taken for the lock.
+      throw e instanceof StartRefusedError ? new MigrationRefused(e.message) : e;
     });
     const j = journal!;
     try {

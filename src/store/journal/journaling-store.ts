@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { storageFault } from '../../errors/storage-fault.js';
+import type { KeyRing } from '../../crypto/key-ring.js';
+import { lfsError } from '../../errors/errors.js';
 import type { JournalFlushes } from '../../metrics/registry.js';
 import type { Oid } from '../../protocol/oid.js';
 import { smallBuffers } from '../buffer-pool.js';
 import { SegmentLog, type JournalLocation } from './segment-log.js';
 import { plainReads } from '../inline-reader.js';
-import type { BlobReader, BlobStat, BlobStore, JournaledPut, JournaledWriter, ObjectWriter, PutResult, StoredObject, UploadJournal, WriterOptions } from '../types.js';
+import type { BlobReader, BlobStat, BlobStore, ChunkSource, JournaledPut, JournaledWriter, ObjectWriter, PutResult, StoredObject, UploadJournal, WriterOptions } from '../types.js';
 import { WholeObjectWriter } from '../whole-object-writer.js';
 import { ForwardingBlobStore } from '../layers/forwarding.js';
 
@@ -72,11 +74,20 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   }
 
   /**
-   * `referencesOnly`: no object bytes go into the journal, for a store whose objects must not sit in
-   * the clear on disk (encryption at rest). Bytes journaled earlier are still replayed and written out.
+   * `encryption`: for a store whose objects must not sit in the clear on disk (`seal`: encryption at
+   * rest), small objects' bytes are journaled sealed under keys the ring wraps (segment-seal.ts);
+   * without a ring the journal keeps references only. Sealed segments replay whenever the ring holds
+   * their keys: the open refuses the start otherwise (see SegmentLog.open).
    */
-  static async open(inner: BlobStore, dir: string, refs: ReferenceLog, now: () => number = Date.now, referencesOnly = false): Promise<JournalingBlobStore> {
-    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
+  static async open(
+    inner: BlobStore,
+    dir: string,
+    refs: ReferenceLog,
+    now: () => number = Date.now,
+    encryption: { ring: KeyRing | null; seal: boolean } = { ring: null, seal: false },
+  ): Promise<JournalingBlobStore> {
+    const referencesOnly = encryption.seal && encryption.ring === null;
+    return new JournalingBlobStore(inner, await SegmentLog.open(dir, now, encryption), refs, referencesOnly ? 0 : SMALL_OBJECT_MAX);
   }
 
   /** Whether the upload asking is the only one in flight, so its journal flush may run in line (see SegmentLog). */
@@ -289,7 +300,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async #materialize(oid: Oid, at: JournalLocation, segmentFd: number): Promise<void> {
     const data = smallBuffers.take(at.length);
     try {
-      await plainReads(segmentFd, at.length, at.offset).readAt(data, 0); // in line when small (inline-reader.ts)
+      if (!(await this.#segments.readData(segmentFd, at, data))) throw new Error(`journal record of ${oid} does not authenticate`);
       const digest = createHash('sha256').update(data).digest('hex');
       if (digest !== oid) throw new Error(`journal record of ${oid} hashes to ${digest}`);
       const w = await this.inner.createWriter(oid, { expectedSize: at.length });
@@ -324,6 +335,7 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return this.inner.open(oid); // just retired
       throw e;
     }
+    if (at.record !== undefined) return this.#openSealed(oid, at, segment);
     return {
       size: at.length,
       storedSize: at.length,
@@ -331,6 +343,25 @@ export class JournalingBlobStore extends ForwardingBlobStore {
       ...plainReads(segment.fd, at.length, at.offset),
       close: async () => segment.close(),
     };
+  }
+
+  /** A sealed record is opened whole, then served from memory (at most SMALL_OBJECT_MAX): a record that does not authenticate is never served. */
+  async #openSealed(oid: Oid, at: JournalLocation, segment: { fd: number; close: () => void }): Promise<BlobReader> {
+    const bytes = smallBuffers.take(at.length);
+    let authentic: boolean;
+    try {
+      authentic = await this.#segments.readData(segment.fd, at, bytes);
+    } catch (e) {
+      smallBuffers.give(bytes);
+      throw e;
+    } finally {
+      segment.close();
+    }
+    if (!authentic) {
+      smallBuffers.give(bytes);
+      throw lfsError('LFS_ERR_OBJECT_DAMAGED', `Journaled object ${oid} is damaged (its sealed record does not authenticate); the object needs an audit`);
+    }
+    return { size: at.length, storedSize: at.length, framed: false, ...heldReads(bytes) };
   }
 
   override async stat(oid: Oid): Promise<BlobStat | null> {
@@ -365,6 +396,34 @@ export class JournalingBlobStore extends ForwardingBlobStore {
   async close(): Promise<void> {
     await this.#segments.close();
   }
+}
+
+/** The reads of an object held whole in a pooled buffer, which `close` gives back. */
+function heldReads(bytes: Buffer): Pick<BlobReader, 'read' | 'readAt' | 'close'> {
+  let held: Buffer | null = bytes;
+  const view = (start: number, length: number): Buffer => {
+    if (held === null) throw new Error('object read after its reader was closed');
+    if (start < 0 || start + length > held.byteLength) throw new Error(`read of ${length} bytes at ${start} past the object's ${held.byteLength}`);
+    return held.subarray(start, start + length);
+  };
+  return {
+    read: (start, end): ChunkSource => {
+      let done = false;
+      return {
+        next: async () => (done ? null : ((done = true), view(start, end - start + 1))),
+        close: async () => {
+          done = true;
+        },
+      };
+    },
+    readAt: async (into, position) => {
+      into.set(view(position, into.byteLength));
+    },
+    close: async () => {
+      if (held !== null) smallBuffers.give(held);
+      held = null;
+    },
+  };
 }
 
 /** A writer whose upload the journal holds no reference of: nothing to keep. */

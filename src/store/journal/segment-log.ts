@@ -9,6 +9,10 @@ import { smallBuffers } from '../buffer-pool.js';
 import { DirSyncer } from '../dir-sync.js';
 import { writeFullyAt, writeFullySync } from '../../util/write-fully.js';
 import { mapIoError } from '../staging-file.js';
+import type { KeyRing } from '../../crypto/key-ring.js';
+import { StartRefusedError } from '../../errors/start-refused.js';
+import { plainReads } from '../inline-reader.js';
+import { newSegmentKey, openRecordData, SEAL_TAG, sealRecordData, unwrapSegmentKey } from './segment-seal.js';
 
 /**
  * The store's write-ahead journal, group-committed (records written while one fdatasync runs share
@@ -22,6 +26,11 @@ import { mapIoError } from '../staging-file.js';
  * digest (16 bytes). "STJ3": sha256 of the head and the segment's number; the data must hash to its
  * oid, so no pass over it. Replay also reads "STJ2" and "STJ1" records (never recycled).
  *
+ * Sealed (encryption at rest, segment-seal.ts): a segment's first record holds its data key, wrapped
+ * ("STJ4", kind key: the kek id as repo, the wrapped key as data, the digest over all of it and the
+ * number), and data records are "STJ4" with the data sealed (ciphertext, then the tag), the digest
+ * as STJ3's. A record that does not open ends replay as a torn one does.
+ *
  * A record is acknowledged only once every record before it in its segment is flushed: a failed
  * write or flush tears the segment there and appends go on in a fresh one.
  */
@@ -34,8 +43,12 @@ export interface JournalRecord {
 
 export interface JournalLocation {
   readonly segment: number;
+  /** Where the object's bytes start (sealed: its ciphertext). */
   readonly offset: number;
+  /** The object's size. */
   readonly length: number;
+  /** A sealed record's own offset (its nonce; its head up to `offset` is authenticated); absent when the bytes are plain. */
+  readonly record?: number;
 }
 
 export interface ReplayedRecord {
@@ -48,6 +61,7 @@ export interface ReplayedRecord {
 const MAGIC = 0x53544a33; // "STJ3": digest of the head and the segment's number; the data proven by its oid
 const MAGIC_V2 = 0x53544a32; // "STJ2": digest of the head alone (read, no longer written)
 const MAGIC_V1 = 0x53544a31; // "STJ1": BLAKE3 of the whole record (read, no longer written)
+const MAGIC_SEALED = 0x53544a34; // "STJ4": a segment's key, or data sealed under it
 /** A record's digest: sha256 of its head, for STJ3 then its segment's number (u64 LE); DIGEST bytes kept. */
 const headDigest = (head: Buffer): Buffer => hash('sha256', head, 'buffer');
 const HEADER = 4 + 4 + 1 + 2 + 32 + 8;
@@ -55,6 +69,10 @@ const NUMBER = 8;
 const DIGEST = 16;
 const KIND_REF = 1;
 const KIND_DATA = 2;
+/** A sealed segment's first record: its data key, wrapped. */
+const KIND_KEY = 3;
+/** A key record is no longer than this (a kek id of at most 64 bytes and a wrapped key). */
+const KEY_RECORD_MAX = 512;
 const SEGMENT_MAX = 16 << 20;
 /** The prepared next segment; it holds no records, so a leftover one is removed at start. */
 const SPARE_NAME = 'next.spare';
@@ -73,6 +91,8 @@ interface Segment {
   readonly path: string;
   readonly fh: FileHandle;
   tail: number;
+  /** Where its first record after the key record starts (0 when not sealed): nothing before is an append. */
+  base: number;
   /** Its blocks were written in full before its first record: a zeroed spare, or a recycled segment. */
   readonly prepared: boolean;
   /** Settles once every write started in this segment has; rejects if any failed. */
@@ -129,18 +149,28 @@ export class SegmentLog {
   readonly #recyclable = new Set<number>();
   readonly #readers = new Map<number, number>();
   #flushMs = 0;
+  /** Seals new segments' data with keys it wraps; null: records are written plain. */
+  readonly #sealWith: KeyRing | null;
+  /** The data keys of sealed segments, those written in this run and those unwrapped at open. */
+  readonly #keys: Map<number, Buffer>;
 
   readonly #now: () => number;
 
-  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[], now: () => number) {
+  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[], now: () => number, sealWith: KeyRing | null, keys: Map<number, Buffer>) {
     this.#dir = dir;
     this.#now = now;
+    this.#sealWith = sealWith;
+    this.#keys = keys;
     this.#nextNo = nextNo;
     this.#sealed.push(...existing);
     this.#recycled = recycled;
   }
 
-  static async open(dir: string, now: () => number = Date.now): Promise<SegmentLog> {
+  /**
+   * `keys`: the ring that unwraps sealed segments' keys; `seal`: new records' data are sealed under
+   * it. Refuses the start (StartRefusedError) when a segment is sealed under a key the ring lacks.
+   */
+  static async open(dir: string, now: () => number = Date.now, keys: { ring: KeyRing | null; seal: boolean } = { ring: null, seal: false }): Promise<SegmentLog> {
     await mkdir(dir, { recursive: true });
     await unlink(join(dir, SPARE_NAME)).catch(() => undefined);
     const names = await readdir(dir);
@@ -160,11 +190,12 @@ export class SegmentLog {
     }
     // Above every number in use, recycled files included, so no old record passes for a new one.
     const highest = Math.max(0, ...existing, ...recycled);
-    return new SegmentLog(dir, highest + 1, existing, recycled, now);
+    const unwrapped = await unwrapSegmentKeys(dir, existing, keys.ring);
+    return new SegmentLog(dir, highest + 1, existing, recycled, now, keys.seal ? keys.ring : null, unwrapped);
   }
 
   pathOf(segment: number): string {
-    return join(this.#dir, `seg-${String(segment).padStart(12, '0')}.log`);
+    return segmentPath(this.#dir, segment);
   }
 
   get recycledSegments(): number {
@@ -184,9 +215,10 @@ export class SegmentLog {
   async append(rec: JournalRecord, hints: FlushHints = {}): Promise<JournalLocation | null> {
     const repo = Buffer.from(rec.repo, 'utf8');
     const dataLen = rec.data?.byteLength ?? 0;
-    const length = HEADER + repo.length + dataLen + DIGEST;
+    const sealed = rec.data !== null && this.#sealWith !== null;
+    const length = HEADER + repo.length + dataLen + (sealed ? SEAL_TAG : 0) + DIGEST;
     const buf = smallBuffers.take(length);
-    buf.writeUInt32LE(MAGIC, 0);
+    buf.writeUInt32LE(sealed ? MAGIC_SEALED : MAGIC, 0);
     buf.writeUInt32LE(length, 4);
     buf.writeUInt8(rec.data ? KIND_DATA : KIND_REF, 8);
     buf.writeUInt16LE(repo.length, 9);
@@ -208,11 +240,17 @@ export class SegmentLog {
     // segment's number goes where the data starts, for the digest only (written over afterwards).
     const head = HEADER + repo.length;
     buf.writeBigUInt64LE(BigInt(seg.no), head);
-    const digest = headDigest(buf.subarray(0, head + NUMBER));
-    // fill() is one native memcpy; set() from shared memory takes V8's slow element-wise path.
-    if (dataLen > 0) buf.fill(rec.data!, head, head + dataLen);
-    digest.copy(buf, length - DIGEST, 0, DIGEST);
+    const signed = buf.subarray(0, head + NUMBER);
+    const digest = headDigest(signed);
     const offset = seg.tail;
+    if (sealed) {
+      // The head and number are the AAD, copied: the ciphertext goes over the number.
+      sealRecordData(this.#keys.get(seg.no)!, offset, Buffer.from(signed), rec.data!, buf.subarray(head, head + dataLen + SEAL_TAG));
+    } else if (dataLen > 0) {
+      // fill() is one native memcpy; set() from shared memory takes V8's slow element-wise path.
+      buf.fill(rec.data!, head, head + dataLen);
+    }
+    digest.copy(buf, length - DIGEST, 0, DIGEST);
     seg.tail += length;
     this.#lastAppend = this.#now();
     // A small record is written in line rather than paying a threadpool round trip.
@@ -248,7 +286,9 @@ export class SegmentLog {
       this.#queue.push({ segment: seg, offset, written, resolve, reject, hints });
       if (this.#flushes < MAX_FLUSHES) void this.#flush();
     });
-    return rec.data ? { segment: seg.no, offset: offset + HEADER + repo.length, length: dataLen } : null;
+    if (rec.data === null) return null;
+    const at = { segment: seg.no, offset: offset + head, length: dataLen };
+    return sealed ? { ...at, record: offset } : at;
   }
 
   /**
@@ -309,7 +349,7 @@ export class SegmentLog {
     if (this.#switching !== null || cur === null || cur.tornAt !== null) return null;
     // A plain segment (made while no spare was ready) gives way as soon as a prepared one is.
     const preparedReady = this.#spare !== null || this.#recycled.length > 0;
-    if (cur.tail > 0 && (cur.tail + length > SEGMENT_MAX || (!cur.prepared && preparedReady))) return null;
+    if (cur.tail > cur.base && (cur.tail + length > SEGMENT_MAX || (!cur.prepared && preparedReady))) return null;
     // A burst that has filled half a segment gets the next one prepared now.
     if (cur.tail >= SEGMENT_MAX / 2) this.#prepareSpare();
     return cur;
@@ -344,7 +384,7 @@ export class SegmentLog {
         await unlink(path).catch(() => undefined);
         throw e;
       }
-      seg = { no, path, fh, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      seg = { no, path, fh, tail: 0, base: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
       this.#stats.recycledSegments++;
     } else if (spare !== null) {
       try {
@@ -353,13 +393,14 @@ export class SegmentLog {
         await spare.close().catch(() => undefined);
         throw e;
       }
-      seg = { no, path, fh: spare, tail: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      seg = { no, path, fh: spare, tail: 0, base: 0, prepared: true, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
       this.#stats.zeroedSegments++;
     } else {
-      seg = { no, path, fh: await open(path, 'wx'), tail: 0, prepared: false, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
+      seg = { no, path, fh: await open(path, 'wx'), tail: 0, base: 0, prepared: false, written: Promise.resolve(), tornAt: null, unsettled: new Set() };
       this.#stats.plainSegments++;
     }
     try {
+      if (this.#sealWith !== null) this.#writeKeyRecord(seg, this.#sealWith);
       await this.#dirs.sync(this.#dir); // the segment's name must survive a crash too
     } catch (e) {
       await seg.fh.close().catch(() => undefined);
@@ -367,6 +408,15 @@ export class SegmentLog {
       throw e;
     }
     this.#current = seg;
+  }
+
+  /** A fresh data key for the segment, in its first record (over a recycled segment's old one): flushed with its first append. */
+  #writeKeyRecord(seg: Segment, ring: KeyRing): void {
+    const { key, kekId, wrapped } = newSegmentKey(ring, seg.no);
+    const record = keyRecord(seg.no, kekId, wrapped);
+    writeFullySync(seg.fh.fd, record, 0);
+    seg.tail = seg.base = record.length;
+    this.#keys.set(seg.no, key);
   }
 
   #prepareSpare(): void {
@@ -404,7 +454,7 @@ export class SegmentLog {
   /** Closes an idle segment and prepares a spare, so the next upload starts in written blocks. */
   async rotateIfIdle(idleMs: number): Promise<void> {
     if (!this.idleFor(idleMs)) return;
-    if (this.#current !== null && this.#current.tail > 0 && !this.#flushing) await this.#seal();
+    if (this.#current !== null && this.#current.tail > this.#current.base && !this.#flushing) await this.#seal();
     if (this.#lastAppend > 0 && this.#current === null && this.#recyclable.size === 0) this.#prepareSpare();
   }
 
@@ -436,13 +486,14 @@ export class SegmentLog {
     try {
       const { size } = await fh.stat();
       const number = segmentNumber(segment);
+      let key: Buffer | null = null;
       let at = 0;
       const head = Buffer.alloc(HEADER);
       while (at + HEADER + DIGEST <= size) {
         await fh.read(head, 0, HEADER, at);
         const length = head.readUInt32LE(4);
         const magic = head.readUInt32LE(0);
-        if ((magic !== MAGIC && magic !== MAGIC_V2 && magic !== MAGIC_V1) || length < HEADER + DIGEST || at + length > size) break;
+        if ((magic !== MAGIC && magic !== MAGIC_V2 && magic !== MAGIC_V1 && magic !== MAGIC_SEALED) || length < HEADER + DIGEST || at + length > size) break;
         const whole = Buffer.alloc(length);
         await fh.read(whole, 0, length, at);
         const kind = whole.readUInt8(8);
@@ -451,7 +502,29 @@ export class SegmentLog {
         const digest = whole.subarray(length - DIGEST);
         const data = whole.subarray(HEADER + repoLen, length - DIGEST);
         const oid = parseOid(whole.toString('hex', 11, 43));
-        if (oid === null || (kind !== KIND_REF && kind !== KIND_DATA)) break;
+        if (oid === null || (kind !== KIND_REF && kind !== KIND_DATA && kind !== KIND_KEY)) break;
+        if (magic === MAGIC_SEALED || kind === KIND_KEY) {
+          if (magic !== MAGIC_SEALED) break;
+          if (kind === KIND_KEY) {
+            // Only first, and only with its key unwrapped at open.
+            if (at !== 0 || parseKeyRecord(whole, segment) === null || (key = this.#keys.get(segment) ?? null) === null) break;
+            at += length;
+            continue;
+          }
+          if (kind !== KIND_DATA || key === null || data.byteLength < SEAL_TAG) break;
+          const signed = Buffer.concat([whole.subarray(0, HEADER + repoLen), number]);
+          if (!headDigest(signed).subarray(0, DIGEST).equals(digest)) break;
+          if (!openRecordData(key, at, signed, data, Buffer.alloc(data.byteLength - SEAL_TAG))) break;
+          const dataAt = at + HEADER + repoLen;
+          yield {
+            repo: whole.toString('utf8', HEADER, HEADER + repoLen),
+            oid,
+            size: Number(whole.readBigUInt64LE(43)),
+            location: { segment, offset: dataAt, length: data.byteLength - SEAL_TAG, record: at },
+          };
+          at += length;
+          continue;
+        }
         if (magic === MAGIC_V1) {
           if (!blake3(whole.subarray(0, length - DIGEST)).subarray(0, DIGEST).equals(digest)) break;
         } else {
@@ -472,6 +545,30 @@ export class SegmentLog {
       }
     } finally {
       await fh.close();
+    }
+  }
+
+  /**
+   * Reads the bytes a record holds at `at` from `fd` (the segment's, open for reading) into `into`
+   * (`at.length` bytes). False, `into` zeroed, when a sealed record does not authenticate.
+   */
+  async readData(fd: number, at: JournalLocation, into: Buffer): Promise<boolean> {
+    if (at.record === undefined) {
+      await plainReads(fd, at.length, at.offset).readAt(into, 0); // in line when small (inline-reader.ts)
+      return true;
+    }
+    const key = this.#keys.get(at.segment);
+    const headLength = at.offset - at.record;
+    const span = headLength + at.length + SEAL_TAG;
+    const whole = smallBuffers.take(span);
+    try {
+      await plainReads(fd, span, at.record).readAt(whole, 0);
+      const aad = Buffer.concat([whole.subarray(0, headLength), segmentNumber(at.segment)]);
+      if (key !== undefined && openRecordData(key, at.record, aad, whole.subarray(headLength), into)) return true;
+      into.fill(0);
+      return false;
+    } finally {
+      smallBuffers.give(whole);
     }
   }
 
@@ -508,6 +605,7 @@ export class SegmentLog {
     }
     if (kept) this.#recycled.push(segment);
     else await unlink(path).catch(() => undefined);
+    this.#keys.delete(segment);
     await this.#dirs.sync(this.#dir);
   }
 
@@ -540,6 +638,79 @@ export class SegmentLog {
       this.#current = null;
     }
   }
+}
+
+const segmentPath = (dir: string, segment: number): string => join(dir, `seg-${String(segment).padStart(12, '0')}.log`);
+
+/** A sealed segment's first record: its data key wrapped under `kekId` (the repo field), the digest over all of it and the segment's number. */
+function keyRecord(segment: number, kekId: string, wrapped: Buffer): Buffer {
+  const id = Buffer.from(kekId, 'utf8');
+  const length = HEADER + id.length + wrapped.length + DIGEST;
+  const buf = Buffer.alloc(length); // oid and size stay zero
+  buf.writeUInt32LE(MAGIC_SEALED, 0);
+  buf.writeUInt32LE(length, 4);
+  buf.writeUInt8(KIND_KEY, 8);
+  buf.writeUInt16LE(id.length, 9);
+  id.copy(buf, HEADER);
+  wrapped.copy(buf, HEADER + id.length);
+  keyRecordDigest(buf, segment).copy(buf, length - DIGEST, 0, DIGEST);
+  return buf;
+}
+
+function keyRecordDigest(record: Buffer, segment: number): Buffer {
+  return headDigest(Buffer.concat([record.subarray(0, record.length - DIGEST), segmentNumber(segment)]));
+}
+
+/** The kek id and wrapped key of a whole key record of `segment`; null when it is not one, or damaged. */
+function parseKeyRecord(record: Buffer, segment: number): { kekId: string; wrapped: Buffer } | null {
+  if (record.length < HEADER + DIGEST || record.length > KEY_RECORD_MAX) return null;
+  if (record.readUInt32LE(0) !== MAGIC_SEALED || record.readUInt32LE(4) !== record.length || record.readUInt8(8) !== KIND_KEY) return null;
+  const idLength = record.readUInt16LE(9);
+  if (HEADER + idLength + DIGEST > record.length) return null;
+  if (!keyRecordDigest(record, segment).subarray(0, DIGEST).equals(record.subarray(record.length - DIGEST))) return null;
+  return { kekId: record.toString('utf8', HEADER, HEADER + idLength), wrapped: Buffer.from(record.subarray(HEADER + idLength, record.length - DIGEST)) };
+}
+
+/** The key record a segment starts with, or null when it starts with another record (not sealed) or a damaged one. */
+async function readKeyRecord(path: string, segment: number): Promise<{ kekId: string; wrapped: Buffer } | null> {
+  const fh = await open(path, 'r');
+  try {
+    const first = Buffer.alloc(KEY_RECORD_MAX);
+    const { bytesRead } = await fh.read(first, 0, KEY_RECORD_MAX, 0);
+    if (bytesRead < HEADER || first.readUInt32LE(0) !== MAGIC_SEALED || first.readUInt8(8) !== KIND_KEY) return null;
+    const length = first.readUInt32LE(4);
+    return length > bytesRead ? null : parseKeyRecord(first.subarray(0, length), segment);
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The data keys of the sealed segments among `segments`. Refuses the start, one line naming the key
+ * ids, when a segment is sealed under a key `ring` lacks (or no ring is given): its acknowledged
+ * objects could not be read, and writing on would hide that. A key that does not unwrap (a damaged
+ * record) is left out: replay stops at that segment's start, as at a torn record.
+ */
+async function unwrapSegmentKeys(dir: string, segments: readonly number[], ring: KeyRing | null): Promise<Map<number, Buffer>> {
+  const keys = new Map<number, Buffer>();
+  const missing = new Map<string, string>();
+  for (const segment of segments) {
+    const path = segmentPath(dir, segment);
+    const found = await readKeyRecord(path, segment);
+    if (found === null) continue;
+    if (ring === null || !ring.has(found.kekId)) {
+      if (!missing.has(found.kekId)) missing.set(found.kekId, path);
+      continue;
+    }
+    const key = unwrapSegmentKey(ring, found.kekId, segment, found.wrapped);
+    if (key !== null) keys.set(segment, key);
+  }
+  if (missing.size > 0) {
+    const where = ring === null ? 'no encryption key is given (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)' : 'the key ring lacks it';
+    const named = [...missing].map(([id, path]) => `${id} (${path})`).join(', ');
+    throw new StartRefusedError(`encryption keys: journal segments are sealed under key ${named} and ${where}`);
+  }
+  return keys;
 }
 
 const recycledName = (segment: number): string => `recycled-${String(segment).padStart(12, '0')}.spare`;

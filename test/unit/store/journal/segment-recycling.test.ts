@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, readSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { KeyRing } from '../../../../src/crypto/key-ring.js';
 import { SegmentLog as Journal, type JournalLocation } from '../../../../src/store/journal/segment-log.js';
 import { parseOid, type Oid } from '../../../../src/protocol/oid.js';
 import { tmpDir } from '../../../helpers/start-server.js';
@@ -25,8 +26,8 @@ async function replayed(journal: Journal, segment: number): Promise<Oid[]> {
  * A journal whose current segment is a prepared one (only those are recycled): a first append opens
  * a plain segment, an idle rotation seals it and prepares a spare, and the next appends go there.
  */
-async function preparedJournal(dir: string): Promise<{ journal: Journal; plain: number }> {
-  const journal = await Journal.open(dir);
+async function preparedJournal(dir: string, keys?: { ring: KeyRing; seal: boolean }): Promise<{ journal: Journal; plain: number }> {
+  const journal = await Journal.open(dir, Date.now, keys);
   const plain = (await append(journal, randomBytes(100)))!.segment;
   await journal.rotateIfIdle(0);
   if (!(await journal.spareReady())) throw new Error('no spare was prepared');
@@ -105,4 +106,35 @@ t.test('recycled files past the limit or not whole are removed at start; numbers
   const at = (await append(journal, randomBytes(100)))!;
   t.ok(at.segment > Math.max(...kept), `numbered above the recycled files kept (${at.segment} > ${Math.max(...kept)})`);
   await journal.close();
+});
+
+// Sealed (encryption at rest): a record's nonce is its offset, so a recycled segment must never
+// reuse its old key: it gets a fresh one, in a new key record over the old.
+t.test('a recycled sealed segment gets a fresh key; replay returns only the new records', async (t) => {
+  const dir = tmpDir();
+  const keys = { ring: KeyRing.parse(`k1 ${randomBytes(32).toString('base64')}`), seal: true };
+  const { journal, plain } = await preparedJournal(dir, keys);
+  const old = Array.from({ length: 4 }, () => randomBytes(2000));
+  const oldAt = [];
+  for (const d of old) oldAt.push((await append(journal, d))!);
+  const first = oldAt[0]!.segment;
+  await journal.rotateIfIdle(0);
+  const before = readFileSync(journal.pathOf(first)).subarray(0, oldAt[0]!.record!);
+  await journal.remove(plain);
+  await journal.remove(first);
+  t.equal(recycledIn(dir).length, 1, 'the sealed prepared segment is kept for reuse');
+  await journal.close();
+
+  const again = await Journal.open(dir, Date.now, keys);
+  const fresh = Array.from({ length: 2 }, () => randomBytes(2000));
+  const at: JournalLocation[] = [];
+  for (const d of fresh) at.push((await append(again, d))!);
+  t.same(at.map((a) => a.record), oldAt.slice(0, 2).map((a) => a.record), 'the new records lie at the old ones\' offsets (their nonces)');
+  const after = readFileSync(again.pathOf(at[0]!.segment)).subarray(0, at[0]!.record!);
+  t.equal(after.length, before.length, 'a key record of the same length');
+  t.notOk(after.equals(before), 'but another key: written over the old key record');
+  await again.close();
+  const reopened = await Journal.open(dir, Date.now, keys);
+  t.teardown(() => reopened.close());
+  t.same(await replayed(reopened, at[0]!.segment), fresh.map(oidOf), 'replay returns the new records only');
 });
