@@ -228,6 +228,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     keys: ring,
     stored: backend,
     rewrapBatch: config.rewrapBatch,
+    journal,
     log,
   });
 

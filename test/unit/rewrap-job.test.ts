@@ -66,13 +66,13 @@ t.test('every data key under an older key is rewrapped under the current one, in
   for (let i = 0; i < 4; i++) current.set(randomBytes(16).toString('hex'), randomBytes(32));
   for (const [id, key] of current) await index.dataKeys.putDataKey({ dataKeyId: id, ...ring.wrap(key, id) });
   const ctx = context();
-  const r = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, log: quiet }, ctx);
+  const r = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, journal: null, log: quiet }, ctx);
   t.match(r, { current_key: 'k2', data_keys: 23, rewrapped: 23, changed_meanwhile: 0, unwrappable: 0, object_bytes_written: 0, keys_in_use: ['k2'], retirable_keys: ['k1'], complete: true });
   t.equal(await allUnder(index.dataKeys, plain, 'k2'), 23, 'each row is under k2 and unwraps to the data key it held');
   t.equal(await allUnder(index.dataKeys, current, 'k2'), 4, 'rows already under k2 are as they were');
   t.same([ctx.progress.objectsDone, ctx.progress.objectsTotal], [23, 23], 'progress counts rows');
   t.equal(jobOutcome('rewrap', 'done', r), 'clean');
-  const again = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, log: quiet }, context());
+  const again = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, journal: null, log: quiet }, context());
   t.match(again, { data_keys: 0, rewrapped: 0, complete: true }, 'a second run finds nothing to do');
 });
 
@@ -86,10 +86,10 @@ t.test('stopped part-way: every row stays valid, and the next run does only the 
     if (++writes === 11) stop.abort();
     return done;
   });
-  const first = await runRewrap({ keys: ring, dataKeys: stopping, batch: 4, sweep: null, log: quiet }, context(stop.signal));
+  const first = await runRewrap({ keys: ring, dataKeys: stopping, batch: 4, sweep: null, journal: null, log: quiet }, context(stop.signal));
   t.match(first, { rewrapped: 11, complete: false, keys_in_use: ['k1', 'k2'], retirable_keys: [] }, 'the first run stops after the row in hand; k1 is still needed');
   t.equal((await allUnder(index.dataKeys, plain, 'k1')) + (await allUnder(index.dataKeys, plain, 'k2')), 30, 'every row holds a valid wrap');
-  const second = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, log: quiet }, context());
+  const second = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 4, sweep: null, journal: null, log: quiet }, context());
   t.match(second, { data_keys: 19, rewrapped: 19, complete: true, keys_in_use: ['k2'] }, 'the second run rewraps the 19 rows left, and only those');
   t.equal(await allUnder(index.dataKeys, plain, 'k2'), 30);
 });
@@ -103,7 +103,7 @@ t.test('a row changed between its read and its write is left to whoever changed 
     if (id === deleted) await index.dataKeys.deleteDataKey(id);
     return write();
   });
-  const r: RewrapReport = await runRewrap({ keys: ring, dataKeys: racing, batch: 10, sweep: null, log: quiet }, context());
+  const r: RewrapReport = await runRewrap({ keys: ring, dataKeys: racing, batch: 10, sweep: null, journal: null, log: quiet }, context());
   t.match(r, { data_keys: 6, rewrapped: 4, changed_meanwhile: 2, complete: true, keys_in_use: ['k2'] });
   t.equal(await index.dataKeys.getDataKey(deleted!), null, 'the deleted row stays deleted (no wrap written back)');
   t.equal(ring.unwrap('k2', raced!, (await index.dataKeys.getDataKey(raced!))!.wrapped).toString('hex'), plain.get(raced!)!.toString('hex'), "the other writer's wrap stands");
@@ -120,7 +120,7 @@ t.test('rows no key of the ring opens are left as they are and reported', async 
   await index.dataKeys.deleteDataKey(tampered);
   await index.dataKeys.putDataKey({ ...row, wrapped: bad });
   const logged: object[] = [];
-  const r = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 2, sweep: null, log: (_m, f) => logged.push(f) }, context());
+  const r = await runRewrap({ keys: ring, dataKeys: index.dataKeys, batch: 2, sweep: null, journal: null, log: (_m, f) => logged.push(f) }, context());
   t.match(r, { data_keys: 6, rewrapped: 4, unwrappable: 2, unwrappable_keys: ['k0', 'k1'], keys_in_use: ['k0', 'k1', 'k2'], complete: true });
   t.equal(jobOutcome('rewrap', 'done', r), 'problems', 'the outcome says there is something to look at');
   t.same((await index.dataKeys.getDataKey(tampered))!.wrapped, bad, 'the tampered row is not touched');

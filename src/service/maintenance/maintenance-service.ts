@@ -14,7 +14,7 @@ import type { MaintenanceDeps, NodeIdentity, PartialUploadSweep, UploadGate } fr
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
-import type { RewrapDeps } from './rewrap-job.js';
+import type { RetirableJournal, RewrapDeps } from './rewrap-job.js';
 
 /** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
 const LOCAL_NODE: NodeIdentity = { id: '', liveSince: () => Date.now(), sweep: (run) => run() };
@@ -48,6 +48,8 @@ export interface MaintenanceOptions {
   readonly stored: BlobStore;
   /** SVC_REWRAP_BATCH: data-key rows the rewrap job reads per query. */
   readonly rewrapBatch: number;
+  /** The node-local journal (a single node on its disk), which rewrap retires so old keys can go. */
+  readonly journal?: RetirableJournal | null;
   readonly log: (msg: string, fields: object) => void;
 }
 
@@ -70,7 +72,7 @@ export class MaintenanceService implements WorkSource {
     this.#runner = runner;
     this.#pool = pool;
     this.#importDir = o.importDir;
-    this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, log: o.log };
+    this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, journal: o.journal ?? null, log: o.log };
     this.#stored = o.stored;
   }
 

@@ -13,7 +13,14 @@ export interface RewrapDeps {
   readonly batch: number;
   /** Asked to sweep (`"sweep": true`): first delete the data key rows no stored copy names. */
   readonly sweep: DataKeySweepDeps | null;
+  /** The node's journal, whose segments' keys are wrapped in the segments themselves; null without one. */
+  readonly journal: RetirableJournal | null;
   readonly log: (msg: string, fields: object) => void;
+}
+
+/** What rewrap asks of the journal: write every segment out now; the keys still wrapping segments left on disk. */
+export interface RetirableJournal {
+  retireAll(): Promise<string[]>;
 }
 
 /** POST /-/objects/rewrap's answer. */
@@ -31,7 +38,7 @@ export interface RewrapReport {
   readonly unwrappable_keys: readonly string[];
   /** Data key rows no stored copy names, deleted before rewrapping (0 unless asked to sweep). */
   readonly unused_data_keys: number;
-  /** Rewrap writes index rows only. */
+  /** No stored object is rewritten: index rows only (a journal written out adds new files, never rewrites). */
   readonly object_bytes_written: 0;
   /** Key ids still wrapping some data key once the job ended: those cannot leave the key file yet. */
   readonly keys_in_use: readonly string[];
@@ -83,7 +90,10 @@ export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<Rewr
     // The embedded index answers without ever leaving this turn: requests get theirs between pages.
     await nextTurn();
   }
-  const inUse = await dataKeys.kekIdsInUse();
+  // Journal segments are not rewrapped: once the rows are, they are written out (their objects get
+  // data keys under the current key), so an old key wraps nothing left on disk.
+  const journalKeys = deps.journal === null || !complete ? [] : await deps.journal.retireAll();
+  const inUse = [...new Set([...(await dataKeys.kekIdsInUse()), ...journalKeys])];
   return {
     current_key: current,
     data_keys: seen,

@@ -227,20 +227,42 @@ export class JournalingBlobStore extends ForwardingBlobStore {
 
   /** What the running retirement is doing (for the warning of one that does not finish; see retirement.ts). */
   retireStep = 'idle';
+  /** The last retirement round: the scheduler's and rewrap's never run at once. */
+  #round: Promise<unknown> = Promise.resolve();
 
   /**
    * Writes the wanted objects of sealed segments below, checkpoints the index, then deletes the
    * segments; safe to interrupt. It waits for a lull (each object's fsyncs compete with the uploads'
    * group commits) and stops when a burst starts, unless RETIRE_BACKLOG segments are sealed.
    */
-  async retire(): Promise<number> {
+  retire(): Promise<number> {
+    return this.#oneRoundAtATime(() => this.#retireRound(false));
+  }
+
+  /**
+   * Retires every segment now, the one being written too, lull or not, and returns the
+   * key-encryption keys of the segments still on disk: rewrap's way of letting an old key go.
+   */
+  async retireAll(): Promise<string[]> {
+    await this.#oneRoundAtATime(() => this.#retireRound(true));
+    return this.#segments.kekIdsInUse();
+  }
+
+  #oneRoundAtATime<T>(round: () => Promise<T>): Promise<T> {
+    const next = this.#round.then(round, round);
+    this.#round = next.catch(() => undefined);
+    return next;
+  }
+
+  async #retireRound(all: boolean): Promise<number> {
     // A segment holding a reference the index lacks must stay: its record is that reference's only copy.
     this.retireStep = 'restoring deferred references';
     await this.#restoreDeferred();
     const journal = this.#segments;
     this.retireStep = 'closing the idle segment';
-    await journal.rotateIfIdle(RETIRE_IDLE_MS);
-    const mayGoOn = (): boolean => journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
+    if (all) await journal.rotateNow();
+    else await journal.rotateIfIdle(RETIRE_IDLE_MS);
+    const mayGoOn = (): boolean => all || journal.idleFor(RETIRE_IDLE_MS) || journal.sealed.length >= RETIRE_BACKLOG;
     const segments: number[] = [];
     for (const segment of [...journal.sealed]) {
       if (!(await this.#materializeSegment(segment, mayGoOn))) break;

@@ -153,14 +153,17 @@ export class SegmentLog {
   readonly #sealWith: KeyRing | null;
   /** The data keys of sealed segments, those written in this run and those unwrapped at open. */
   readonly #keys: Map<number, Buffer>;
+  /** The key-encryption key each sealed segment's data key is wrapped with. */
+  readonly #kekOf = new Map<number, string>();
 
   readonly #now: () => number;
 
-  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[], now: () => number, sealWith: KeyRing | null, keys: Map<number, Buffer>) {
+  private constructor(dir: string, nextNo: number, existing: number[], recycled: number[], now: () => number, sealWith: KeyRing | null, keys: Map<number, SegmentKeyOf>) {
     this.#dir = dir;
     this.#now = now;
     this.#sealWith = sealWith;
-    this.#keys = keys;
+    this.#keys = new Map([...keys].map(([no, k]) => [no, k.key]));
+    for (const [no, k] of keys) this.#kekOf.set(no, k.kekId);
     this.#nextNo = nextNo;
     this.#sealed.push(...existing);
     this.#recycled = recycled;
@@ -417,6 +420,7 @@ export class SegmentLog {
     writeFullySync(seg.fh.fd, record, 0);
     seg.tail = seg.base = record.length;
     this.#keys.set(seg.no, key);
+    this.#kekOf.set(seg.no, kekId);
   }
 
   #prepareSpare(): void {
@@ -449,6 +453,16 @@ export class SegmentLog {
 
   idleFor(ms: number): boolean {
     return this.#now() - this.#lastAppend >= ms;
+  }
+
+  /** The key-encryption keys the sealed segments on disk are wrapped with: a key file must keep them. */
+  kekIdsInUse(): string[] {
+    return [...new Set(this.#kekOf.values())].sort();
+  }
+
+  /** Closes the segment being written now, whether idle or not (rewrap's forced retirement). */
+  async rotateNow(): Promise<void> {
+    if (this.#current !== null && this.#current.tail > this.#current.base) await this.#seal();
   }
 
   /** Closes an idle segment and prepares a spare, so the next upload starts in written blocks. */
@@ -606,6 +620,7 @@ export class SegmentLog {
     if (kept) this.#recycled.push(segment);
     else await unlink(path).catch(() => undefined);
     this.#keys.delete(segment);
+    this.#kekOf.delete(segment);
     await this.#dirs.sync(this.#dir);
   }
 
@@ -691,8 +706,13 @@ async function readKeyRecord(path: string, segment: number): Promise<{ kekId: st
  * objects could not be read, and writing on would hide that. A key that does not unwrap (a damaged
  * record) is left out: replay stops at that segment's start, as at a torn record.
  */
-async function unwrapSegmentKeys(dir: string, segments: readonly number[], ring: KeyRing | null): Promise<Map<number, Buffer>> {
-  const keys = new Map<number, Buffer>();
+interface SegmentKeyOf {
+  readonly key: Buffer;
+  readonly kekId: string;
+}
+
+async function unwrapSegmentKeys(dir: string, segments: readonly number[], ring: KeyRing | null): Promise<Map<number, SegmentKeyOf>> {
+  const keys = new Map<number, SegmentKeyOf>();
   const missing = new Map<string, string>();
   for (const segment of segments) {
     const path = segmentPath(dir, segment);
@@ -703,7 +723,7 @@ async function unwrapSegmentKeys(dir: string, segments: readonly number[], ring:
       continue;
     }
     const key = unwrapSegmentKey(ring, found.kekId, segment, found.wrapped);
-    if (key !== null) keys.set(segment, key);
+    if (key !== null) keys.set(segment, { key, kekId: found.kekId });
   }
   if (missing.size > 0) {
     const where = ring === null ? 'no encryption key is given (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)' : 'the key ring lacks it';
