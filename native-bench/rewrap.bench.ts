@@ -64,7 +64,10 @@ try {
     }),
   );
   await client.close();
-  await server.stop(); // the journal retires every object to its file at a clean stop
+  // Small objects go into the journal first (sealed under their segment's key, not in data_keys):
+  // wait for it to write them to their own files, so each has its data key row to rewrap.
+  while (objectTree(dataDir).size < N) await new Promise((r) => setTimeout(r, 200));
+  await server.stop();
   writeFileSync(keyFile, `${k2}\n${k1}\n`, { mode: 0o600 });
   server = await startServer(env, { dataDir });
   const pid = server.child.pid!;
