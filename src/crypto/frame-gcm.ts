@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { copyBytes } from '../store/buffer-pool.js';
 import { loadNativeAddon, type Loaded } from '../util/native-addon.js';
 
 /** AES-256-GCM of one frame into a buffer the caller owns: what src/native/frame-cipher.cc exports, and its node:crypto fallback. */
@@ -49,20 +50,21 @@ function nodeOpen(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, stored: U
 }
 const PIECE = 64 << 10;
 
-/** One native memcpy (set() into shared memory goes element-wise). */
 function put(out: Uint8Array, at: number, bytes: Uint8Array): number {
-  Buffer.prototype.copy.call(bytes, out, at);
+  copyBytes(out, at, bytes);
   return at + bytes.byteLength;
 }
 
 let loaded: Loaded<FrameGcm> | undefined;
 
+const addon = (): Loaded<FrameGcm> => (loaded ??= loadNativeAddon<FrameGcm>('frame_cipher.node'));
+
 /** The addon `scripts/build-native.mjs` builds into dist/native when it loads, else node:crypto. */
 export function frameGcm(): FrameGcm {
-  return (loaded ??= loadNativeAddon<FrameGcm>('frame_cipher.node')).addon ?? nodeFrameGcm;
+  return addon().addon ?? nodeFrameGcm;
 }
 
 /** Why frames are sealed with node:crypto rather than the addon ('' when the addon loaded). */
 export function frameGcmMissing(): string {
-  return (loaded ??= loadNativeAddon<FrameGcm>('frame_cipher.node')).missing;
+  return addon().missing;
 }

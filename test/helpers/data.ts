@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, openSync, readSync, writeSync } from 'node:fs';
 
 /** Text-like bytes (an OBJ-ish vertex list): compressible, but every line differs; `seed` varies them. */
 export function textLike(size: number, seed = 0): Buffer {
@@ -46,4 +46,17 @@ export async function drainChunks(source: { next(): Promise<Uint8Array | null>; 
     await source.close();
   }
   return Buffer.concat(parts);
+}
+
+/** Flips the bits `mask` of the byte at `at` of a file in place (a stored copy damaged on disk). */
+export function flipByte(path: string, at: number, mask = 0x40): void {
+  const fd = openSync(path, 'r+');
+  try {
+    const b = Buffer.alloc(1);
+    readSync(fd, b, 0, 1, at);
+    b[0] = b[0]! ^ mask;
+    writeSync(fd, b, 0, 1, at);
+  } finally {
+    closeSync(fd);
+  }
 }

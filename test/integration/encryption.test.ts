@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { KeyRing } from '../../src/crypto/key-ring.js';
 import { openSqliteIndex } from '../../src/db/sqlite/sqlite-index.js';
 import { SegmentLog } from '../../src/store/journal/segment-log.js';
-import { textLike } from '../helpers/data.js';
+import { flipByte, textLike } from '../helpers/data.js';
 import { GitHubEmulator } from '../helpers/forge-emulator.js';
 import { basic, http } from '../helpers/lfs-http.js';
 import { startS3Server } from '../helpers/s3-server.js';
@@ -102,14 +102,6 @@ function refusedStart(dataDir: string, env: Record<string, string>): Promise<{ c
   });
 }
 
-function flipByte(path: string, at: number): void {
-  const fd = openSync(path, 'r+');
-  const b = Buffer.alloc(1);
-  readSync(fd, b, 0, 1, at);
-  b[0] = b[0]! ^ 0x40;
-  writeSync(fd, b, 0, 1, at);
-  closeSync(fd);
-}
 
 const objectFile = (dataDir: string, oid: string): string => join(dataDir, 'objects', oid.slice(0, 2), oid.slice(2, 4), oid);
 

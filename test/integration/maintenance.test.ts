@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, openSync, readSync, readdirSync, statSync, utimesSync, writeFileSync, writeSync, closeSync, copyFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync, copyFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join, sep } from 'node:path';
 import t from 'tap';
@@ -8,7 +8,7 @@ import { LFS, basic, http, schemaErrors } from '../helpers/lfs-http.js';
 import { startS3Server } from '../helpers/s3-server.js';
 import { startServer, tmpDir, type RunningServer } from '../helpers/start-server.js';
 import { waitFor } from '../helpers/wait-for.js';
-import { textLike } from '../helpers/data.js';
+import { flipByte, textLike } from '../helpers/data.js';
 
 // Maintenance against the real server, on the disk store and on the S3 store (a real S3-protocol
 // server on loopback): audit (raw, framed, legacy; quarantine and healing), compress (dry run and
@@ -38,14 +38,6 @@ function filesNamed(root: string, oid: string): string[] {
     .map((rel) => join(root, rel));
 }
 
-function flipByte(path: string, at: number): void {
-  const fd = openSync(path, 'r+');
-  const b = Buffer.alloc(1);
-  readSync(fd, b, 0, 1, at);
-  b[0] = b[0]! ^ 0xff;
-  writeSync(fd, b, 0, 1, at);
-  closeSync(fd);
-}
 
 for (const backend of ['disk', 's3'] as const) {
   t.test(`maintenance on the ${backend} store`, async (t) => {
@@ -141,8 +133,8 @@ for (const backend of ['disk', 's3'] as const) {
       t.equal(r0.bytes, text.length + noise.length, 'every byte read back');
 
       // One flipped byte in each: the plain one reads but does not match; the framed one cannot be read.
-      flipByte(pathOf(noiseOid), 12345);
-      flipByte(pathOf(textOid), 100);
+      flipByte(pathOf(noiseOid), 12345, 0xff);
+      flipByte(pathOf(textOid), 100, 0xff);
       const seen = (await job('acme/game', 'audit', {}, 'tok-push')).json();
       t.match(seen, { corrupt: 1, unreadable: 1, complete: true, quarantined: 0, quarantine: 'not_requested' }, 'push runs the audit read-only');
       t.equal(seen.corrupt_objects[0].oid, noiseOid);
@@ -192,7 +184,7 @@ for (const backend of ['disk', 's3'] as const) {
       const job = (repo: string, kind: string, body: object, tok = 'tok-admin') => jobOn(plain, repo, kind, body, tok);
       t.equal(statSync(pathOf(textOid)).size, text.length, 'stored plain before compress');
       // Bit rot in a stored plain object: compress reads it through the store and verifies it on the way.
-      flipByte(pathOf(rottenOid), 4321);
+      flipByte(pathOf(rottenOid), 4321, 0xff);
 
       t.equal((await job('acme/packed', 'compress', { dry_run: true }, 'tok-push')).status, 403, 'compress needs admin');
       const dry = (await job('acme/packed', 'compress', { dry_run: true })).json();

@@ -2,7 +2,6 @@ import type { MaintenanceIndex, ObjectIndex, SettingGuard, StatsIndex } from '..
 import type { Hasher } from '../../format/frame-codec.js';
 import type { Oid } from '../../protocol/oid.js';
 import type { BlobStore } from '../../store/types.js';
-import type { DataKeySweepDeps } from './data-key-sweep.js';
 import type { WorkerTasks } from './worker-tasks.js';
 
 /**
@@ -70,8 +69,6 @@ export interface MaintenanceDeps {
   /** zstd level compress uses (SVC_COMPRESSION's, or 3 when compression of new uploads is off). */
   readonly compressionLevel: number;
   readonly partials: PartialUploadSweep | null;
-  /** What rewrap's sweep of unused data key rows works with (data-key-sweep.ts), when asked for. */
-  readonly dataKeySweep: DataKeySweepDeps;
   readonly log: (msg: string, fields: object) => void;
 }
 

@@ -14,6 +14,7 @@ import type { MaintenanceDeps, NodeIdentity, PartialUploadSweep, UploadGate } fr
 import type { WorkerTasks } from './worker-tasks.js';
 import type { BlobStore } from '../../store/types.js';
 import { readingStore } from '../../store/compose.js';
+import type { DataKeySweepDeps } from './data-key-sweep.js';
 import type { RetirableJournal, RewrapDeps } from './rewrap-job.js';
 
 /** The one node of an embedded index: it never heartbeats, so its intents count as a stopped node's to the next retain. */
@@ -65,6 +66,8 @@ export class MaintenanceService implements WorkSource {
   /** Each repository's latest import job and the folder it reads (the runner joins jobs by kind only). */
   readonly #imports = new Map<string, { from: string; job: Job }>();
   readonly #rewrap: Omit<RewrapDeps, 'keys' | 'sweep'> & { keys: KeyRing | null };
+  /** What rewrap's sweep of unused data key rows works with, when asked for. */
+  readonly #sweep: DataKeySweepDeps;
   readonly #stored: BlobStore;
 
   private constructor(deps: MaintenanceDeps, runner: JobRunner, pool: WorkerPool, o: MaintenanceOptions) {
@@ -73,6 +76,14 @@ export class MaintenanceService implements WorkSource {
     this.#pool = pool;
     this.#importDir = o.importDir;
     this.#rewrap = { keys: o.keys, dataKeys: o.index.dataKeys, batch: o.rewrapBatch, journal: o.journal ?? null, log: o.log };
+    this.#sweep = {
+      dataKeys: o.index.dataKeys,
+      stored: o.stored,
+      graceMs: Math.max(o.graceSeconds, o.stagingMaxAgeSeconds) * 1000,
+      now: Date.now,
+      parallelism: o.codec.parallelism,
+      log: o.log,
+    };
     this.#stored = o.stored;
   }
 
@@ -91,14 +102,6 @@ export class MaintenanceService implements WorkSource {
       graceMs: o.graceSeconds * 1000,
       compressionLevel: o.compressionLevel ?? 3,
       partials: o.partials ?? null,
-      dataKeySweep: {
-        dataKeys: o.index.dataKeys,
-        stored: o.stored,
-        graceMs: Math.max(o.graceSeconds, o.stagingMaxAgeSeconds) * 1000,
-        now: Date.now,
-        parallelism: o.codec.parallelism,
-        log: o.log,
-      },
       log: o.log,
     };
     // No job runs yet: whatever a killed job of an earlier version left in the jobs' staging folder is litter.
@@ -148,7 +151,7 @@ export class MaintenanceService implements WorkSource {
   rewrap(sweep: boolean): Promise<Job> {
     const { keys, ...rest } = this.#rewrap;
     if (keys === null) throw lfsError('LFS_ERR_NOT_FOUND', 'No encryption keys are configured on this server (SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND)');
-    const swept = sweep ? this.#deps.dataKeySweep : null;
+    const swept = sweep ? this.#sweep : null;
     return this.#runner.start('rewrap', SERVER_WIDE, false, async (ctx) => (await import('./rewrap-job.js')).runRewrap({ keys, ...rest, sweep: swept }, ctx));
   }
 

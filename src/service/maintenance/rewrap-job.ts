@@ -18,8 +18,9 @@ export interface RewrapDeps {
   readonly log: (msg: string, fields: object) => void;
 }
 
-/** What rewrap asks of the journal: write every segment out now; the keys still wrapping segments left on disk. */
+/** What rewrap asks of the journal: the keys wrapping its segments on disk, and to write every segment out now (then the keys still in use). */
 export interface RetirableJournal {
+  kekIdsInUse(): string[];
   retireAll(): Promise<string[]>;
 }
 
@@ -92,7 +93,8 @@ export async function runRewrap(deps: RewrapDeps, ctx: JobContext): Promise<Rewr
   }
   // Journal segments are not rewrapped: once the rows are, they are written out (their objects get
   // data keys under the current key), so an old key wraps nothing left on disk.
-  const journalKeys = deps.journal === null || !complete ? [] : await deps.journal.retireAll();
+  let journalKeys = deps.journal?.kekIdsInUse() ?? [];
+  if (complete && journalKeys.some((id) => id !== current)) journalKeys = await deps.journal!.retireAll();
   const inUse = [...new Set([...(await dataKeys.kekIdsInUse()), ...journalKeys])];
   return {
     current_key: current,

@@ -3,8 +3,8 @@ import type { DataKeyIndex } from '../../db/index-types.js';
 import { connect } from '../../db/postgres/pg-client.js';
 import { PgDataKeys } from '../../db/postgres/pg-data-keys.js';
 import { DataKeysRepo } from '../../db/sqlite/data-keys-repo.js';
-import { HEADER_SIZE, looksEncrypted } from '../../format/encrypted-format.js';
 import type { Oid } from '../../protocol/oid.js';
+import { dataKeyOf } from '../maintenance/stored-data-key.js';
 import type { BlobStore } from '../../store/types.js';
 
 /** A data key table and how to let it go. */
@@ -28,14 +28,6 @@ export function targetDataKeys(url: string): OpenDataKeys {
 
 /** Whether the bucket's stored copy of `oid` (under every layer) is sealed: false when plain or absent. */
 export async function storedSealed(raw: BlobStore, oid: Oid): Promise<boolean> {
-  const stored = await raw.open(oid);
-  if (stored === null) return false;
-  try {
-    if (stored.storedSize < HEADER_SIZE) return false;
-    const head = Buffer.alloc(HEADER_SIZE);
-    await stored.readAt(head, 0);
-    return looksEncrypted(head, stored.storedSize);
-  } finally {
-    await stored.close();
-  }
+  const id = await dataKeyOf(raw, oid);
+  return id !== 'plain' && id !== 'absent';
 }

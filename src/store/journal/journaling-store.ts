@@ -243,6 +243,10 @@ export class JournalingBlobStore extends ForwardingBlobStore {
    * Retires every segment now, the one being written too, lull or not, and returns the
    * key-encryption keys of the segments still on disk: rewrap's way of letting an old key go.
    */
+  kekIdsInUse(): string[] {
+    return this.#segments.kekIdsInUse();
+  }
+
   async retireAll(): Promise<string[]> {
     await this.#oneRoundAtATime(() => this.#retireRound(true));
     return this.#segments.kekIdsInUse();

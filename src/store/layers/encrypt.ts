@@ -20,7 +20,7 @@ import {
   type CryptHeader,
 } from '../../format/encrypted-format.js';
 import type { Oid } from '../../protocol/oid.js';
-import { ChunkGatherer, directBuffers } from '../buffer-pool.js';
+import { ChunkGatherer, copyBytes, directBuffers } from '../buffer-pool.js';
 import { fillFrom } from '../fill-from.js';
 import type { BlobReader, BlobStat, BlobStore, ChunkSource, InLineObject, LegacyLayout, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
@@ -268,11 +268,6 @@ class DecryptingReader implements BlobReader {
 /** Frames a read returns as one chunk: about the backend's 1 MiB reads. */
 const FRAMES_PER_CHUNK = 4;
 
-/** Copies bytes with one native memcpy (set() between a shared and a plain buffer goes element-wise). */
-function copyInto(target: Buffer, at: number, source: Uint8Array): void {
-  Buffer.prototype.copy.call(source, target, at);
-}
-
 /**
  * Plaintext bytes [start, end] of an encrypted copy: the stored bytes of the frames they touch are
  * streamed from the backend in one ranged read, each frame authenticated before any of it is
@@ -349,7 +344,7 @@ class DecryptingSource implements ChunkSource {
         if (this.#rest === null) throw damaged(`frame ${i} cut short`);
       }
       const n = Math.min(need - have, this.#rest.byteLength - this.#restAt);
-      copyInto(buf, have, this.#rest.subarray(this.#restAt, this.#restAt + n));
+      copyBytes(buf, have, this.#rest.subarray(this.#restAt, this.#restAt + n));
       have += n;
       this.#restAt += n;
     }
@@ -454,7 +449,7 @@ class EncryptingWriter implements ObjectWriter {
       }
       const frame = (this.#frame ??= Buffer.allocUnsafe(F));
       const n = Math.min(left, F - this.#fill);
-      copyInto(frame, this.#fill, chunk.subarray(off, off + n));
+      copyBytes(frame, this.#fill, chunk.subarray(off, off + n));
       this.#fill += n;
       off += n;
       if (this.#fill === F && known) this.#seal(frame, this.#index === this.#finalIndex);

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { KeyRing } from '../../../../src/crypto/key-ring.js';
@@ -9,6 +9,7 @@ import { DiskBlobStore } from '../../../../src/store/disk.js';
 import { JournalingBlobStore, type ReferenceLog } from '../../../../src/store/journal/journaling-store.js';
 import { SegmentLog } from '../../../../src/store/journal/segment-log.js';
 import { tmpDir } from '../../../helpers/start-server.js';
+import { flipByte } from '../../../helpers/data.js';
 
 // With encryption at rest the journal holds small objects' bytes sealed under a key per segment,
 // wrapped by the key ring: no byte of an object in the clear in a segment; replay, retirement and
@@ -64,14 +65,6 @@ function markersIn(dir: string, markers: string[]): string[] {
   return markers.filter((m) => files.some((f) => f.includes(m, 0, 'latin1')));
 }
 
-function flipByte(path: string, at: number): void {
-  const fd = openSync(path, 'r+');
-  const b = Buffer.alloc(1);
-  readSync(fd, b, 0, 1, at);
-  b[0] = b[0]! ^ 0x40;
-  writeSync(fd, b, 0, 1, at);
-  closeSync(fd);
-}
 
 t.test('sealed: no plaintext in the journal, read back live, after replay and after retirement', async (t) => {
   const dir = tmpDir();
