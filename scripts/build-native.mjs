@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const addons = [
   { name: 'sha256', source: 'src/native/sha256.cc', target: 'dist/native/sha256.node' },
-  { name: 'frame_cipher', source: 'src/native/frame-cipher.cc', target: 'dist/native/frame_cipher.node' },
+  { name: 'frame_cipher', source: 'src/native/frame-cipher.cc', more: ['src/native/gcm-vaes.cc', 'src/native/gcm-vaes.h'], target: 'dist/native/frame_cipher.node' },
 ];
 const required = process.argv.includes('--require');
 
@@ -29,7 +29,8 @@ function give(why) {
   process.exit(0);
 }
 
-const upToDate = (a) => existsSync(join(root, a.target)) && statSync(join(root, a.target)).mtimeMs >= statSync(join(root, a.source)).mtimeMs;
+const sourcesOf = (a) => [a.source, ...(a.more ?? [])];
+const upToDate = (a) => existsSync(join(root, a.target)) && sourcesOf(a).every((s) => statSync(join(root, a.target)).mtimeMs >= statSync(join(root, s)).mtimeMs);
 const stale = addons.filter((a) => !upToDate(a));
 if (stale.length === 0) process.exit(0);
 
@@ -53,7 +54,7 @@ for (const a of stale) {
   const args = [
     '-std=c++17', '-O2', '-fPIC', '-shared', '-fvisibility=hidden', '-Wall', '-Wextra',
     `-DNODE_GYP_MODULE_NAME=stowage_${a.name}`, `-I${headers}`,
-    join(root, a.source), '-o', partial,
+    ...sourcesOf(a).filter((s) => s.endsWith('.cc')).map((s) => join(root, s)), '-o', partial,
   ];
   const run = spawnSync(cxx, args, { stdio: ['ignore', 'inherit', 'inherit'] });
   if (run.error !== undefined || run.status !== 0) {

@@ -45,7 +45,7 @@ import { DownloadGrants } from './service/download-grants.js';
 import { TransferService } from './service/transfer-service.js';
 import { composeStore, openBackend } from './store/compose.js';
 import { openKeyRing } from './crypto/start-keys.js';
-import { frameGcmMissing } from './crypto/frame-gcm.js';
+import { frameGcmEngine, frameGcmMissing } from './crypto/frame-gcm.js';
 import { DiskReserve } from './store/disk-reserve.js';
 import { RetirementScheduler } from './store/journal/retirement.js';
 import { hashedOffLoop, warmHasherFor } from './store/layers/verify.js';
@@ -65,6 +65,8 @@ export interface App {
   readonly dashboardUrl: string;
   /** The SQLite index's path. */
   readonly index: string;
+  /** With encryption keys: which AES-256-GCM seals and opens frames (crypto/frame-gcm.ts); else null. */
+  readonly frameCipher: string | null;
   /** True when this start created the index: a fresh data directory (main.ts prints a first-run hint). */
   readonly firstRun: boolean;
   /** Graceful: stop accepting, drain in-flight transfers up to the grace period, close the index. */
@@ -326,6 +328,7 @@ export async function startApp(config: Config, log = defaultLog): Promise<App> {
     dashboardUrl: `${links.baseUrl}${DASHBOARD_PATH}`,
     index,
     firstRun,
+    frameCipher: ring === null ? null : frameGcmEngine(),
     async close() {
       clearInterval(sweeper);
       const retired = retirement?.stop(); // no round starts from here on

@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     store: storeLabel(config),
     compression: config.compressionLevel === null ? 'off' : `zstd:${config.compressionLevel}`,
     index: app.index,
+    ...(app.frameCipher === null ? {} : { frame_cipher: app.frameCipher }),
     data_dir: config.dataDir,
   });
   if (app.firstRun) {

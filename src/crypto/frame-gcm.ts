@@ -11,6 +11,11 @@ export interface FrameGcm {
    * own bytes or apart) then holding the plaintext; false with `out` zeroed.
    */
   open(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, stored: Uint8Array, out: Uint8Array): boolean;
+  /**
+   * Whose AES-256-GCM it is: 'vaes-avx512' or 'vaes-avx2' (src/native/gcm-vaes.cc, on CPUs with VAES and VPCLMULQDQ,
+   * once it matched OpenSSL in a self-test), 'openssl' (node's own, through the addon), 'node:crypto'.
+   */
+  readonly engine: string;
 }
 
 const TAG = 16;
@@ -20,7 +25,7 @@ const TAG = 16;
  * not built. Its outputs are allocated per call, so it feeds them 64 KiB at a time (larger outputs
  * are fresh pages to fault in).
  */
-export const nodeFrameGcm: FrameGcm = { seal: nodeSeal, open: nodeOpen };
+export const nodeFrameGcm: FrameGcm = { seal: nodeSeal, open: nodeOpen, engine: 'node:crypto' };
 
 function nodeSeal(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, plain: Uint8Array, out: Uint8Array): void {
   if (out.byteLength !== plain.byteLength + TAG) throw new TypeError('out must be plain.byteLength + 16 bytes');
@@ -62,6 +67,11 @@ const addon = (): Loaded<FrameGcm> => (loaded ??= loadNativeAddon<FrameGcm>('fra
 /** The addon `scripts/build-native.mjs` builds into dist/native when it loads, else node:crypto. */
 export function frameGcm(): FrameGcm {
   return addon().addon ?? nodeFrameGcm;
+}
+
+/** Which AES-256-GCM frames are sealed and opened with (FrameGcm.engine). */
+export function frameGcmEngine(): string {
+  return frameGcm().engine;
 }
 
 /** Why frames are sealed with node:crypto rather than the addon ('' when the addon loaded). */

@@ -5,8 +5,10 @@
 // faulting those pages in costs several times the AES itself. Here the output is written where
 // the caller says (a reused buffer, or in place), in one call per frame.
 //
-// The cipher is OpenSSL's, linked from the node binary itself: the code node:crypto runs (AES-NI,
-// PCLMULQDQ, VAES where the CPU has them), so both paths write and read the same bytes.
+// The cipher is OpenSSL's, linked from the node binary itself (the code node:crypto runs), except on
+// CPUs with VAES and VPCLMULQDQ, where src/native/gcm-vaes.cc does the same AES-256-GCM two to three
+// times as fast, once it has matched OpenSSL in a self-test ("engine" says which). Both write and
+// read the same bytes.
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <openssl/crypto.h>
@@ -14,6 +16,8 @@
 
 #include <cstdint>
 #include <cstring>
+
+#include "gcm-vaes.h"
 
 namespace {
 
@@ -73,8 +77,18 @@ bool Apart(const Bytes& in, const Bytes& out) {
   return in.data + in.length <= out.data || out.data + out.length <= in.data;
 }
 
+// The CPU's vector AES-GCM (src/native/gcm-vaes.h) where it has one and it passed its self-test.
+bool Wide() {
+  static const bool wide = vaes_gcm::Usable();
+  return wide;
+}
+
 // Seals plain into out (plain's length + 16: the ciphertext, then the tag).
 bool SealBytes(const uint8_t* key, const uint8_t* nonce, const Bytes& aad, const Bytes& plain, const Bytes& out) {
+  if (Wide()) {
+    vaes_gcm::Seal(key, nonce, aad.data, aad.length, plain.data, plain.length, out.data, out.data + plain.length);
+    return true;
+  }
   ThreadCipher& c = Cipher();
   int n = 0;
   bool ok = c.cipher != nullptr && c.ctx != nullptr && EVP_CipherInit_ex(c.ctx, c.cipher, nullptr, key, nonce, 1) == 1 &&
@@ -89,6 +103,7 @@ bool SealBytes(const uint8_t* key, const uint8_t* nonce, const Bytes& aad, const
 // Opens stored (ciphertext, then the tag) into out (16 bytes shorter); false when it does not
 // authenticate, out then zeroed: unauthenticated plaintext is never left behind.
 bool OpenBytes(const uint8_t* key, const uint8_t* nonce, const Bytes& aad, const Bytes& stored, const Bytes& out) {
+  if (Wide()) return vaes_gcm::Open(key, nonce, aad.data, aad.length, stored.data, out.length, stored.data + out.length, out.data);
   ThreadCipher& c = Cipher();
   uint8_t tag[kTagSize];
   std::memcpy(tag, stored.data + out.length, kTagSize);  // before an in-place write could reach it
@@ -139,9 +154,12 @@ napi_value Seal(napi_env env, napi_callback_info info) { return Call(env, info, 
 napi_value Open(napi_env env, napi_callback_info info) { return Call(env, info, false); }
 
 napi_value Init(napi_env env, napi_value exports) {
+  napi_value engine;
+  if (napi_create_string_utf8(env, Wide() ? vaes_gcm::Name() : "openssl", NAPI_AUTO_LENGTH, &engine) != napi_ok) return nullptr;
   napi_property_descriptor props[] = {
       {"seal", nullptr, Seal, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"open", nullptr, Open, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"engine", nullptr, nullptr, nullptr, nullptr, engine, napi_enumerable, nullptr},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return nullptr;
   return exports;
