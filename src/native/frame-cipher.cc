@@ -85,10 +85,7 @@ bool Wide() {
 
 // Seals plain into out (plain's length + 16: the ciphertext, then the tag).
 bool SealBytes(const uint8_t* key, const uint8_t* nonce, const Bytes& aad, const Bytes& plain, const Bytes& out) {
-  if (Wide()) {
-    vaes_gcm::Seal(key, nonce, aad.data, aad.length, plain.data, plain.length, out.data, out.data + plain.length);
-    return true;
-  }
+  if (Wide()) return vaes_gcm::Seal(key, nonce, aad.data, aad.length, plain.data, plain.length, out.data, out.data + plain.length);
   ThreadCipher& c = Cipher();
   int n = 0;
   bool ok = c.cipher != nullptr && c.ctx != nullptr && EVP_CipherInit_ex(c.ctx, c.cipher, nullptr, key, nonce, 1) == 1 &&

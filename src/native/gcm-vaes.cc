@@ -115,7 +115,9 @@ TARGET __m128i HashTail(__m128i y, __m128i h, const uint8_t* data, size_t length
   return y;
 }
 
-constexpr size_t kGroup = 16;  // blocks per pass of the wide loop (256 bytes)
+constexpr size_t kGroup = 16;  // blocks per pass of the wide loops (256 bytes)
+// Within GCM's limit (2^32 - 2 blocks under one nonce): frames are far smaller (the addon takes 1 GiB at most).
+constexpr size_t kMaxLength = size_t{1} << 32;
 
 // Counter blocks are the nonce, then the block counter big-endian: from 2 for the data (1 is the
 // tag's mask). The wide loops keep host-order counters in each lane's last dword and shuffle them
@@ -314,8 +316,7 @@ bool SelfTest() {
          Open(key, nonce, aad, sizeof aad, sealed.data(), length, sealed.data() + length, opened.data()) &&
          std::memcmp(opened.data(), plain.data(), length) == 0;
     std::vector<uint8_t> ours(length + 16);
-    Seal(key, nonce, aad, sizeof aad, plain.data(), length, ours.data(), ours.data() + length);
-    ok = ok && ours == sealed;
+    ok = ok && Seal(key, nonce, aad, sizeof aad, plain.data(), length, ours.data(), ours.data() + length) && ours == sealed;
     if (ok) {
       sealed[length / 2] ^= 0x20;
       ok = !Open(key, nonce, aad, sizeof aad, sealed.data(), length, sealed.data() + length, opened.data());
@@ -335,13 +336,16 @@ bool Usable() {
 
 const char* Name() { return !Usable() ? "" : width == Width::k512 ? "vaes-avx512" : "vaes-avx2"; }
 
-void Seal(const uint8_t key[32], const uint8_t nonce[12], const uint8_t* aad, size_t aad_length, const uint8_t* in, size_t length, uint8_t* out,
+bool Seal(const uint8_t key[32], const uint8_t nonce[12], const uint8_t* aad, size_t aad_length, const uint8_t* in, size_t length, uint8_t* out,
           uint8_t tag[16]) {
+  if (length > kMaxLength || aad_length > kMaxLength) return false;
   Crypt(true, key, nonce, aad, aad_length, in, length, out, tag);
+  return true;
 }
 
 bool Open(const uint8_t key[32], const uint8_t nonce[12], const uint8_t* aad, size_t aad_length, const uint8_t* in, size_t length,
           const uint8_t tag[16], uint8_t* out) {
+  if (length > kMaxLength || aad_length > kMaxLength) return false;
   uint8_t expected[16];
   std::memcpy(expected, tag, sizeof expected);  // before an in-place write could reach it
   uint8_t computed[16];
@@ -361,7 +365,7 @@ bool Usable() { return false; }
 
 const char* Name() { return ""; }
 
-void Seal(const uint8_t*, const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t, uint8_t*, uint8_t*) {}
+bool Seal(const uint8_t*, const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t, uint8_t*, uint8_t*) { return false; }
 
 bool Open(const uint8_t*, const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t, const uint8_t*, uint8_t*) { return false; }
 
