@@ -1,8 +1,9 @@
 // AES-256-GCM (NIST SP 800-38D) for x86-64 CPUs with VAES and VPCLMULQDQ: counter blocks
-// encrypted 16 at a time in 256-bit registers, GHASH over the same 16 ciphertext blocks with H^16..H^1
-// (products summed unreduced, reduced once per 256 bytes), the rest a block at a time. GF(2^128)
-// arithmetic on byte-reversed blocks, shifted and reduced as in Gueron and Kounavis, "Intel
-// Carry-Less Multiplication Instruction and its Usage for Computing the GCM Mode" (Intel, 2014).
+// encrypted 16 at a time (in 512-bit registers with AVX-512, else 256-bit ones), GHASH over the same
+// 16 ciphertext blocks with H^16..H^1 (products summed unreduced, reduced once per 256 bytes), the
+// rest a block at a time. GF(2^128) arithmetic on byte-reversed blocks, shifted and reduced as in
+// Gueron and Kounavis, "Intel Carry-Less Multiplication Instruction and its Usage for Computing the
+// GCM Mode" (Intel, 2014).
 //
 // No branch or memory access depends on a key or on data; lengths alone steer it. It is used only
 // once it matched OpenSSL in SelfTest(), and test/unit/crypto/frame-gcm.test.ts checks it against
@@ -232,7 +233,7 @@ TARGET512 __m128i Groups512(bool seal, const Schedule& s, const __m128i hp[kGrou
 #pragma GCC diagnostic pop
 
 enum class Width { k256, k512 };
-Width width = Width::k256;  // set once, by Usable()
+Width width = Width::k256;  // set once, by Supported() under Usable()'s static initialisation
 
 // CTR over `in` into `out` with GHASH over the ciphertext (the output when sealing, the input when
 // opening); the tag into `tag`.
