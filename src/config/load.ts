@@ -130,13 +130,14 @@ export function parseRepoPatterns(name: string, value: string): string[] {
 }
 
 /** A readable PEM private key (the GitHub App identity's signing key). */
-/** SVC_ENCRYPTION (on|off, default: on when keys are given) and where the keys come from; the keys themselves are read at start. */
-function parseEncryption(mode: string | null, keyFile: string | null, keyCommand: string | null): EncryptionConfig {
+/** SVC_ENCRYPTION (on|off, default: on when keys are given), where the keys come from (they are read at start), and SVC_ENCRYPTION_CIPHER. */
+function parseEncryption(mode: string | null, keyFile: string | null, keyCommand: string | null, cipher: string): EncryptionConfig {
   if (keyFile !== null && keyCommand !== null) throw new ConfigError('set SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND, not both');
   const keys = keyFile !== null || keyCommand !== null;
   if (mode !== null && mode !== 'on' && mode !== 'off') throw new ConfigError(`SVC_ENCRYPTION must be on or off, got "${mode}"`);
   if (mode === 'on' && !keys) throw new ConfigError('SVC_ENCRYPTION=on needs SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND');
-  return { keyFile: keyFile === null ? null : resolve(keyFile), keyCommand, encryptNew: mode === null ? keys : mode === 'on' };
+  if (cipher !== 'auto' && cipher !== 'openssl') throw new ConfigError(`SVC_ENCRYPTION_CIPHER must be auto or openssl, got "${cipher}"`);
+  return { keyFile: keyFile === null ? null : resolve(keyFile), keyCommand, encryptNew: mode === null ? keys : mode === 'on', cipher };
 }
 
 function checkPrivateKeyFile(name: string, path: string): void {
@@ -409,7 +410,7 @@ export function loadConfig(env: Env): Config {
   const store = raw(env, 'SVC_STORE')!;
   if (store !== 'disk' && store !== 's3') throw new ConfigError(`SVC_STORE must be disk or s3, got "${store}"`);
   const compressionLevel = parseCompression(raw(env, 'SVC_COMPRESSION')!);
-  const encryption = parseEncryption(raw(env, 'SVC_ENCRYPTION'), raw(env, 'SVC_ENCRYPTION_KEY_FILE'), raw(env, 'SVC_ENCRYPTION_KEY_COMMAND'));
+  const encryption = parseEncryption(raw(env, 'SVC_ENCRYPTION'), raw(env, 'SVC_ENCRYPTION_KEY_FILE'), raw(env, 'SVC_ENCRYPTION_KEY_COMMAND'), raw(env, 'SVC_ENCRYPTION_CIPHER')!);
   const importDirRaw = raw(env, 'SVC_IMPORT_DIR');
   const tusPortRaw = raw(env, 'SVC_TUS_PORT');
 

@@ -221,6 +221,8 @@ export interface EncryptionConfig {
   readonly keyCommand: string | null;
   /** SVC_ENCRYPTION: new objects are encrypted; false still reads encrypted ones while the keys are given. */
   readonly encryptNew: boolean;
+  /** SVC_ENCRYPTION_CIPHER: `auto` (the CPU's vector AES-GCM where it has one) or `openssl` only. */
+  readonly cipher: 'auto' | 'openssl';
 }
 
 /** Defaults, one place (fastify defaultInitOptions). `null` means "no default". */
@@ -250,6 +252,7 @@ export const DEFAULTS = {
   SVC_ENCRYPTION: null, // on when a key file or command is given, off otherwise
   SVC_ENCRYPTION_KEY_FILE: null,
   SVC_ENCRYPTION_KEY_COMMAND: null,
+  SVC_ENCRYPTION_CIPHER: 'auto',
   SVC_DISK_RESERVE: '128MiB', // the index's WAL up to its checkpoint mark, a journal segment's retirement, margin (docs/durability.md)
   SVC_DIRECT_IO: 'true',
   SVC_LOG_REQUESTS: 'false',

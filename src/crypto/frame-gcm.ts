@@ -16,6 +16,8 @@ export interface FrameGcm {
    * once it matched OpenSSL in a self-test), 'openssl' (node's own, through the addon), 'node:crypto'.
    */
   readonly engine: string;
+  /** OpenSSL's AES-256-GCM from now on, even where the vector one runs (SVC_ENCRYPTION_CIPHER=openssl). */
+  preferOpenSsl(): void;
 }
 
 const TAG = 16;
@@ -25,7 +27,7 @@ const TAG = 16;
  * not built. Its outputs are allocated per call, so it feeds them 64 KiB at a time (larger outputs
  * are fresh pages to fault in).
  */
-export const nodeFrameGcm: FrameGcm = { seal: nodeSeal, open: nodeOpen, engine: 'node:crypto' };
+export const nodeFrameGcm: FrameGcm = { seal: nodeSeal, open: nodeOpen, engine: 'node:crypto', preferOpenSsl: () => undefined };
 
 function nodeSeal(key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, plain: Uint8Array, out: Uint8Array): void {
   if (out.byteLength !== plain.byteLength + TAG) throw new TypeError('out must be plain.byteLength + 16 bytes');
@@ -67,6 +69,11 @@ const addon = (): Loaded<FrameGcm> => (loaded ??= loadNativeAddon<FrameGcm>('fra
 /** The addon `scripts/build-native.mjs` builds into dist/native when it loads, else node:crypto. */
 export function frameGcm(): FrameGcm {
   return addon().addon ?? nodeFrameGcm;
+}
+
+/** SVC_ENCRYPTION_CIPHER: `openssl` keeps frames on OpenSSL's AES-256-GCM (the default, `auto`, takes the CPU's vector one where it passed its self-test). */
+export function chooseFrameCipher(cipher: 'auto' | 'openssl'): void {
+  if (cipher === 'openssl') frameGcm().preferOpenSsl();
 }
 
 /** Which AES-256-GCM frames are sealed and opened with (FrameGcm.engine). */

@@ -7,13 +7,14 @@
 //
 // The cipher is OpenSSL's, linked from the node binary itself (the code node:crypto runs), except on
 // CPUs with VAES and VPCLMULQDQ, where src/native/gcm-vaes.cc does the same AES-256-GCM two to three
-// times as fast, once it has matched OpenSSL in a self-test ("engine" says which). Both write and
-// read the same bytes.
+// times as fast, once it has matched OpenSSL in a self-test and unless preferOpenSsl() was called
+// ("engine" says which). Both write and read the same bytes.
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -77,10 +78,14 @@ bool Apart(const Bytes& in, const Bytes& out) {
   return in.data + in.length <= out.data || out.data + out.length <= in.data;
 }
 
-// The CPU's vector AES-GCM (src/native/gcm-vaes.h) where it has one and it passed its self-test.
+// Set by preferOpenSsl() (SVC_ENCRYPTION_CIPHER=openssl) before any frame is sealed or opened.
+std::atomic<bool> openssl_only{false};
+
+// The CPU's vector AES-GCM (src/native/gcm-vaes.h) where it has one, it passed its self-test and
+// OpenSSL was not asked for.
 bool Wide() {
-  static const bool wide = vaes_gcm::Usable();
-  return wide;
+  static const bool usable = vaes_gcm::Usable();
+  return usable && !openssl_only.load(std::memory_order_relaxed);
 }
 
 // Seals plain into out (plain's length + 16: the ciphertext, then the tag).
@@ -150,13 +155,25 @@ napi_value Call(napi_env env, napi_callback_info info, bool seal) {
 napi_value Seal(napi_env env, napi_callback_info info) { return Call(env, info, true); }
 napi_value Open(napi_env env, napi_callback_info info) { return Call(env, info, false); }
 
+// engine: which AES-256-GCM seals and opens frames now.
+napi_value Engine(napi_env env, napi_callback_info) {
+  napi_value name;
+  napi_create_string_utf8(env, Wide() ? vaes_gcm::Name() : "openssl", NAPI_AUTO_LENGTH, &name);
+  return name;
+}
+
+// preferOpenSsl(): OpenSSL's AES-256-GCM from now on, on every thread.
+napi_value PreferOpenSsl(napi_env, napi_callback_info) {
+  openssl_only.store(true, std::memory_order_relaxed);
+  return nullptr;
+}
+
 napi_value Init(napi_env env, napi_value exports) {
-  napi_value engine;
-  if (napi_create_string_utf8(env, Wide() ? vaes_gcm::Name() : "openssl", NAPI_AUTO_LENGTH, &engine) != napi_ok) return nullptr;
   napi_property_descriptor props[] = {
       {"seal", nullptr, Seal, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"open", nullptr, Open, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
-      {"engine", nullptr, nullptr, nullptr, nullptr, engine, napi_enumerable, nullptr},
+      {"preferOpenSsl", nullptr, PreferOpenSsl, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"engine", nullptr, nullptr, Engine, nullptr, nullptr, napi_enumerable, nullptr},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return nullptr;
   return exports;

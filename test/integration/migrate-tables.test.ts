@@ -28,7 +28,7 @@ const options: MigrationOptions = {
   targetUrl: target,
   bucket: null,
   compressionLevel: null,
-  encryption: { keyFile: null, keyCommand: null, encryptNew: false },
+  encryption: { keyFile: null, keyCommand: null, encryptNew: false, cipher: 'auto' },
   workers: 1,
   directIo: false,
   dryRun: false,

@@ -128,11 +128,13 @@ t.test('SVC_INDEX_DEADLINE: seconds an index call may go unanswered, 5 by defaul
 });
 
 t.test('encryption: on when keys are given unless turned off; on without keys, or two key sources, refused', async (t) => {
-  t.same(loadConfig({}).encryption, { keyFile: null, keyCommand: null, encryptNew: false }, 'no keys: off');
+  t.same(loadConfig({}).encryption, { keyFile: null, keyCommand: null, encryptNew: false, cipher: 'auto' }, 'no keys: off');
   t.match(loadConfig({ SVC_ENCRYPTION_KEY_FILE: 'keys' }).encryption, { keyFile: /\/keys$/, keyCommand: null, encryptNew: true }, 'a key file: on, its path resolved');
   t.match(loadConfig({ SVC_ENCRYPTION_KEY_COMMAND: 'vault read -field=keys kv/lfs' }).encryption, { keyFile: null, keyCommand: 'vault read -field=keys kv/lfs', encryptNew: true });
   t.equal(loadConfig({ SVC_ENCRYPTION_KEY_FILE: 'keys', SVC_ENCRYPTION: 'off' }).encryption.encryptNew, false, 'off with keys: reads encrypted objects, writes plain');
   t.throws(() => loadConfig({ SVC_ENCRYPTION: 'on' }), new ConfigError('SVC_ENCRYPTION=on needs SVC_ENCRYPTION_KEY_FILE or SVC_ENCRYPTION_KEY_COMMAND'));
   t.throws(() => loadConfig({ SVC_ENCRYPTION: 'yes', SVC_ENCRYPTION_KEY_FILE: 'keys' }), /SVC_ENCRYPTION must be on or off, got "yes"/);
   t.throws(() => loadConfig({ SVC_ENCRYPTION_KEY_FILE: 'keys', SVC_ENCRYPTION_KEY_COMMAND: 'cat keys' }), /not both/);
+  t.equal(loadConfig({ SVC_ENCRYPTION_KEY_FILE: 'keys', SVC_ENCRYPTION_CIPHER: 'openssl' }).encryption.cipher, 'openssl', 'OpenSSL only, when asked');
+  t.throws(() => loadConfig({ SVC_ENCRYPTION_CIPHER: 'vaes' }), /SVC_ENCRYPTION_CIPHER must be auto or openssl, got "vaes"/);
 });

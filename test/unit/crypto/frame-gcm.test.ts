@@ -2,7 +2,7 @@ import { createCipheriv, randomBytes, randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { frameGcm, frameGcmMissing, nodeFrameGcm, type FrameGcm } from '../../../src/crypto/frame-gcm.js';
+import { chooseFrameCipher, frameGcm, frameGcmMissing, nodeFrameGcm, type FrameGcm } from '../../../src/crypto/frame-gcm.js';
 
 // The build (npm test runs build-native with --require) compiles the addon: the test is about it.
 const addon = frameGcm();
@@ -136,3 +136,18 @@ function flip<T extends Uint8Array>(b: T, at: number): T {
   b[at] ^= 0x01;
   return b;
 }
+
+t.test('SVC_ENCRYPTION_CIPHER=openssl: OpenSSL seals and opens from then on, the same bytes', async (t) => {
+  const plain = randomBytes(70_000);
+  const want = reference(plain);
+  chooseFrameCipher('auto');
+  t.equal(addon.engine, engine, 'auto keeps the engine the CPU allows');
+  chooseFrameCipher('openssl');
+  t.equal(addon.engine, 'openssl', 'openssl asked for: OpenSSL');
+  const sealed = Buffer.alloc(plain.byteLength + 16);
+  addon.seal(key, nonce, aad, plain, sealed);
+  t.ok(sealed.equals(want), 'sealed as before');
+  const back = Buffer.alloc(plain.byteLength);
+  t.equal(addon.open(key, nonce, aad, want, back), true, 'opened');
+  t.ok(back.equals(plain), 'the same bytes back');
+});
