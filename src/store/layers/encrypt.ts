@@ -20,7 +20,7 @@ import {
   type CryptHeader,
 } from '../../format/encrypted-format.js';
 import type { Oid } from '../../protocol/oid.js';
-import { ChunkGatherer, copyBytes, directBuffers } from '../buffer-pool.js';
+import { ChunkGatherer, copyBytes, directBuffers, giveReadBuffer, IO_CHUNK, takeReadBuffer } from '../buffer-pool.js';
 import { fillFrom } from '../fill-from.js';
 import type { BlobReader, BlobStat, BlobStore, ChunkSource, InLineObject, LegacyLayout, ObjectWriter, Presigner, PutResult, WriterOptions } from '../types.js';
 import { ForwardingBlobStore } from './forwarding.js';
@@ -104,10 +104,16 @@ export class EncryptingBlobStore extends ForwardingBlobStore {
       const cipher = new FrameCipher(dataKey, header.bytes, oidBytes(oid));
       dataKey.fill(0);
       const last = g.frames - 1;
-      const lastStored = head.byteLength === stored.storedSize ? head.subarray(frameOffset(g, last)) : await readStored(stored, frameOffset(g, last), g.storedSize - frameOffset(g, last));
-      const lastPlain = lastStored.subarray(0, lastStored.byteLength - TAG_SIZE);
-      cipher.openInto(g, last, lastStored, lastPlain);
-      return new DecryptingReader(stored, { cipher, dataKeyId: header.dataKeyId, g, lastPlain });
+      const lastScratch = new Scratch();
+      try {
+        const lastStored = head.byteLength === stored.storedSize ? head.subarray(frameOffset(g, last)) : await readStored(stored, frameOffset(g, last), g.storedSize - frameOffset(g, last), lastScratch);
+        const lastPlain = lastStored.subarray(0, lastStored.byteLength - TAG_SIZE);
+        cipher.openInto(g, last, lastStored, lastPlain);
+        return new DecryptingReader(stored, { cipher, dataKeyId: header.dataKeyId, g, lastPlain }, lastScratch);
+      } catch (e) {
+        lastScratch.release();
+        throw e;
+      }
     } catch (e) {
       await stored.close();
       throw e;
@@ -213,10 +219,31 @@ function bindAll(l: LegacyLayout): LegacyLayout {
 
 const oidBytes = (oid: Oid): Buffer => Buffer.from(oid, 'hex');
 
-async function readStored(stored: BlobReader, position: number, length: number): Promise<Buffer> {
-  const b = Buffer.alloc(length);
+async function readStored(stored: BlobReader, position: number, length: number, scratch: Scratch): Promise<Buffer> {
+  const b = scratch.take(length);
   await stored.readAt(b, position);
   return b;
+}
+
+/**
+ * A transfer's working bytes from the read pool's 1 MiB buffers where they fit (a buffer of its own
+ * past that): fresh megabyte-sized buffers per transfer let the allocator's heap grow, as plain
+ * reads' pooled ones do not. release() once nothing refers to them.
+ */
+class Scratch {
+  #whole: Uint8Array | null = null;
+
+  take(length: number): Buffer {
+    if (this.#whole !== null) throw new Error('scratch taken twice');
+    const whole = length <= IO_CHUNK ? takeReadBuffer() : new Uint8Array(length);
+    this.#whole = whole;
+    return Buffer.from(whole.buffer, whole.byteOffset, length);
+  }
+
+  release(): void {
+    if (this.#whole !== null && this.#whole.byteLength === IO_CHUNK) giveReadBuffer(this.#whole);
+    this.#whole = null;
+  }
 }
 
 /** An opened encrypted copy: its frames' cipher, geometry and the plaintext of its final frame (authenticated at open). */
@@ -230,10 +257,13 @@ interface OpenedCopy {
 class DecryptingReader implements BlobReader {
   readonly #stored: BlobReader;
   readonly #copy: OpenedCopy;
+  /** Where the final frame's bytes are (lastPlain), given back at close. */
+  readonly #last: Scratch;
 
-  constructor(stored: BlobReader, copy: OpenedCopy) {
+  constructor(stored: BlobReader, copy: OpenedCopy, last: Scratch) {
     this.#stored = stored;
     this.#copy = copy;
+    this.#last = last;
   }
 
   get size(): number {
@@ -261,6 +291,7 @@ class DecryptingReader implements BlobReader {
   }
 
   close(): Promise<void> {
+    this.#last.release();
     return this.#stored.close();
   }
 }
@@ -289,6 +320,7 @@ class DecryptingSource implements ChunkSource {
   /** A frame's stored bytes when they span the backend's chunks. */
   #frame: Buffer | null = null;
   #plain: Buffer | null = null;
+  readonly #scratch = { frame: new Scratch(), plain: new Scratch() };
 
   constructor(stored: BlobReader, copy: OpenedCopy, start: number, end: number) {
     this.#stored = stored;
@@ -312,7 +344,7 @@ class DecryptingSource implements ChunkSource {
     } else {
       // Up to FRAMES_PER_CHUNK frames, never the final one (opened at open): all whole frames.
       const to = Math.min(this.#lastFrame, g.frames - 2, first + FRAMES_PER_CHUNK - 1);
-      this.#plain ??= Buffer.allocUnsafe(Math.min(FRAMES_PER_CHUNK, g.frames - 1 - first) * g.frameSize);
+      this.#plain ??= this.#scratch.plain.take(Math.min(FRAMES_PER_CHUNK, g.frames - 1 - first) * g.frameSize);
       for (let i = first; i <= to; i++) await this.#open(i, this.#plain.subarray((i - first) * g.frameSize));
       this.#next = to + 1;
       plain = this.#plain.subarray(0, (to + 1 - first) * g.frameSize);
@@ -336,7 +368,7 @@ class DecryptingSource implements ChunkSource {
       this.#c.cipher.openInto(g, i, stored, into);
       return;
     }
-    const buf = (this.#frame ??= Buffer.allocUnsafe(need));
+    const buf = (this.#frame ??= this.#scratch.frame.take(need));
     for (let have = 0; have < need; ) {
       if (this.#rest === null || this.#restAt === this.#rest.byteLength) {
         this.#rest = await this.#src.next();
@@ -355,6 +387,9 @@ class DecryptingSource implements ChunkSource {
     const src = this.#src;
     this.#src = null;
     this.#rest = null;
+    this.#frame = this.#plain = null;
+    this.#scratch.frame.release();
+    this.#scratch.plain.release();
     await src?.close();
   }
 }
@@ -385,6 +420,7 @@ class EncryptingWriter implements ObjectWriter {
   #frame: Buffer | null = null;
   #fill = 0;
   #sealed: Buffer | null = null;
+  readonly #scratch = { frame: new Scratch(), sealed: new Scratch() };
   #index = 0;
   #size = 0;
   #failed: unknown = null;
@@ -447,7 +483,7 @@ class EncryptingWriter implements ObjectWriter {
         off += F;
         continue;
       }
-      const frame = (this.#frame ??= Buffer.allocUnsafe(F));
+      const frame = (this.#frame ??= this.#scratch.frame.take(F));
       const n = Math.min(left, F - this.#fill);
       copyBytes(frame, this.#fill, chunk.subarray(off, off + n));
       this.#fill += n;
@@ -464,7 +500,7 @@ class EncryptingWriter implements ObjectWriter {
       this.#cipher.sealInto(this.#index, final, plain, into);
       this.#out.commit(length);
     } else {
-      const sealed = (this.#sealed ??= Buffer.allocUnsafe(this.#frameSize + TAG_SIZE)).subarray(0, length);
+      const sealed = (this.#sealed ??= this.#scratch.sealed.take(this.#frameSize + TAG_SIZE)).subarray(0, length);
       this.#cipher.sealInto(this.#index, final, plain, sealed);
       this.#out.add(sealed);
     }
@@ -482,6 +518,7 @@ class EncryptingWriter implements ObjectWriter {
     // The final frame is still open unless the size was announced and it was whole (an empty object: not begun yet).
     if (this.#expected === null || this.#index === this.#finalIndex) this.#seal(this.#frame?.subarray(0, this.#fill) ?? Buffer.alloc(0), true);
     this.#out.flush();
+    this.#releaseScratch();
     await this.#keys.putDataKey(this.#row);
     let r: PutResult;
     try {
@@ -499,7 +536,15 @@ class EncryptingWriter implements ObjectWriter {
   async abort(): Promise<void> {
     this.#failed ??= lfsError('LFS_ERR_UPLOAD_ABORTED');
     this.#out.discard();
+    this.#releaseScratch();
     await this.#inner.abort();
+  }
+
+  /** The frame buffers go back to the pool: every frame is sealed and copied on, or the write is over. */
+  #releaseScratch(): void {
+    this.#frame = this.#sealed = null;
+    this.#scratch.frame.release();
+    this.#scratch.sealed.release();
   }
 }
 
