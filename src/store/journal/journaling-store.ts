@@ -239,14 +239,15 @@ export class JournalingBlobStore extends ForwardingBlobStore {
     return this.#oneRoundAtATime(() => this.#retireRound(false));
   }
 
-  /**
-   * Retires every segment now, the one being written too, lull or not, and returns the
-   * key-encryption keys of the segments still on disk: rewrap's way of letting an old key go.
-   */
+  /** The key-encryption keys wrapping the segments on disk (rewrap counts them as in use). */
   kekIdsInUse(): string[] {
     return this.#segments.kekIdsInUse();
   }
 
+  /**
+   * Retires every segment now, the one being written too, lull or not, and returns the
+   * key-encryption keys of the segments still on disk: rewrap's way of letting an old key go.
+   */
   async retireAll(): Promise<string[]> {
     await this.#oneRoundAtATime(() => this.#retireRound(true));
     return this.#segments.kekIdsInUse();

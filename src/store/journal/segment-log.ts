@@ -151,10 +151,8 @@ export class SegmentLog {
   #flushMs = 0;
   /** Seals new segments' data with keys it wraps; null: records are written plain. */
   readonly #sealWith: KeyRing | null;
-  /** The data keys of sealed segments, those written in this run and those unwrapped at open. */
-  readonly #keys: Map<number, Buffer>;
-  /** The key-encryption key each sealed segment's data key is wrapped with. */
-  readonly #kekOf = new Map<number, string>();
+  /** The data keys of sealed segments (written in this run or unwrapped at open), each with the key-encryption key that wraps it. */
+  readonly #keys: Map<number, SegmentKeyOf>;
 
   readonly #now: () => number;
 
@@ -162,8 +160,7 @@ export class SegmentLog {
     this.#dir = dir;
     this.#now = now;
     this.#sealWith = sealWith;
-    this.#keys = new Map([...keys].map(([no, k]) => [no, k.key]));
-    for (const [no, k] of keys) this.#kekOf.set(no, k.kekId);
+    this.#keys = keys;
     this.#nextNo = nextNo;
     this.#sealed.push(...existing);
     this.#recycled = recycled;
@@ -248,7 +245,7 @@ export class SegmentLog {
     const offset = seg.tail;
     if (sealed) {
       // The head and number are the AAD, copied: the ciphertext goes over the number.
-      sealRecordData(this.#keys.get(seg.no)!, offset, Buffer.from(signed), rec.data!, buf.subarray(head, head + dataLen + SEAL_TAG));
+      sealRecordData(this.#keys.get(seg.no)!.key, offset, Buffer.from(signed), rec.data!, buf.subarray(head, head + dataLen + SEAL_TAG));
     } else if (dataLen > 0) {
       // fill() is one native memcpy; set() from shared memory takes V8's slow element-wise path.
       buf.fill(rec.data!, head, head + dataLen);
@@ -419,8 +416,7 @@ export class SegmentLog {
     const record = keyRecord(seg.no, kekId, wrapped);
     writeFullySync(seg.fh.fd, record, 0);
     seg.tail = seg.base = record.length;
-    this.#keys.set(seg.no, key);
-    this.#kekOf.set(seg.no, kekId);
+    this.#keys.set(seg.no, { key, kekId });
   }
 
   #prepareSpare(): void {
@@ -457,7 +453,7 @@ export class SegmentLog {
 
   /** The key-encryption keys the sealed segments on disk are wrapped with: a key file must keep them. */
   kekIdsInUse(): string[] {
-    return [...new Set(this.#kekOf.values())].sort();
+    return [...new Set([...this.#keys.values()].map((k) => k.kekId))].sort();
   }
 
   /** Closes the segment being written now, whether idle or not (rewrap's forced retirement). */
@@ -521,7 +517,7 @@ export class SegmentLog {
           if (magic !== MAGIC_SEALED) break;
           if (kind === KIND_KEY) {
             // Only first, and only with its key unwrapped at open.
-            if (at !== 0 || parseKeyRecord(whole, segment) === null || (key = this.#keys.get(segment) ?? null) === null) break;
+            if (at !== 0 || parseKeyRecord(whole, segment) === null || (key = this.#keys.get(segment)?.key ?? null) === null) break;
             at += length;
             continue;
           }
@@ -571,7 +567,7 @@ export class SegmentLog {
       await plainReads(fd, at.length, at.offset).readAt(into, 0); // in line when small (inline-reader.ts)
       return true;
     }
-    const key = this.#keys.get(at.segment);
+    const key = this.#keys.get(at.segment)?.key;
     const headLength = at.offset - at.record;
     const span = headLength + at.length + SEAL_TAG;
     const whole = smallBuffers.take(span);
@@ -620,7 +616,6 @@ export class SegmentLog {
     if (kept) this.#recycled.push(segment);
     else await unlink(path).catch(() => undefined);
     this.#keys.delete(segment);
-    this.#kekOf.delete(segment);
     await this.#dirs.sync(this.#dir);
   }
 

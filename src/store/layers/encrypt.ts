@@ -232,17 +232,19 @@ async function readStored(stored: BlobReader, position: number, length: number, 
  */
 class Scratch {
   #whole: Uint8Array | null = null;
+  #bytes: Buffer | null = null;
 
+  /** The buffer, taken with `length` bytes at its first use. */
   take(length: number): Buffer {
-    if (this.#whole !== null) throw new Error('scratch taken twice');
+    if (this.#bytes !== null) return this.#bytes;
     const whole = length <= IO_CHUNK ? takeReadBuffer() : new Uint8Array(length);
     this.#whole = whole;
-    return Buffer.from(whole.buffer, whole.byteOffset, length);
+    return (this.#bytes = Buffer.from(whole.buffer, whole.byteOffset, length));
   }
 
   release(): void {
     if (this.#whole !== null && this.#whole.byteLength === IO_CHUNK) giveReadBuffer(this.#whole);
-    this.#whole = null;
+    this.#whole = this.#bytes = null;
   }
 }
 
@@ -317,9 +319,7 @@ class DecryptingSource implements ChunkSource {
   #src: ChunkSource | null = null;
   #rest: Uint8Array | null = null;
   #restAt = 0;
-  /** A frame's stored bytes when they span the backend's chunks. */
-  #frame: Buffer | null = null;
-  #plain: Buffer | null = null;
+  /** A frame's stored bytes where they span the backend's chunks, and the plaintext chunk returned. */
   readonly #scratch = { frame: new Scratch(), plain: new Scratch() };
 
   constructor(stored: BlobReader, copy: OpenedCopy, start: number, end: number) {
@@ -344,10 +344,11 @@ class DecryptingSource implements ChunkSource {
     } else {
       // Up to FRAMES_PER_CHUNK frames, never the final one (opened at open): all whole frames.
       const to = Math.min(this.#lastFrame, g.frames - 2, first + FRAMES_PER_CHUNK - 1);
-      this.#plain ??= this.#scratch.plain.take(Math.min(FRAMES_PER_CHUNK, g.frames - 1 - first) * g.frameSize);
-      for (let i = first; i <= to; i++) await this.#open(i, this.#plain.subarray((i - first) * g.frameSize));
+      // Taken at the first chunk, the largest: later ones need no more.
+      const out = this.#scratch.plain.take(Math.min(FRAMES_PER_CHUNK, g.frames - 1 - first) * g.frameSize);
+      for (let i = first; i <= to; i++) await this.#open(i, out.subarray((i - first) * g.frameSize));
       this.#next = to + 1;
-      plain = this.#plain.subarray(0, (to + 1 - first) * g.frameSize);
+      plain = out.subarray(0, (to + 1 - first) * g.frameSize);
     }
     return plain.subarray(Math.max(0, this.#start - from), Math.min(plain.byteLength, this.#end - from + 1));
   }
@@ -368,7 +369,7 @@ class DecryptingSource implements ChunkSource {
       this.#c.cipher.openInto(g, i, stored, into);
       return;
     }
-    const buf = (this.#frame ??= this.#scratch.frame.take(need));
+    const buf = this.#scratch.frame.take(need);
     for (let have = 0; have < need; ) {
       if (this.#rest === null || this.#restAt === this.#rest.byteLength) {
         this.#rest = await this.#src.next();
@@ -387,7 +388,6 @@ class DecryptingSource implements ChunkSource {
     const src = this.#src;
     this.#src = null;
     this.#rest = null;
-    this.#frame = this.#plain = null;
     this.#scratch.frame.release();
     this.#scratch.plain.release();
     await src?.close();
@@ -416,11 +416,9 @@ class EncryptingWriter implements ObjectWriter {
   readonly #expected: number | null;
   /** With the size announced, the index of the final frame; else -1. */
   readonly #finalIndex: number;
-  /** The frame being filled, how full, and a frame's sealed bytes where they do not fit the block at hand. */
-  #frame: Buffer | null = null;
-  #fill = 0;
-  #sealed: Buffer | null = null;
+  /** The frame being filled and a frame's sealed bytes where they do not fit the block at hand; how full the frame is. */
   readonly #scratch = { frame: new Scratch(), sealed: new Scratch() };
+  #fill = 0;
   #index = 0;
   #size = 0;
   #failed: unknown = null;
@@ -475,7 +473,7 @@ class EncryptingWriter implements ObjectWriter {
     const known = this.#expected !== null;
     for (let off = 0; off < chunk.byteLength; ) {
       // A held whole frame (size unknown) is not the final one: a byte follows it.
-      if (this.#fill === F) this.#seal(this.#frame!, false);
+      if (this.#fill === F) this.#seal(this.#scratch.frame.take(F), false);
       const left = chunk.byteLength - off;
       // A whole frame in the chunk, known not to be the final one or known to be: sealed where it lies.
       if (this.#fill === 0 && (known ? left >= F : left > F)) {
@@ -483,7 +481,7 @@ class EncryptingWriter implements ObjectWriter {
         off += F;
         continue;
       }
-      const frame = (this.#frame ??= this.#scratch.frame.take(F));
+      const frame = this.#scratch.frame.take(F);
       const n = Math.min(left, F - this.#fill);
       copyBytes(frame, this.#fill, chunk.subarray(off, off + n));
       this.#fill += n;
@@ -500,7 +498,7 @@ class EncryptingWriter implements ObjectWriter {
       this.#cipher.sealInto(this.#index, final, plain, into);
       this.#out.commit(length);
     } else {
-      const sealed = (this.#sealed ??= this.#scratch.sealed.take(this.#frameSize + TAG_SIZE)).subarray(0, length);
+      const sealed = this.#scratch.sealed.take(this.#frameSize + TAG_SIZE).subarray(0, length);
       this.#cipher.sealInto(this.#index, final, plain, sealed);
       this.#out.add(sealed);
     }
@@ -516,7 +514,7 @@ class EncryptingWriter implements ObjectWriter {
     if (this.#failed !== null) throw this.#failed;
     if (this.#expected !== null && this.#size !== this.#expected) throw (this.#failed = sizeMismatch(this.#expected, this.#size));
     // The final frame is still open unless the size was announced and it was whole (an empty object: not begun yet).
-    if (this.#expected === null || this.#index === this.#finalIndex) this.#seal(this.#frame?.subarray(0, this.#fill) ?? Buffer.alloc(0), true);
+    if (this.#expected === null || this.#index === this.#finalIndex) this.#seal(this.#fill === 0 ? Buffer.alloc(0) : this.#scratch.frame.take(this.#frameSize).subarray(0, this.#fill), true);
     this.#out.flush();
     this.#releaseScratch();
     await this.#keys.putDataKey(this.#row);
@@ -542,7 +540,6 @@ class EncryptingWriter implements ObjectWriter {
 
   /** The frame buffers go back to the pool: every frame is sealed and copied on, or the write is over. */
   #releaseScratch(): void {
-    this.#frame = this.#sealed = null;
     this.#scratch.frame.release();
     this.#scratch.sealed.release();
   }
